@@ -1,0 +1,382 @@
+//! The engine's probe ABI: the `#[repr(C)]` graph and node structures that the engine's
+//! probe entry points receive, and the symbol names of those entry points.
+//!
+//! The layout is versioned by [`ENGINE_ABI_VERSION`]; every structure starts with that
+//! version so a probe can refuse a layout it does not know. Pointers are stored as `u64`
+//! addresses so the layout is the same on every target the tracer reads it from.
+
+use core::mem::{offset_of, size_of};
+
+/// Version of the layout of [`EngineNode`] and [`EngineGraph`]. Bump on any change.
+pub const ENGINE_ABI_VERSION: u32 = 1;
+
+/// Maximum number of source nodes of one node (ggml has 10; our ops need at most 4).
+pub const MAX_SRC: usize = 4;
+/// Maximum number of dimensions of a tensor.
+pub const MAX_DIMS: usize = 4;
+/// Size in bytes of a node's NUL-padded name.
+pub const NODE_NAME_LEN: usize = 64;
+/// Number of 32-bit operator parameters in a node.
+pub const MAX_OP_PARAMS: usize = 8;
+
+/// Element type of a tensor. The numbers are ggml's `ggml_type` values, so a GGUF
+/// tensor type id and a node's `dtype` mean the same thing.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit IEEE float.
+    F32 = 0,
+    /// 16-bit IEEE float.
+    F16 = 1,
+    /// ggml Q4_0: blocks of 32 weights, one f16 scale and 16 bytes of 4-bit values.
+    Q4_0 = 2,
+    /// ggml Q8_0: blocks of 32 weights, one f16 scale and 32 signed bytes.
+    Q8_0 = 8,
+    /// 32-bit signed integer (token ids, positions).
+    I32 = 26,
+}
+
+impl DType {
+    /// All supported types.
+    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::I32];
+
+    /// The type for a ggml type id, if this engine supports it.
+    pub const fn from_u32(v: u32) -> Option<DType> {
+        match v {
+            0 => Some(DType::F32),
+            1 => Some(DType::F16),
+            2 => Some(DType::Q4_0),
+            8 => Some(DType::Q8_0),
+            26 => Some(DType::I32),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name as ggml spells it (`f32`, `q8_0`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::Q4_0 => "q4_0",
+            DType::Q8_0 => "q8_0",
+            DType::I32 => "i32",
+        }
+    }
+
+    /// Number of elements in one block (1 for plain types).
+    pub const fn block_len(self) -> usize {
+        match self {
+            DType::Q4_0 | DType::Q8_0 => 32,
+            _ => 1,
+        }
+    }
+
+    /// Size in bytes of one block.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F16 => 2,
+            DType::Q4_0 => 18,
+            DType::Q8_0 => 34,
+        }
+    }
+
+    /// Bytes taken by a row of `n` elements; `None` if `n` is not a whole number of blocks.
+    pub const fn row_bytes(self, n: usize) -> Option<usize> {
+        if n % self.block_len() != 0 {
+            return None;
+        }
+        Some(n / self.block_len() * self.block_bytes())
+    }
+}
+
+/// Operator of a graph node. Numbers are stable: never renumber, only append.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpType {
+    /// Not computed in the graph: a weight, a KV-cache view or an input.
+    None = 0,
+    /// Select rows of a matrix by index (`inp_out_ids`, embedding lookups).
+    GetRows = 1,
+    /// Root-mean-square normalisation over rows.
+    RmsNorm = 2,
+    /// Element-wise product with broadcasting of `src1` (norm weights).
+    Mul = 3,
+    /// Element-wise sum with broadcasting of `src1` (residuals, biases).
+    Add = 4,
+    /// Matrix product `src0ᵀ · src1` in ggml's convention (`src0` rows are weights).
+    MulMat = 5,
+    /// Rotary position embedding (NeoX or normal mode, op param 0).
+    Rope = 6,
+    /// Copy `src0` into `src1` (store K/V rows into the cache).
+    Cpy = 7,
+    /// Scaled, causally masked softmax over rows.
+    SoftMax = 8,
+    /// SwiGLU: `silu(src0) * src1`.
+    SwiGlu = 9,
+    /// Reshape/permute/view without computing (kept in the graph only as a source).
+    View = 10,
+}
+
+impl OpType {
+    /// Number of op types (one past the largest value).
+    pub const COUNT: u32 = 11;
+
+    /// The op for a stored value.
+    pub const fn from_u32(v: u32) -> Option<OpType> {
+        Some(match v {
+            0 => OpType::None,
+            1 => OpType::GetRows,
+            2 => OpType::RmsNorm,
+            3 => OpType::Mul,
+            4 => OpType::Add,
+            5 => OpType::MulMat,
+            6 => OpType::Rope,
+            7 => OpType::Cpy,
+            8 => OpType::SoftMax,
+            9 => OpType::SwiGlu,
+            10 => OpType::View,
+            _ => return None,
+        })
+    }
+
+    /// Upper-case name as ggml spells it (`MUL_MAT`, `RMS_NORM`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpType::None => "NONE",
+            OpType::GetRows => "GET_ROWS",
+            OpType::RmsNorm => "RMS_NORM",
+            OpType::Mul => "MUL",
+            OpType::Add => "ADD",
+            OpType::MulMat => "MUL_MAT",
+            OpType::Rope => "ROPE",
+            OpType::Cpy => "CPY",
+            OpType::SoftMax => "SOFT_MAX",
+            OpType::SwiGlu => "SWIGLU",
+            OpType::View => "VIEW",
+        }
+    }
+}
+
+/// Kind of backend a graph runs on.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// The CPU thread-pool backend.
+    Cpu = 0,
+    /// A GPU backend (reserved).
+    Gpu = 1,
+    /// An NPU backend (reserved).
+    Npu = 2,
+}
+
+/// [`EngineNode::flags`]: the node is a model weight (read-only, memory-mapped).
+pub const NODE_FLAG_WEIGHT: u32 = 1 << 0;
+/// [`EngineNode::flags`]: the node is a graph input (embeddings, positions, mask).
+pub const NODE_FLAG_INPUT: u32 = 1 << 1;
+/// [`EngineNode::flags`]: the node is a graph output (logits).
+pub const NODE_FLAG_OUTPUT: u32 = 1 << 2;
+/// [`EngineNode::flags`]: the node views the KV cache.
+pub const NODE_FLAG_KV_CACHE: u32 = 1 << 3;
+
+/// One tensor of the engine: a computed graph node or a leaf (weight, input, cache view).
+///
+/// Shaped like ggml's `ggml_tensor`: `ne` counts elements per dimension (innermost
+/// first), `nb` is the stride in bytes per dimension, `src` holds the addresses of the
+/// source nodes (0 when unused).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EngineNode {
+    /// [`ENGINE_ABI_VERSION`] of this layout.
+    pub abi_version: u32,
+    /// [`OpType`] value.
+    pub op: u32,
+    /// [`DType`] value of the node's data.
+    pub dtype: u32,
+    /// `NODE_FLAG_*` bits.
+    pub flags: u32,
+    /// Elements per dimension, innermost first.
+    pub ne: [i64; MAX_DIMS],
+    /// Stride in bytes per dimension.
+    pub nb: [u64; MAX_DIMS],
+    /// Addresses of the source nodes; 0 where unused.
+    pub src: [u64; MAX_SRC],
+    /// Address of the node's data.
+    pub data: u64,
+    /// Operator parameters (eps, scale, RoPE settings...), meaning fixed per op type.
+    pub op_params: [u32; MAX_OP_PARAMS],
+    /// Transformer layer the node belongs to, or -1.
+    pub layer: i32,
+    /// Position in the graph's execution order; `u32::MAX` for leaves.
+    pub index: u32,
+    /// NUL-padded UTF-8 name such as `attn_q-3` or `blk.3.attn_q.weight`.
+    pub name: [u8; NODE_NAME_LEN],
+}
+
+const _: () = assert!(size_of::<EngineNode>() == 224);
+const _: () = assert!(offset_of!(EngineNode, abi_version) == 0);
+const _: () = assert!(offset_of!(EngineNode, op) == 4);
+const _: () = assert!(offset_of!(EngineNode, dtype) == 8);
+const _: () = assert!(offset_of!(EngineNode, flags) == 12);
+const _: () = assert!(offset_of!(EngineNode, ne) == 16);
+const _: () = assert!(offset_of!(EngineNode, nb) == 48);
+const _: () = assert!(offset_of!(EngineNode, src) == 80);
+const _: () = assert!(offset_of!(EngineNode, data) == 112);
+const _: () = assert!(offset_of!(EngineNode, op_params) == 120);
+const _: () = assert!(offset_of!(EngineNode, layer) == 152);
+const _: () = assert!(offset_of!(EngineNode, index) == 156);
+const _: () = assert!(offset_of!(EngineNode, name) == 160);
+
+impl EngineNode {
+    /// A zeroed node of the current ABI version with no op, no sources and no name.
+    pub const fn empty() -> EngineNode {
+        EngineNode {
+            abi_version: ENGINE_ABI_VERSION,
+            op: OpType::None as u32,
+            dtype: DType::F32 as u32,
+            flags: 0,
+            ne: [1; MAX_DIMS],
+            nb: [0; MAX_DIMS],
+            src: [0; MAX_SRC],
+            data: 0,
+            op_params: [0; MAX_OP_PARAMS],
+            layer: -1,
+            index: u32::MAX,
+            name: [0; NODE_NAME_LEN],
+        }
+    }
+
+    /// The name up to its first NUL (empty if it is not UTF-8).
+    pub fn name_str(&self) -> &str {
+        let len = self.name.iter().position(|&b| b == 0).unwrap_or(NODE_NAME_LEN);
+        core::str::from_utf8(&self.name[..len]).unwrap_or("")
+    }
+
+    /// Sets the name, truncated to fit with a terminating NUL.
+    pub fn set_name(&mut self, name: &str) {
+        self.name = [0; NODE_NAME_LEN];
+        let bytes = name.as_bytes();
+        let mut len = bytes.len().min(NODE_NAME_LEN - 1);
+        // Never cut a UTF-8 sequence in half.
+        while len > 0 && len < bytes.len() && (bytes[len] & 0xC0) == 0x80 {
+            len -= 1;
+        }
+        self.name[..len].copy_from_slice(&bytes[..len]);
+    }
+
+    /// The op type, if the stored value is known.
+    pub const fn op_type(&self) -> Option<OpType> {
+        OpType::from_u32(self.op)
+    }
+
+    /// The element type, if the stored value is known.
+    pub const fn dtype(&self) -> Option<DType> {
+        DType::from_u32(self.dtype)
+    }
+
+    /// Total number of elements.
+    pub const fn n_elements(&self) -> i64 {
+        self.ne[0] * self.ne[1] * self.ne[2] * self.ne[3]
+    }
+}
+
+/// One graph computation handed to a backend: the nodes to compute, in order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EngineGraph {
+    /// [`ENGINE_ABI_VERSION`] of this layout.
+    pub abi_version: u32,
+    /// Number of computed nodes.
+    pub n_nodes: u32,
+    /// Address of the first of `n_nodes` contiguous [`EngineNode`]s, in execution order.
+    pub nodes: u64,
+    /// Sequence number of this graph within the process (one per graph computation).
+    pub graph_id: u64,
+    /// Backend id (index of the backend instance in the engine).
+    pub backend_id: u32,
+    /// [`BackendKind`] value.
+    pub backend_kind: u32,
+    /// Tokens in the batch this graph computes.
+    pub n_tokens: u32,
+    /// Position of the first token of the batch.
+    pub pos: u32,
+}
+
+const _: () = assert!(size_of::<EngineGraph>() == 40);
+const _: () = assert!(offset_of!(EngineGraph, abi_version) == 0);
+const _: () = assert!(offset_of!(EngineGraph, n_nodes) == 4);
+const _: () = assert!(offset_of!(EngineGraph, nodes) == 8);
+const _: () = assert!(offset_of!(EngineGraph, graph_id) == 16);
+const _: () = assert!(offset_of!(EngineGraph, backend_id) == 24);
+const _: () = assert!(offset_of!(EngineGraph, backend_kind) == 28);
+const _: () = assert!(offset_of!(EngineGraph, n_tokens) == 32);
+const _: () = assert!(offset_of!(EngineGraph, pos) == 36);
+
+/// Exported symbol names of the probe entry points (see `docs/probe-abi.md`).
+pub mod symbols {
+    /// Token level: `i32 engine_decode(ctx *, u32 n_tokens, u32 pos, const i32 *tokens)`.
+    pub const DECODE: &str = "engine_decode";
+    /// Graph level: `i32 engine_graph_compute(const EngineGraph *, u32 backend_id, u32 backend_kind, u32 n_nodes)`.
+    pub const GRAPH_COMPUTE: &str = "engine_graph_compute";
+    /// Operator level: `void engine_op_compute(const EngineNode *, u32 ith, u32 nth, void *params)`.
+    pub const OP_COMPUTE: &str = "engine_op_compute";
+    /// Phase: `void engine_phase_embed(ctx *, const i32 *tokens, u32 n_tokens, f32 *out)`.
+    pub const PHASE_EMBED: &str = "engine_phase_embed";
+    /// Phase: `void engine_phase_copy_logits(f32 *dst, const f32 *src, u32 n)`.
+    pub const PHASE_COPY_LOGITS: &str = "engine_phase_copy_logits";
+    /// Phase: `void engine_phase_softmax(const f32 *logits, f32 *probs, u32 n_vocab, f32 temp)`.
+    pub const PHASE_SOFTMAX: &str = "engine_phase_softmax";
+    /// Phase: `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`.
+    pub const PHASE_SAMPLE: &str = "engine_phase_sample";
+    /// Every probe entry point, in level order.
+    pub const ALL: [&str; 7] = [
+        DECODE,
+        GRAPH_COMPUTE,
+        OP_COMPUTE,
+        PHASE_EMBED,
+        PHASE_COPY_LOGITS,
+        PHASE_SOFTMAX,
+        PHASE_SAMPLE,
+    ];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_ids_round_trip() {
+        for t in DType::ALL {
+            assert_eq!(DType::from_u32(t as u32), Some(t));
+        }
+        assert_eq!(DType::from_u32(3), None);
+    }
+
+    #[test]
+    fn op_ids_round_trip() {
+        for v in 0..OpType::COUNT {
+            let op = OpType::from_u32(v).expect("every value below COUNT is an op");
+            assert_eq!(op as u32, v);
+        }
+        assert_eq!(OpType::from_u32(OpType::COUNT), None);
+    }
+
+    #[test]
+    fn row_bytes_follow_blocks() {
+        assert_eq!(DType::Q8_0.row_bytes(64), Some(68));
+        assert_eq!(DType::Q4_0.row_bytes(64), Some(36));
+        assert_eq!(DType::F16.row_bytes(3), Some(6));
+        assert_eq!(DType::Q4_0.row_bytes(33), None);
+    }
+
+    #[test]
+    fn names_are_truncated_on_char_boundaries() {
+        let mut n = EngineNode::empty();
+        n.set_name("attn_q-3");
+        assert_eq!(n.name_str(), "attn_q-3");
+        let long = "é".repeat(40); // 80 bytes
+        n.set_name(&long);
+        assert!(n.name_str().len() <= NODE_NAME_LEN - 1);
+        assert!(n.name_str().chars().all(|c| c == 'é'));
+    }
+}

@@ -1,0 +1,2 @@
+//! `engine` command line.
+fn main() {}

@@ -1,0 +1,2 @@
+//! `cargo xtask`: project tasks.
+fn main() {}
