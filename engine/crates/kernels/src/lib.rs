@@ -1,1 +1,14 @@
-//! CPU kernels.
+//! CPU kernels of the inference engine, numerically compatible with ggml's CPU backend:
+//! ggml's Q8_0/Q4_0 blocks, the activation conversions, dot products and the tiled matrix
+//! product, each with an AVX2/FMA/F16C implementation and a portable one that rounds the
+//! same way, chosen at run time ([`Backend::detect`]).
+
+mod backend;
+pub mod dot;
+mod error;
+pub mod f16;
+pub mod quant;
+
+pub use backend::Backend;
+pub use dot::{convert_activations, vec_dot, vec_dot_type, vec_dot_with};
+pub use error::KernelError;

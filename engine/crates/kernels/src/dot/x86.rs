@@ -1,0 +1,179 @@
+//! AVX2 + FMA + F16C dot products, written after ggml's x86 code so they round identically.
+//!
+//! Every function is `unsafe`: callers must have checked that the CPU supports AVX2, FMA
+//! and F16C ([`crate::Backend::Avx2`]) and that the pointers cover the stated rows.
+//! All loads are unaligned loads, so rows may start at any address.
+
+use std::arch::x86_64::*;
+
+/// Horizontal sum in ggml's `hsum_float_8` order.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn hsum8(x: __m256) -> f32 {
+    let mut r = _mm_add_ps(_mm256_extractf128_ps::<1>(x), _mm256_castps256_ps128(x));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    _mm_cvtss_f32(r)
+}
+
+/// ggml's `GGML_F32x8_REDUCE` of four accumulators.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn reduce4(s: [__m256; 4]) -> f32 {
+    let a = _mm256_add_ps(s[0], s[2]);
+    let b = _mm256_add_ps(s[1], s[3]);
+    let c = _mm256_add_ps(a, b);
+    let t0 = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps::<1>(c));
+    let t1 = _mm_hadd_ps(t0, t0);
+    _mm_cvtss_f32(_mm_hadd_ps(t1, t1))
+}
+
+/// Converts the little-endian half at `p` (any alignment) to `f32`.
+///
+/// # Safety
+/// `p` is valid for reading two bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load_f16_scalar(p: *const u8) -> f32 {
+    // SAFETY: the caller guarantees two readable bytes at `p`; read_unaligned needs no alignment.
+    let bits = unsafe { p.cast::<u16>().read_unaligned() };
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
+}
+
+/// Loads 8 halves at `p` (any alignment) converted to `f32`.
+///
+/// # Safety
+/// `p` is valid for reading 16 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load_f16x8(p: *const u8) -> __m256 {
+    // SAFETY: 16 readable bytes at `p` (caller); loadu has no alignment requirement.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.cast()) })
+}
+
+/// Loads the 32 signed quants of the Q8_0 block at `p`.
+///
+/// # Safety
+/// `p` is valid for reading 34 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load_q8_0_quants(p: *const u8) -> __m256i {
+    // SAFETY: the quants are bytes 2..34 of the block, readable by the caller's guarantee.
+    unsafe { _mm256_loadu_si256(p.add(2).cast()) }
+}
+
+/// Loads the 32 quants of the Q4_0 block at `p` as signed bytes `nibble - 8` (low nibbles
+/// in bytes 0..16, high nibbles in 16..32, like ggml's `bytes_from_nibbles_32`).
+///
+/// # Safety
+/// `p` is valid for reading 18 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn load_q4_0_quants(p: *const u8) -> __m256i {
+    // SAFETY: the packed quants are bytes 2..18 of the block, readable by the caller's guarantee.
+    let tmp = unsafe { _mm_loadu_si128(p.add(2).cast()) };
+    let bytes = _mm256_set_m128i(_mm_srli_epi16::<4>(tmp), tmp);
+    let nibbles = _mm256_and_si256(bytes, _mm256_set1_epi8(0x0f));
+    _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8))
+}
+
+/// Lane sums of `w * x` for signed bytes as ggml's `mul_sum_i8_pairs_float` computes them.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn mul_sum_i8_pairs(w: __m256i, x: __m256i) -> __m256 {
+    let aw = _mm256_sign_epi8(w, w);
+    let sx = _mm256_sign_epi8(x, w);
+    let dot = _mm256_maddubs_epi16(aw, sx);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot))
+}
+
+/// `ggml_vec_dot_f32`.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; `w` and `x` valid for `4 * k` bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_f32(k: usize, w: *const u8, x: *const u8) -> f32 {
+    let np = k & !31;
+    let mut s = [_mm256_setzero_ps(); 4];
+    let (w, x) = (w.cast::<f32>(), x.cast::<f32>());
+    let mut i = 0;
+    while i < np {
+        for (j, acc) in s.iter_mut().enumerate() {
+            // SAFETY: i + 8j + 8 <= np <= k elements are readable (caller).
+            let (a, b) = unsafe { (_mm256_loadu_ps(w.add(i + 8 * j)), _mm256_loadu_ps(x.add(i + 8 * j))) };
+            *acc = _mm256_fmadd_ps(a, b, *acc);
+        }
+        i += 32;
+    }
+    let mut sum = reduce4(s);
+    for e in np..k {
+        // SAFETY: e < k.
+        sum += unsafe { w.add(e).read_unaligned() * x.add(e).read_unaligned() };
+    }
+    sum
+}
+
+/// `ggml_vec_dot_f16`.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; `w` and `x` valid for `2 * k` bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_f16(k: usize, w: *const u8, x: *const u8) -> f32 {
+    let np = k & !31;
+    let mut s = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i < np {
+        for (j, acc) in s.iter_mut().enumerate() {
+            let off = 2 * (i + 8 * j);
+            // SAFETY: elements i + 8j .. i + 8j + 8 are below np <= k (caller).
+            let (a, b) = unsafe { (load_f16x8(w.add(off)), load_f16x8(x.add(off))) };
+            *acc = _mm256_fmadd_ps(a, b, *acc);
+        }
+        i += 32;
+    }
+    let mut sum = f64::from(reduce4(s));
+    for e in np..k {
+        // SAFETY: e < k.
+        let (a, b) = unsafe { (load_f16_scalar(w.add(2 * e)), load_f16_scalar(x.add(2 * e))) };
+        sum += f64::from(a * b);
+    }
+    sum as f32
+}
+
+/// `ggml_vec_dot_q8_0_q8_0` over `nb` blocks.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; `w` and `x` valid for `34 * nb` bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_q8_0(nb: usize, w: *const u8, x: *const u8) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        // SAFETY: block b lies within the 34 * nb readable bytes of each row.
+        unsafe {
+            let (wb, xb) = (w.add(34 * b), x.add(34 * b));
+            let d = _mm256_set1_ps(load_f16_scalar(wb) * load_f16_scalar(xb));
+            let q = mul_sum_i8_pairs(load_q8_0_quants(wb), load_q8_0_quants(xb));
+            acc = _mm256_fmadd_ps(d, q, acc);
+        }
+    }
+    hsum8(acc)
+}
+
+/// `ggml_vec_dot_q4_0_q8_0` over `nb` blocks.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; `w` valid for `18 * nb` bytes and `x` for `34 * nb`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_q4_0(nb: usize, w: *const u8, x: *const u8) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for b in 0..nb {
+        // SAFETY: block b lies within the readable bytes of each row.
+        unsafe {
+            let (wb, xb) = (w.add(18 * b), x.add(34 * b));
+            let d = _mm256_set1_ps(load_f16_scalar(wb) * load_f16_scalar(xb));
+            let q = mul_sum_i8_pairs(load_q4_0_quants(wb), load_q8_0_quants(xb));
+            acc = _mm256_fmadd_ps(d, q, acc);
+        }
+    }
+    hsum8(acc)
+}
