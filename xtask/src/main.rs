@@ -1,2 +1,125 @@
-//! `cargo xtask`: project tasks.
-fn main() {}
+//! `cargo xtask`: project tasks — set-up, test, demo and benchmarks.
+//!
+//! Every subprocess is printed before it runs; every step prints how long it took; a
+//! failing step makes the command exit with a non-zero code.
+
+mod bench;
+mod demo;
+mod engine;
+mod oracle_env;
+mod paths;
+mod process;
+mod setup;
+mod steps;
+mod test;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::steps::Steps;
+
+/// profinfer's project tasks.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about)]
+struct Cli {
+    /// The task to run.
+    #[command(subcommand)]
+    task: Task,
+}
+
+/// The tasks.
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Install what the project needs (apt packages, nightly rust-src, cargo-fuzz).
+    Setup {
+        /// Also build/install the llama.cpp oracle (Python venv in `.venv`).
+        #[arg(long)]
+        oracle: bool,
+    },
+    /// Set up (with the oracle) and run every test, then a fuzz smoke run.
+    Test,
+    /// Build, generate the default model, run it and print the timings.
+    Demo,
+    /// Benchmarks.
+    Bench {
+        /// Which benchmark.
+        #[command(subcommand)]
+        which: BenchTask,
+    },
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+enum BenchTask {
+    /// The engine against llama.cpp on the same models and threads.
+    LlamaCpp {
+        /// Model preset.
+        #[arg(long, default_value = "llama3.2-1b")]
+        preset: String,
+        /// Weight types to benchmark, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "f16,q8_0,q4_0")]
+        dtypes: Vec<String>,
+        /// Threads for both implementations.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: u32,
+        /// Interleaved repetitions.
+        #[arg(short = 'r', long, default_value_t = 3)]
+        reps: u32,
+        /// Prompt tokens of the prefill test.
+        #[arg(short = 'p', long, default_value_t = 512)]
+        prompt: u32,
+        /// Generated tokens of the decode test.
+        #[arg(short = 'n', long, default_value_t = 128)]
+        generate: u32,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (name, result, steps) = match cli.task {
+        Task::Setup { oracle } => run("setup", |s| setup::run(s, oracle)),
+        Task::Test => run("test", test::run),
+        Task::Demo => run("demo", demo::run),
+        Task::Bench {
+            which:
+                BenchTask::LlamaCpp {
+                    preset,
+                    dtypes,
+                    threads,
+                    reps,
+                    prompt,
+                    generate,
+                },
+        } => {
+            let config = bench::BenchConfig {
+                preset,
+                dtypes,
+                threads,
+                reps,
+                prompt,
+                generate,
+            };
+            run("bench llama-cpp", |s| bench::run(s, &config))
+        }
+    };
+    eprintln!("{}", steps.summary());
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cargo xtask {name}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one task's steps and returns its name, result and step records.
+fn run(
+    name: &'static str,
+    f: impl FnOnce(&mut Steps) -> Result<()>,
+) -> (&'static str, Result<()>, Steps) {
+    let mut steps = Steps::new(name);
+    let result = f(&mut steps);
+    (name, result, steps)
+}

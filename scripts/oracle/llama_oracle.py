@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""llama.cpp oracle for profinfer's engine tests and benchmarks.
+
+A small command line over llama-cpp-python (and gguf-py) that prints one JSON object
+on stdout. It is run with the project venv: `.venv/bin/python scripts/oracle/llama_oracle.py`
+(created by `cargo xtask setup --oracle`).
+
+Subcommands:
+  logits    --model F --tokens 1,2,3 [--threads 2]      last-position logits of one forward pass
+  greedy    --model F --tokens 1,2,3 -n 32 [--threads 2] greedy continuation (argmax computed here)
+  tokenize  --model F --text T [--text T2 ...] [--texts-json FILE] [--no-special] [--parse-special]
+  bench     --model F --threads 2 -p 512 -n 128 [--reps 3]   prefill / decode tokens per second
+  gguf-read --model F                                    metadata keys and tensors as gguf-py sees them
+
+Evaluation settings (kept identical everywhere so results are comparable): no flash
+attention, llama.cpp's default f16 KV cache, n_batch = n_ubatch = 512, logits only for the
+last position. Tokens are used exactly as given (no BOS is added).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from typing import Any, Sequence
+
+# Batch size used for every evaluation (llama-bench's pp512 is one batch of 512).
+N_BATCH = 512
+# Extra context slots beyond what a command needs.
+CTX_MARGIN = 8
+
+
+def _parse_tokens(text: str) -> list[int]:
+    """Parses a comma-separated token id list such as `1,2,3`."""
+    text = text.strip()
+    if not text:
+        return []
+    return [int(t) for t in text.split(",")]
+
+
+def _load(model: str, n_ctx: int, threads: int):
+    """Loads a model with the oracle's fixed evaluation settings."""
+    from llama_cpp import Llama
+
+    return Llama(
+        model_path=model,
+        n_ctx=max(n_ctx, 16),
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_batch=N_BATCH,
+        n_ubatch=N_BATCH,
+        logits_all=False,
+        flash_attn=False,
+        verbose=False,
+    )
+
+
+def _last_logits(llm) -> "Any":
+    """Copies the logits of the last evaluated position (a float32 numpy vector)."""
+    import llama_cpp
+    import numpy as np
+
+    ptr = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+    return np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).copy()
+
+
+def _eval_fresh(llm, tokens: Sequence[int]) -> None:
+    """Evaluates `tokens` from an empty KV cache."""
+    llm.reset()
+    llm.eval(list(tokens))
+
+
+def cmd_logits(args: argparse.Namespace) -> dict[str, Any]:
+    tokens = _parse_tokens(args.tokens)
+    if not tokens:
+        raise SystemExit("logits: --tokens must not be empty")
+    llm = _load(args.model, len(tokens) + CTX_MARGIN, args.threads)
+    _eval_fresh(llm, tokens)
+    logits = _last_logits(llm)
+    return {"tokens": tokens, "logits": logits.tolist()}
+
+
+def cmd_greedy(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+
+    tokens = _parse_tokens(args.tokens)
+    if not tokens:
+        raise SystemExit("greedy: --tokens must not be empty")
+    llm = _load(args.model, len(tokens) + args.n + CTX_MARGIN, args.threads)
+    _eval_fresh(llm, tokens)
+    generated: list[int] = []
+    margins: list[float] = []
+    max_abs: list[float] = []
+    for step in range(args.n):
+        logits = _last_logits(llm)
+        # np.argmax returns the first (lowest) index among equal maxima.
+        best = int(np.argmax(logits))
+        top2 = np.partition(logits, -2)[-2:]
+        generated.append(best)
+        # Gap between the best and the second-best logit: a near-tie here means another
+        # implementation may legitimately pick a different token.
+        margins.append(float(top2.max() - top2.min()))
+        max_abs.append(float(np.abs(logits).max()))
+        if step + 1 < args.n:
+            llm.eval([best])
+    return {
+        "prompt_tokens": tokens,
+        "generated_tokens": generated,
+        "margins": margins,
+        "max_abs_logits": max_abs,
+    }
+
+
+def cmd_tokenize(args: argparse.Namespace) -> dict[str, Any]:
+    texts: list[str] = list(args.text or [])
+    if args.texts_json:
+        with open(args.texts_json, encoding="utf-8") as f:
+            texts.extend(json.load(f))
+    llm = _load(args.model, 64, 1)
+
+    def tok(text: str) -> list[int]:
+        # add_bos is passed to llama_tokenize as `add_special`.
+        return llm.tokenize(
+            text.encode("utf-8"), add_bos=not args.no_special, special=args.parse_special
+        )
+
+    if len(texts) == 1 and not args.texts_json:
+        return {"tokens": tok(texts[0])}
+    return {"texts": texts, "tokens_list": [tok(t) for t in texts]}
+
+
+def cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Mirrors llama-bench: pp<p> and tg<n> each from an empty cache, warm-up excluded."""
+    llm = _load(args.model, args.p + args.n + CTX_MARGIN, args.threads)
+    n_vocab = llm.n_vocab()
+    rng = random.Random(args.seed)
+    bos = llm.token_bos()
+    first = [bos] if bos >= 0 else []
+
+    def prompt_tokens(n: int) -> list[int]:
+        return (first + [rng.randrange(n_vocab) for _ in range(n)])[:n]
+
+    def run_prefill() -> float:
+        tokens = prompt_tokens(args.p)
+        llm.reset()
+        start = time.perf_counter()
+        llm.eval(tokens)
+        return time.perf_counter() - start
+
+    def run_decode() -> float:
+        llm.reset()
+        token = first[0] if first else rng.randrange(n_vocab)
+        start = time.perf_counter()
+        for _ in range(args.n):
+            llm.eval([token])
+            token = rng.randrange(n_vocab)
+        return time.perf_counter() - start
+
+    # Warm-up, as llama-bench does: one prompt batch and one decode step.
+    if args.p > 0:
+        run_prefill()
+    if args.n > 0:
+        llm.reset()
+        llm.eval(first or [0])
+
+    pp: list[float] = []
+    tg: list[float] = []
+    for _ in range(args.reps):
+        if args.p > 0:
+            pp.append(args.p / run_prefill())
+        if args.n > 0:
+            tg.append(args.n / run_decode())
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "prefill_tokens_per_s": mean(pp),
+        "decode_tokens_per_s": mean(tg),
+        "prefill_tokens_per_s_samples": pp,
+        "decode_tokens_per_s_samples": tg,
+        "n_prompt": args.p,
+        "n_gen": args.n,
+        "threads": args.threads,
+        "reps": args.reps,
+    }
+
+
+def _field_json(field) -> dict[str, Any]:
+    from gguf import GGUFValueType
+
+    types = [t.name for t in field.types]
+    if field.types and field.types[0] == GGUFValueType.ARRAY:
+        return {"type": "ARRAY", "elem_type": types[-1], "len": len(field.data)}
+    value = field.contents()
+    return {"type": types[0] if types else None, "value": value}
+
+
+def cmd_gguf_read(args: argparse.Namespace) -> dict[str, Any]:
+    from gguf import GGUFReader
+
+    reader = GGUFReader(args.model)
+    metadata = {name: _field_json(field) for name, field in reader.fields.items()}
+    tensors = [
+        {
+            "name": t.name,
+            # ggml order: shape[0] is the contiguous (row) dimension.
+            "shape": [int(d) for d in t.shape],
+            "type": t.tensor_type.name,
+            "type_id": int(t.tensor_type),
+            "n_elements": int(t.n_elements),
+            "n_bytes": int(t.n_bytes),
+        }
+        for t in reader.tensors
+    ]
+    return {"metadata": metadata, "tensors": tensors}
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("logits", help="last-position logits of one forward pass")
+    p.add_argument("--model", required=True)
+    p.add_argument("--tokens", required=True)
+    p.add_argument("--threads", type=int, default=2)
+    p.set_defaults(func=cmd_logits)
+
+    p = sub.add_parser("greedy", help="greedy continuation")
+    p.add_argument("--model", required=True)
+    p.add_argument("--tokens", required=True)
+    p.add_argument("-n", type=int, default=32)
+    p.add_argument("--threads", type=int, default=2)
+    p.set_defaults(func=cmd_greedy)
+
+    p = sub.add_parser("tokenize", help="llama.cpp tokenization")
+    p.add_argument("--model", required=True)
+    p.add_argument("--text", action="append")
+    p.add_argument("--texts-json", help="file with a JSON array of strings")
+    p.add_argument("--no-special", action="store_true", help="add_special=false")
+    p.add_argument("--parse-special", action="store_true", help="parse_special=true")
+    p.set_defaults(func=cmd_tokenize)
+
+    p = sub.add_parser("bench", help="prefill and decode throughput")
+    p.add_argument("--model", required=True)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("-p", type=int, default=512)
+    p.add_argument("-n", type=int, default=128)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("gguf-read", help="metadata and tensors as read by gguf-py")
+    p.add_argument("--model", required=True)
+    p.set_defaults(func=cmd_gguf_read)
+
+    args = parser.parse_args(argv)
+    result = args.func(args)
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,333 @@
+//! The llama.cpp oracle's Python environment: a locally built `llama-cpp-python` wheel
+//! cached per user (keyed by version, build flags and Python version), and the
+//! project-local `.venv` with that wheel and the pinned requirements.
+
+use std::fs::File;
+use std::io::{BufRead as _, BufReader, IsTerminal as _};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest as _, Sha256};
+
+use crate::paths;
+use crate::process;
+use crate::steps::Secs;
+
+/// The pinned llama-cpp-python release (it vendors a fixed llama.cpp commit).
+pub const LLAMA_CPP_PYTHON_VERSION: &str = "0.3.36";
+
+/// CMake flags of the wheel build. A native build (`GGML_NATIVE=ON`) picks AVX-512/AMX
+/// kernels on these CPUs and crashes on Q8_0 models, so the CPU features are fixed to
+/// AVX2/FMA/F16C, which every x86-64 CI machine we use has.
+pub const LLAMA_CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF";
+
+/// The pinned requirements of the oracle besides llama-cpp-python (relative to the repo).
+const REQUIREMENTS: &str = "scripts/oracle/requirements.txt";
+
+/// Name of the stamp file in the venv recording what was installed.
+const VENV_STAMP: &str = "profinfer-oracle.stamp";
+
+/// Name of the file in a wheel cache entry recording how its wheel was built.
+const BUILD_INFO: &str = "build-info.txt";
+
+/// How often the progress line is refreshed while the wheel builds without a terminal.
+const PLAIN_PROGRESS_EVERY: Duration = Duration::from_secs(60);
+
+/// Makes sure `.venv` has llama-cpp-python and the oracle's requirements; builds the wheel
+/// first if the cache does not have it. Fast when everything is present.
+pub fn ensure() -> Result<()> {
+    let python = find_python()?;
+    let build_info = build_info(&python)?;
+    let wheel = ensure_wheel(&python, &build_info)?;
+    ensure_venv(&python, &wheel)
+}
+
+/// The system Python used to build the wheel and create the venv.
+fn find_python() -> Result<String> {
+    for candidate in ["python3", "python"] {
+        if process::succeeds(Command::new(candidate).arg("--version")) {
+            return Ok(candidate.to_owned());
+        }
+    }
+    bail!("no python3 found on PATH; install python3 (>= 3.9) with venv and pip")
+}
+
+/// Everything that determines the wheel's content, one item per line.
+fn build_info(python: &str) -> Result<String> {
+    let tag = process::stdout(Command::new(python).args([
+        "-c",
+        "import sys, sysconfig; print(f'cp{sys.version_info[0]}{sys.version_info[1]}', sysconfig.get_platform())",
+    ]))?;
+    Ok(format!(
+        "llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}\nCMAKE_ARGS={LLAMA_CMAKE_ARGS}\npython={}\n",
+        tag.trim()
+    ))
+}
+
+/// Hex SHA-256 of `data`.
+fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The cache directory of the wheel described by `build_info`.
+fn wheel_cache_entry(build_info: &str) -> Result<PathBuf> {
+    let key = &sha256_hex(build_info.as_bytes())[..16];
+    Ok(paths::user_cache_dir()?
+        .join("wheels")
+        .join(format!("llama-cpp-python-{LLAMA_CPP_PYTHON_VERSION}-{key}")))
+}
+
+/// The single `.whl` file in `dir`, if there is exactly one.
+fn find_wheel(dir: &Path) -> Option<PathBuf> {
+    let mut wheels = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "whl")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("llama_cpp_python-"))
+        });
+    let first = wheels.next()?;
+    wheels.next().is_none().then_some(first)
+}
+
+/// Returns the cached wheel, building it (about 15 minutes on 2 cores) if it is missing.
+fn ensure_wheel(python: &str, build_info: &str) -> Result<PathBuf> {
+    let entry = wheel_cache_entry(build_info)?;
+    let recorded = std::fs::read_to_string(entry.join(BUILD_INFO)).unwrap_or_default();
+    if recorded == build_info
+        && let Some(wheel) = find_wheel(&entry)
+    {
+        eprintln!("    cached wheel: {}", wheel.display());
+        return Ok(wheel);
+    }
+
+    // Build into a scratch directory and rename it into place only when complete, so an
+    // interrupted build is never mistaken for a cached wheel.
+    let partial = entry.with_extension("partial");
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial)
+            .with_context(|| format!("cannot remove {}", partial.display()))?;
+    }
+    paths::create_dir(&partial)?;
+    let log_path = partial.join("build.log");
+    eprintln!(
+        "    building llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} from source: this compiles \
+         llama.cpp and takes ~15 minutes on 2 cores (once per machine; cached in {})",
+        entry.display()
+    );
+    eprintln!("    build log: {}", log_path.display());
+    let log =
+        File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+    let log_err = log
+        .try_clone()
+        .context("cannot duplicate the log file handle")?;
+    let mut cmd = Command::new(python);
+    cmd.args(["-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w"])
+        .arg(&partial)
+        .arg(format!("llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"))
+        .env("CMAKE_ARGS", LLAMA_CMAKE_ARGS)
+        .env("CMAKE_BUILD_PARALLEL_LEVEL", available_cores().to_string())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    process::announce(&cmd);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("failed to start `{}`", process::display(&cmd)))?;
+    let status = wait_with_progress(&mut child, &log_path)
+        .with_context(|| format!("while waiting for `{}`", process::display(&cmd)))?;
+    if !status.success() {
+        print_log_tail(&log_path, 40);
+        bail!(
+            "`{}` failed with {status}; full log in {}",
+            process::display(&cmd),
+            log_path.display()
+        );
+    }
+    std::fs::write(partial.join(BUILD_INFO), build_info)
+        .with_context(|| format!("cannot write {}", partial.join(BUILD_INFO).display()))?;
+    if entry.exists() {
+        std::fs::remove_dir_all(&entry)
+            .with_context(|| format!("cannot remove the stale {}", entry.display()))?;
+    }
+    std::fs::rename(&partial, &entry)
+        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))?;
+    find_wheel(&entry).with_context(|| {
+        format!(
+            "pip reported success but {} holds no single llama_cpp_python wheel",
+            entry.display()
+        )
+    })
+}
+
+/// Number of cores to build with.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+}
+
+/// Waits for `child`, showing the elapsed time and the last log line.
+fn wait_with_progress(
+    child: &mut std::process::Child,
+    log_path: &Path,
+) -> Result<std::process::ExitStatus> {
+    let start = Instant::now();
+    let spinner = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("    {spinner} [{elapsed_precise}] {wide_msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
+    let mut last_plain = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if let Some(bar) = spinner {
+                bar.finish_and_clear();
+            }
+            eprintln!("    wheel build finished in {}", Secs(start.elapsed()));
+            return Ok(status);
+        }
+        let last = last_log_line(log_path);
+        match &spinner {
+            Some(bar) => bar.set_message(last),
+            None if last_plain.elapsed() >= PLAIN_PROGRESS_EVERY => {
+                eprintln!(
+                    "    ... still building ({} elapsed): {last}",
+                    Secs(start.elapsed())
+                );
+                last_plain = Instant::now();
+            }
+            None => {}
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The last non-empty line of the log, shortened for a progress display.
+fn last_log_line(log_path: &Path) -> String {
+    let Ok(file) = File::open(log_path) else {
+        return String::new();
+    };
+    let last = BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|l| !l.trim().is_empty())
+        .last()
+        .unwrap_or_default();
+    last.trim().chars().take(120).collect()
+}
+
+/// Prints the last `n` lines of the log (after a failure).
+fn print_log_tail(log_path: &Path, n: usize) {
+    let Ok(file) = File::open(log_path) else {
+        return;
+    };
+    let lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
+    for line in &lines[lines.len().saturating_sub(n)..] {
+        eprintln!("    | {line}");
+    }
+}
+
+/// Creates `.venv` and installs the wheel and the pinned requirements unless the stamp
+/// says that exactly this set is already installed.
+fn ensure_venv(python: &str, wheel: &Path) -> Result<()> {
+    let root = paths::repo_root();
+    let requirements_path = root.join(REQUIREMENTS);
+    let requirements = std::fs::read_to_string(&requirements_path)
+        .with_context(|| format!("cannot read {}", requirements_path.display()))?;
+    let wheel_name = wheel
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let wheel_dir = wheel
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stamp_content = format!(
+        "{}\n",
+        sha256_hex(format!("{wheel_dir}/{wheel_name}\n{requirements}").as_bytes())
+    );
+
+    let venv = paths::venv_dir();
+    let venv_python = paths::venv_python();
+    let stamp = venv.join(VENV_STAMP);
+    if venv_python.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_content) {
+        eprintln!("    {} is up to date", venv.display());
+        return Ok(());
+    }
+    if !venv_python.exists() {
+        process::run(Command::new(python).args(["-m", "venv"]).arg(&venv))?;
+    }
+    // Invalidate first: a half-finished install must not keep an old valid stamp.
+    let _ = std::fs::remove_file(&stamp);
+    process::run(
+        Command::new(&venv_python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&requirements_path)
+            .arg(wheel),
+    )?;
+    process::run(Command::new(&venv_python).args([
+        "-c",
+        "import llama_cpp, gguf, numpy; print('    oracle venv ok: llama_cpp', llama_cpp.__version__, 'gguf', gguf.__name__, 'numpy', numpy.__version__)",
+    ]))?;
+    std::fs::write(&stamp, stamp_content)
+        .with_context(|| format!("cannot write {}", stamp.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha256_matches_the_standard_test_vector() {
+        // FIPS 180-2 example: SHA-256("abc").
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn cache_entry_depends_on_the_build_flags() {
+        let a = wheel_cache_entry("llama-cpp-python==1\nCMAKE_ARGS=-DA=1\n").expect("cache dir");
+        let b = wheel_cache_entry("llama-cpp-python==1\nCMAKE_ARGS=-DA=2\n").expect("cache dir");
+        assert_ne!(a, b);
+        assert!(a.to_string_lossy().contains(LLAMA_CPP_PYTHON_VERSION));
+    }
+
+    #[test]
+    fn find_wheel_wants_exactly_one_wheel() {
+        let dir = std::env::temp_dir().join(format!("xtask-find-wheel-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        assert_eq!(find_wheel(&dir), None);
+        let one = dir.join("llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl");
+        std::fs::write(&one, b"").expect("write");
+        std::fs::write(dir.join("build.log"), b"").expect("write");
+        assert_eq!(find_wheel(&dir), Some(one));
+        std::fs::write(
+            dir.join("llama_cpp_python-0.3.35-cp311-cp311-linux_x86_64.whl"),
+            b"",
+        )
+        .expect("write");
+        assert_eq!(find_wheel(&dir), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,118 @@
+//! `cargo xtask setup`: installs what building, testing and tracing need on a Debian
+//! machine: apt packages, the nightly `rust-src` component, cargo-fuzz and (with
+//! `--oracle`) the llama.cpp oracle venv.
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::oracle_env;
+use crate::process;
+use crate::steps::Steps;
+
+/// Debian packages the project needs: graphviz (graph renderings), bpftrace (ad-hoc probes),
+/// linux-perf (cross-checking the tracer against `perf`).
+pub const APT_PACKAGES: &[&str] = &["graphviz", "bpftrace", "linux-perf"];
+
+/// Runs every set-up step, recording each in `steps`. The oracle venv only with `oracle`.
+pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {
+    steps.run("apt packages", apt_packages)?;
+    steps.run("nightly rust-src", nightly_rust_src)?;
+    steps.run("cargo-fuzz", cargo_fuzz)?;
+    if oracle {
+        steps.run("llama.cpp oracle venv", oracle_env::ensure)?;
+    }
+    Ok(())
+}
+
+/// Installs the missing [`APT_PACKAGES`] (one `apt-get update` first).
+fn apt_packages() -> Result<()> {
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
+    if missing.is_empty() {
+        eprintln!("    already installed: {}", APT_PACKAGES.join(" "));
+        return Ok(());
+    }
+    if !process::succeeds(Command::new("apt-get").arg("--version")) {
+        bail!(
+            "apt-get not found; install these packages by hand: {}",
+            missing.join(" ")
+        );
+    }
+    let sudo = !is_root();
+    let apt = |args: &[&str]| {
+        let mut cmd = if sudo {
+            Command::new("sudo")
+        } else {
+            Command::new("apt-get")
+        };
+        if sudo {
+            cmd.arg("apt-get");
+        }
+        cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        cmd
+    };
+    process::run(&mut apt(&["update", "-q"]))?;
+    let mut install = apt(&["install", "-y", "-q", "--no-install-recommends"]);
+    install.args(&missing);
+    process::run(&mut install)
+}
+
+/// Whether `dpkg -s` reports `package` as installed.
+fn dpkg_installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|o| {
+            o.status.success()
+                && String::from_utf8_lossy(&o.stdout).contains("install ok installed")
+        })
+}
+
+/// Whether we run as root (so apt needs no sudo).
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Adds `rust-src` to the nightly toolchain (the eBPF crate builds `core` from source).
+fn nightly_rust_src() -> Result<()> {
+    let installed = Command::new("rustup")
+        .args(["component", "list", "--installed", "--toolchain", "nightly"])
+        .output();
+    match installed {
+        Ok(o) if !o.status.success() => {
+            bail!("no nightly toolchain: install it with `rustup toolchain install nightly`")
+        }
+        Ok(o)
+            if String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.starts_with("rust-src")) =>
+        {
+            eprintln!("    rust-src already installed for nightly");
+            Ok(())
+        }
+        _ => process::run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ])),
+    }
+}
+
+/// Installs cargo-fuzz unless `cargo fuzz --version` already works.
+fn cargo_fuzz() -> Result<()> {
+    if process::succeeds(Command::new("cargo").args(["fuzz", "--version"])) {
+        eprintln!("    cargo-fuzz already installed");
+        return Ok(());
+    }
+    eprintln!("    installing cargo-fuzz (compiles from source, a few minutes)");
+    process::run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
+}

@@ -1,0 +1,75 @@
+//! `cargo xtask test`: set-up (with the oracle), every test of the workspace in release
+//! mode with the oracle required, then a short fuzzing smoke run of the GGUF parser.
+
+use anyhow::{Result, bail};
+
+use crate::paths;
+use crate::process;
+use crate::setup;
+use crate::steps::Steps;
+
+/// Seconds the fuzz smoke run lasts.
+pub const FUZZ_SECONDS: u32 = 60;
+/// The GGUF parser's fuzz target.
+pub const FUZZ_TARGET: &str = "gguf_parse";
+
+/// Runs the set-up, the tests and the fuzz smoke run; all test steps run even if an
+/// earlier one failed, and the result is an error if any failed.
+pub fn run(steps: &mut Steps) -> Result<()> {
+    setup::run(steps, true)?;
+    let root = paths::repo_root();
+    // tracer-ebpf targets bpfel-unknown-none and cannot be built for the host.
+    let _ = steps.run("cargo test (release, oracle required)", || {
+        process::run(
+            process::in_dir("cargo", &root)
+                .args([
+                    "test",
+                    "--workspace",
+                    "--exclude",
+                    "tracer-ebpf",
+                    "--release",
+                ])
+                .env("PROFINFER_REQUIRE_ORACLE", "1"),
+        )
+    });
+    let fuzz_dir = root.join("engine/crates/gguf/fuzz");
+    if fuzz_dir.join("Cargo.toml").is_file() {
+        let _ = steps.run(
+            &format!("fuzz {FUZZ_TARGET} for {FUZZ_SECONDS}s"),
+            fuzz_smoke,
+        );
+    } else {
+        steps.skip(
+            "fuzz smoke run",
+            &format!("{} does not exist yet", fuzz_dir.display()),
+        );
+    }
+    if steps.all_ok() {
+        Ok(())
+    } else {
+        bail!("some test steps failed")
+    }
+}
+
+/// Fuzzes the GGUF parser for [`FUZZ_SECONDS`], starting from the committed corpus; new
+/// inputs go to a scratch corpus under `target/` so the committed one stays unchanged.
+fn fuzz_smoke() -> Result<()> {
+    let root = paths::repo_root();
+    let crate_dir = root.join("engine/crates/gguf");
+    let seeds = crate_dir.join("fuzz/corpus").join(FUZZ_TARGET);
+    let scratch = paths::target_dir().join("fuzz-scratch").join(FUZZ_TARGET);
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch)?;
+    }
+    paths::create_dir(&scratch)?;
+    let mut cmd = process::in_dir("cargo", &crate_dir);
+    cmd.args(["+nightly", "fuzz", "run", FUZZ_TARGET])
+        .arg(&scratch);
+    if seeds.is_dir() {
+        cmd.arg(&seeds);
+    }
+    cmd.arg("--").arg(format!("-max_total_time={FUZZ_SECONDS}"));
+    // Let rustup pick the nightly toolchain for the nested cargo calls.
+    cmd.env_remove("RUSTUP_TOOLCHAIN");
+    process::run(&mut cmd)
+}
