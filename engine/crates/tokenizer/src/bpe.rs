@@ -23,7 +23,8 @@ impl MergeRanks {
     pub fn parse(merges: &[String]) -> Result<Self, TokenizerError> {
         let mut ranks = HashMap::with_capacity(merges.len());
         for (rank, line) in merges.iter().enumerate() {
-            let valid = line.get(1..).and_then(|rest| rest.find(' ')).is_some();
+            // Byte offset 1, like C++ `find(' ', 1)`: the first byte may be a space.
+            let valid = line.as_bytes().iter().skip(1).any(|&b| b == b' ');
             if !valid {
                 return Err(TokenizerError::BadMerge {
                     rank,
@@ -255,6 +256,9 @@ mod tests {
         // The split point is searched from the second byte on, so a leading
         // space belongs to the left part.
         let merges = vec![" a b".to_string()];
+        assert_eq!(MergeRanks::parse(&merges).map(|r| r.len()), Ok(1));
+        // Multi-byte first characters are fine.
+        let merges = vec!["\u{120} \u{120}".to_string()];
         assert_eq!(MergeRanks::parse(&merges).map(|r| r.len()), Ok(1));
     }
 }
