@@ -316,7 +316,7 @@ const _: () = assert!(offset_of!(EngineGraph, pos) == 36);
 pub mod symbols {
     /// Token level: `i32 engine_decode(ctx *, u32 n_tokens, u32 pos, const i32 *tokens)`.
     pub const DECODE: &str = "engine_decode";
-    /// Graph level: `i32 engine_graph_compute(const EngineGraph *, u32 backend_id, u32 backend_kind, u32 n_nodes)`.
+    /// Graph level: `i32 engine_graph_compute(const EngineGraph *, u32 backend_id, u32 backend_kind, u32 n_nodes, backend *)`.
     pub const GRAPH_COMPUTE: &str = "engine_graph_compute";
     /// Operator level: `void engine_op_compute(const EngineNode *, u32 ith, u32 nth, void *params)`.
     pub const OP_COMPUTE: &str = "engine_op_compute";

@@ -1,1 +1,30 @@
-//! The engine library.
+//! A GGUF LLM inference engine in the spirit of ggml/llama.cpp, built to be traced.
+//!
+//! A forward pass is a graph of [`common::engine_abi::EngineNode`]s computed by a CPU
+//! thread pool ([`backend::cpu`]); the token, graph, operator and phase entry points are
+//! exported `extern "C"` symbols ([`probe`]) whose arguments a uprobe can read. The
+//! engine knows nothing about the tracer.
+//!
+//! Layout: [`model`] (hyper-parameters, weights, architectures, graph building),
+//! [`graph`] (nodes and activation memory), [`ops`] (one module per operator),
+//! [`backend`] (thread pool), [`context`] (KV cache + decode), [`sampler`],
+//! [`generate`] (the generation loop and timings), [`bench`], [`presets`]
+//! (`gen-model`), [`self_profile`] (ground-truth timestamps).
+
+pub mod backend;
+pub mod bench;
+pub mod context;
+pub mod error;
+pub mod generate;
+pub mod graph;
+pub mod kv_cache;
+pub mod model;
+pub mod ops;
+pub mod presets;
+pub mod probe;
+pub mod sampler;
+pub mod self_profile;
+
+pub use context::{Context, ContextParams};
+pub use error::EngineError;
+pub use model::Model;

@@ -1,0 +1,101 @@
+//! `engine bench`: prefill and decode throughput measured the way llama-bench does —
+//! prefill is one batch of `n_prompt` tokens into an empty cache; decode is `n_gen`
+//! single-token steps from an empty cache; token ids are random and nothing is sampled.
+
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::error::EngineError;
+use crate::generate::{per_s, prefill};
+
+/// Settings of a benchmark run.
+#[derive(Clone, Debug)]
+pub struct BenchParams {
+    /// Prompt tokens of the prefill test (0 skips it).
+    pub n_prompt: usize,
+    /// Decode steps of the generation test (0 skips it).
+    pub n_gen: usize,
+    /// Repetitions of each test (after one warm-up).
+    pub reps: usize,
+}
+
+/// Results: means and standard deviations over the repetitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchResult {
+    /// Prompt tokens per prefill test.
+    pub n_prompt: usize,
+    /// Steps per decode test.
+    pub n_gen: usize,
+    /// Threads.
+    pub threads: u32,
+    /// Repetitions.
+    pub reps: usize,
+    /// Mean prefill tokens/s.
+    pub prefill_tokens_per_s: f64,
+    /// Standard deviation of prefill tokens/s.
+    pub prefill_stddev: f64,
+    /// Mean decode tokens/s.
+    pub decode_tokens_per_s: f64,
+    /// Standard deviation of decode tokens/s.
+    pub decode_stddev: f64,
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0);
+    }
+    let m = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / v.len() as f64;
+    (m, var.sqrt())
+}
+
+/// Runs the benchmark on `ctx`.
+pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineError> {
+    let n_vocab = ctx.model().config.n_vocab as i32;
+    let mut rng = ChaCha8Rng::seed_from_u64(1234);
+    let mut random_tokens = |n: usize| {
+        (0..n)
+            .map(|_| rng.random_range(0..n_vocab))
+            .collect::<Vec<i32>>()
+    };
+    let mut pp = Vec::new();
+    let mut tg = Vec::new();
+    for rep in 0..=p.reps {
+        if p.n_prompt > 0 {
+            let tokens = random_tokens(p.n_prompt);
+            ctx.clear();
+            let t = Instant::now();
+            prefill(ctx, &tokens)?;
+            if rep > 0 {
+                pp.push(per_s(p.n_prompt, t.elapsed().as_secs_f64() * 1e3));
+            }
+        }
+        if p.n_gen > 0 {
+            let tokens = random_tokens(p.n_gen);
+            ctx.clear();
+            let t = Instant::now();
+            for &tok in &tokens {
+                ctx.decode(&[tok])?;
+            }
+            if rep > 0 {
+                tg.push(per_s(p.n_gen, t.elapsed().as_secs_f64() * 1e3));
+            }
+        }
+    }
+    let (pp_m, pp_sd) = mean_sd(&pp);
+    let (tg_m, tg_sd) = mean_sd(&tg);
+    Ok(BenchResult {
+        n_prompt: p.n_prompt,
+        n_gen: p.n_gen,
+        threads: ctx.n_threads(),
+        reps: p.reps,
+        prefill_tokens_per_s: pp_m,
+        prefill_stddev: pp_sd,
+        decode_tokens_per_s: tg_m,
+        decode_stddev: tg_sd,
+    })
+}

@@ -1,0 +1,276 @@
+//! A context runs a model: it owns the KV cache, the CPU backend and the reusable graph,
+//! and decodes batches of tokens through the `engine_decode` probe point.
+
+use core::ffi::c_void;
+use std::sync::Arc;
+
+use crate::backend::cpu::CpuBackend;
+use crate::error::EngineError;
+use crate::graph::Graph;
+use crate::kv_cache::KvCache;
+use crate::model::Model;
+use crate::model::build::{MAX_LEAFS_PER_LAYER, MAX_NODES_PER_LAYER, build_graph};
+use crate::probe;
+use crate::self_profile::Span;
+
+/// Default largest batch processed in one graph (llama.cpp's default micro-batch).
+pub const DEFAULT_BATCH: usize = 512;
+/// Default context size when the model's trained context is larger (llama.cpp's default).
+pub const DEFAULT_CTX: usize = 4096;
+
+/// How to set up a context.
+#[derive(Clone, Debug)]
+pub struct ContextParams {
+    /// Context size in tokens; `None` takes the model's trained length, capped at
+    /// [`DEFAULT_CTX`].
+    pub n_ctx: Option<usize>,
+    /// Threads of the CPU backend.
+    pub n_threads: u32,
+    /// Largest batch per graph; longer prompts are prefilled in chunks.
+    pub n_batch: usize,
+}
+
+impl Default for ContextParams {
+    fn default() -> Self {
+        ContextParams {
+            n_ctx: None,
+            n_threads: 1,
+            n_batch: DEFAULT_BATCH,
+        }
+    }
+}
+
+/// A running inference context.
+pub struct Context {
+    model: Arc<Model>,
+    kv: KvCache,
+    backend: CpuBackend,
+    graph: Graph,
+    logits: Vec<f32>,
+    n_past: usize,
+    n_batch: usize,
+    next_graph_id: u64,
+    error: Option<EngineError>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("n_past", &self.n_past)
+            .field("kv", &self.kv)
+            .finish()
+    }
+}
+
+impl Context {
+    /// A context for `model`.
+    pub fn new(model: Arc<Model>, params: &ContextParams) -> Result<Context, EngineError> {
+        let cfg = &model.config;
+        let n_ctx = params
+            .n_ctx
+            .unwrap_or(cfg.n_ctx_train.min(DEFAULT_CTX))
+            .max(1);
+        let kv = KvCache::new(cfg.n_layer, n_ctx, cfg.n_embd_kv());
+        let backend = CpuBackend::new(0, params.n_threads).map_err(|source| EngineError::Io {
+            what: "starting the CPU backend's threads".into(),
+            source,
+        })?;
+        let graph = Graph::with_capacity(
+            cfg.n_layer * MAX_NODES_PER_LAYER + 16,
+            cfg.n_layer * MAX_LEAFS_PER_LAYER + 8,
+        );
+        let logits = vec![0.0; cfg.n_vocab];
+        Ok(Context {
+            kv,
+            backend,
+            graph,
+            logits,
+            n_past: 0,
+            n_batch: params.n_batch.max(1),
+            next_graph_id: 0,
+            error: None,
+            model,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// Context size in tokens.
+    pub fn n_ctx(&self) -> usize {
+        self.kv.n_ctx()
+    }
+
+    /// Largest batch per graph.
+    pub fn n_batch(&self) -> usize {
+        self.n_batch
+    }
+
+    /// Tokens in the KV cache.
+    pub fn n_past(&self) -> usize {
+        self.n_past
+    }
+
+    /// Threads of the backend.
+    pub fn n_threads(&self) -> u32 {
+        self.backend.n_threads()
+    }
+
+    /// Forgets the cached tokens (the next decode starts at position 0).
+    pub fn clear(&mut self) {
+        self.n_past = 0;
+    }
+
+    /// Logits of the last token of the last decoded batch.
+    pub fn logits(&self) -> &[f32] {
+        &self.logits
+    }
+
+    /// Decodes `tokens` (at most `n_batch`) at the next positions through the
+    /// `engine_decode` probe point; afterwards [`Context::logits`] holds the logits of
+    /// the last one.
+    pub fn decode(&mut self, tokens: &[i32]) -> Result<(), EngineError> {
+        if tokens.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        let n_vocab = self.model.config.n_vocab;
+        if let Some(&bad) = tokens.iter().find(|&&t| t < 0 || t as usize >= n_vocab) {
+            return Err(EngineError::TokenOutOfRange {
+                id: i64::from(bad),
+                n_vocab,
+            });
+        }
+        if self.n_past + tokens.len() > self.n_ctx() {
+            return Err(EngineError::ContextFull {
+                n_tokens: self.n_past + tokens.len(),
+                n_ctx: self.n_ctx(),
+                n_ctx_train: self.model.config.n_ctx_train,
+            });
+        }
+        assert!(
+            tokens.len() <= self.n_batch,
+            "decode takes at most n_batch tokens; callers split longer prompts"
+        );
+        // SAFETY: `self` is a live context and `tokens` holds `len` ids for the call.
+        let code = unsafe {
+            probe::engine_decode(
+                self as *mut Context as *mut c_void,
+                tokens.len() as u32,
+                self.n_past as u32,
+                tokens.as_ptr(),
+            )
+        };
+        match (code, self.error.take()) {
+            (0, _) => Ok(()),
+            (_, Some(e)) => Err(e),
+            (code, None) => Err(EngineError::Decode { code }),
+        }
+    }
+
+    fn decode_batch(&mut self, tokens: &[i32], pos: usize) -> Result<(), EngineError> {
+        let n = tokens.len();
+        self.graph.reset();
+        let nodes = build_graph(&mut self.graph, &self.model, &mut self.kv, n, pos)?;
+        self.next_graph_id += 1;
+        self.graph
+            .finish(self.next_graph_id, self.backend.id(), n as u32, pos as u32);
+
+        let embd = self.graph.input_mut::<f32>(nodes.inp_embd).as_mut_ptr();
+        // SAFETY: the model outlives the call; `embd` has room for n rows of n_embd.
+        unsafe {
+            probe::engine_phase_embed(
+                Arc::as_ptr(&self.model) as *const c_void,
+                tokens.as_ptr(),
+                n as u32,
+                embd,
+            )
+        };
+        for (i, p) in self
+            .graph
+            .input_mut::<i32>(nodes.inp_pos)
+            .iter_mut()
+            .enumerate()
+        {
+            *p = (pos + i) as i32;
+        }
+        self.graph.input_mut::<i32>(nodes.inp_out_ids)[0] = n as i32 - 1;
+
+        let code = self
+            .backend
+            .compute(self.graph.header(), self.graph.work_bytes());
+        if code != 0 {
+            return Err(EngineError::Decode { code });
+        }
+        let out = self.graph.get(nodes.logits).map_or(0, |n| n.data) as *const f32;
+        // SAFETY: the output node holds n_vocab f32s, `self.logits` has room for as many.
+        unsafe {
+            probe::engine_phase_copy_logits(self.logits.as_mut_ptr(), out, self.logits.len() as u32)
+        };
+        self.n_past = pos + n;
+        Ok(())
+    }
+}
+
+/// Body of `engine_decode`.
+pub(crate) extern "C" fn decode_entry(
+    ctx: *mut c_void,
+    n_tokens: u32,
+    pos: u32,
+    tokens: *const i32,
+) -> i32 {
+    if ctx.is_null() || tokens.is_null() {
+        return -1;
+    }
+    let _span = Span::token(n_tokens, pos);
+    // SAFETY: `Context::decode` passes itself and a live token slice.
+    let (ctx, tokens) = unsafe {
+        (
+            &mut *(ctx as *mut Context),
+            std::slice::from_raw_parts(tokens, n_tokens as usize),
+        )
+    };
+    match ctx.decode_batch(tokens, pos as usize) {
+        Ok(()) => 0,
+        Err(e) => {
+            ctx.error = Some(e);
+            -2
+        }
+    }
+}
+
+/// Body of `engine_phase_embed`: dequantizes the embedding rows of `tokens`.
+pub(crate) extern "C" fn embed_entry(
+    model: *const c_void,
+    tokens: *const i32,
+    n_tokens: u32,
+    out: *mut f32,
+) {
+    let _span = Span::phase("embed");
+    // SAFETY: the context passes its live model, the batch's (validated) token ids and a
+    // buffer of n_tokens * n_embd floats.
+    let (model, tokens) = unsafe {
+        (
+            &*(model as *const Model),
+            std::slice::from_raw_parts(tokens, n_tokens as usize),
+        )
+    };
+    let e = model.config.n_embd;
+    // SAFETY: as above.
+    let out = unsafe { std::slice::from_raw_parts_mut(out, n_tokens as usize * e) };
+    let table = model.weights.node(model.weights.token_embd);
+    let dtype = table.dtype().expect("weights are validated at load");
+    let row_bytes = dtype.row_bytes(e).expect("weights are validated at load");
+    for (i, &t) in tokens.iter().enumerate() {
+        // SAFETY: token ids were checked against n_vocab, the table's row count.
+        let row = unsafe {
+            std::slice::from_raw_parts(
+                (table.data + t as u64 * table.nb[1]) as *const u8,
+                row_bytes,
+            )
+        };
+        engine_kernels::quant::dequantize_row(dtype, row, &mut out[i * e..(i + 1) * e])
+            .expect("row sizes match by construction");
+    }
+}

@@ -1,0 +1,111 @@
+//! The engine's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong loading a model or running it.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    // === Model files ===
+    /// The GGUF file could not be read or is malformed.
+    #[error("{path}: {source}")]
+    Gguf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: engine_gguf::GgufError,
+    },
+    /// The file's architecture is not one this engine implements.
+    #[error("unknown architecture `{arch}` (supported: {supported})")]
+    UnknownArchitecture {
+        /// `general.architecture` of the file.
+        arch: String,
+        /// Comma-separated list of supported architectures.
+        supported: String,
+    },
+    /// A required tensor is absent.
+    #[error("missing tensor `{name}`")]
+    MissingTensor {
+        /// Tensor name.
+        name: String,
+    },
+    /// A tensor has a type this engine cannot compute with.
+    #[error(
+        "tensor `{name}` has type {ty}, which this engine does not support (f32, f16, q8_0, q4_0)"
+    )]
+    UnsupportedTensorType {
+        /// Tensor name.
+        name: String,
+        /// ggml type name.
+        ty: String,
+    },
+    /// A tensor's shape does not match the hyper-parameters.
+    #[error("tensor `{name}` has shape {found:?}, expected {expected:?}")]
+    TensorShape {
+        /// Tensor name.
+        name: String,
+        /// Shape in the file.
+        found: Vec<u64>,
+        /// Shape the hyper-parameters call for.
+        expected: Vec<u64>,
+    },
+    /// The hyper-parameters are inconsistent or out of range.
+    #[error("invalid hyper-parameter {key}: {why}")]
+    HyperParameter {
+        /// Metadata key.
+        key: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The tokenizer metadata is unusable.
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] engine_tokenizer::TokenizerError),
+
+    // === Running ===
+    /// The prompt plus the tokens to generate do not fit the context.
+    #[error(
+        "{n_tokens} tokens do not fit the context of {n_ctx} (use -c to enlarge it, up to the model's {n_ctx_train})"
+    )]
+    ContextFull {
+        /// Tokens that were to be processed in total.
+        n_tokens: usize,
+        /// Context size in use.
+        n_ctx: usize,
+        /// Context length the model was trained with.
+        n_ctx_train: usize,
+    },
+    /// A token id is outside the vocabulary.
+    #[error("token id {id} is outside the vocabulary of {n_vocab}")]
+    TokenOutOfRange {
+        /// The id.
+        id: i64,
+        /// Vocabulary size.
+        n_vocab: usize,
+    },
+    /// The prompt is empty.
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    /// A graph outgrew its reserved node capacity (an engine bug).
+    #[error("graph has more {what} than its capacity of {capacity}")]
+    GraphFull {
+        /// `nodes` or `leaves`.
+        what: &'static str,
+        /// Reserved capacity.
+        capacity: usize,
+    },
+    /// A decode call failed.
+    #[error("decode failed with code {code}")]
+    Decode {
+        /// Return code of `engine_decode`.
+        code: i32,
+    },
+    /// An I/O error.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}

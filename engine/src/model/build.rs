@@ -1,0 +1,381 @@
+//! Builds the graph of one forward pass over a batch, for every architecture: the
+//! pre-norm transformer block with the switches of [`ArchSpec`](super::arch::ArchSpec).
+//! Node names follow llama.cpp (`attn_norm-3`, `Qcur-3`, `kq-3`, `ffn_out-3`, ...), so a
+//! trace reads the same as one of llama.cpp.
+
+use common::DType;
+use common::engine_abi::{NODE_FLAG_KV_CACHE, OpType};
+
+use super::Model;
+use crate::error::EngineError;
+use crate::graph::{Graph, NodeAddr};
+use crate::kv_cache::KvCache;
+use crate::ops::mul_mat::{LAYOUT_HEADS_INNER, LAYOUT_ROWS};
+
+/// Graph inputs the caller fills, and the output it reads.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchNodes {
+    /// `inp_embd` `[n_embd, n_tokens]` f32: token embeddings.
+    pub inp_embd: NodeAddr,
+    /// `inp_pos` `[n_tokens]` i32: positions.
+    pub inp_pos: NodeAddr,
+    /// `inp_out_ids` `[1]` i32: the batch row whose logits are wanted.
+    pub inp_out_ids: NodeAddr,
+    /// `result_output` `[n_vocab]` f32: logits of that row.
+    pub logits: NodeAddr,
+}
+
+/// Upper bound on computed nodes per layer (for capacity reservation).
+pub const MAX_NODES_PER_LAYER: usize = 32;
+/// Upper bound on leaves per layer.
+pub const MAX_LEAFS_PER_LAYER: usize = 4;
+
+fn ne(a: usize, b: usize) -> [i64; 4] {
+    [a as i64, b as i64, 1, 1]
+}
+
+fn ne3(a: usize, b: usize, c: usize) -> [i64; 4] {
+    [a as i64, b as i64, c as i64, 1]
+}
+
+/// Builds the graph for `n_tokens` tokens starting at position `pos`.
+pub fn build_graph(
+    g: &mut Graph,
+    model: &Model,
+    kv: &mut KvCache,
+    n_tokens: usize,
+    pos: usize,
+) -> Result<BatchNodes, EngineError> {
+    let cfg = &model.config;
+    let w = &model.weights;
+    let (e, hd, nh, nkv) = (cfg.n_embd, cfg.head_dim, cfg.n_head, cfg.n_head_kv);
+    let ekv = cfg.n_embd_kv();
+    let t = n_tokens;
+    let n_kv = pos + n_tokens;
+    let eps = cfg.rms_eps.to_bits();
+    let rope = [
+        cfg.arch.rope_mode,
+        cfg.rope_dims as u32,
+        cfg.rope_base.to_bits(),
+        1.0f32.to_bits(),
+    ];
+    let kq_scale = (1.0 / (hd as f32).sqrt()).to_bits();
+    let mm = |m: usize, h: usize| [LAYOUT_ROWS, LAYOUT_ROWS, m as u32, h as u32];
+
+    let inp_embd = g.leaf_input("inp_embd", DType::F32, ne(e, t))?;
+    let inp_pos = g.leaf_input("inp_pos", DType::I32, ne(t, 1))?;
+    let inp_out_ids = g.leaf_input("inp_out_ids", DType::I32, ne(1, 1))?;
+
+    let mut inp_l = inp_embd;
+    for (il, lw) in w.layers.iter().enumerate() {
+        let l = il as i32;
+        let name = |s: &str| format!("{s}-{il}");
+        let inp_sa = inp_l;
+        let cur = g.op(
+            OpType::RmsNorm,
+            &name("norm"),
+            l,
+            DType::F32,
+            ne(e, t),
+            &[inp_l],
+            &[eps],
+        )?;
+        let cur = g.op(
+            OpType::Mul,
+            &name("attn_norm"),
+            l,
+            DType::F32,
+            ne(e, t),
+            &[cur, lw.attn_norm],
+            &[],
+        )?;
+
+        let mut q = g.op(
+            OpType::MulMat,
+            &name("Qcur"),
+            l,
+            DType::F32,
+            ne(e, t),
+            &[lw.wq, cur],
+            &mm(t, 1),
+        )?;
+        let mut k = g.op(
+            OpType::MulMat,
+            &name("Kcur"),
+            l,
+            DType::F32,
+            ne(ekv, t),
+            &[lw.wk, cur],
+            &mm(t, 1),
+        )?;
+        let mut v = g.op(
+            OpType::MulMat,
+            &name("Vcur"),
+            l,
+            DType::F32,
+            ne(ekv, t),
+            &[lw.wv, cur],
+            &mm(t, 1),
+        )?;
+        if let (Some(bq), Some(bk), Some(bv)) = (lw.bq, lw.bk, lw.bv) {
+            q = g.op(
+                OpType::Add,
+                &name("Qcur_bias"),
+                l,
+                DType::F32,
+                ne(e, t),
+                &[q, bq],
+                &[],
+            )?;
+            k = g.op(
+                OpType::Add,
+                &name("Kcur_bias"),
+                l,
+                DType::F32,
+                ne(ekv, t),
+                &[k, bk],
+                &[],
+            )?;
+            v = g.op(
+                OpType::Add,
+                &name("Vcur_bias"),
+                l,
+                DType::F32,
+                ne(ekv, t),
+                &[v, bv],
+                &[],
+            )?;
+        }
+        let q = g.op(
+            OpType::Rope,
+            &name("Qcur_rope"),
+            l,
+            DType::F32,
+            ne3(hd, nh, t),
+            &[q, inp_pos],
+            &rope,
+        )?;
+        let k = g.op(
+            OpType::Rope,
+            &name("Kcur_rope"),
+            l,
+            DType::F32,
+            ne3(hd, nkv, t),
+            &[k, inp_pos],
+            &rope,
+        )?;
+
+        // Store this batch's K and V into the cache.
+        let (k_base, v_base) = (kv.k_ptr(il), kv.v_ptr(il));
+        let (k_row, v_row) = (kv.k_row_bytes(), kv.v_row_bytes());
+        let k_store = g.op_into(
+            OpType::Cpy,
+            &name("k_cache_store"),
+            l,
+            DType::F16,
+            ne(ekv, t),
+            [2, k_row, k_row * t as u64, k_row * t as u64],
+            k_base.wrapping_add(pos * k_row as usize),
+            &[k],
+            NODE_FLAG_KV_CACHE,
+        )?;
+        let v_store = g.op_into(
+            OpType::Cpy,
+            &name("v_cache_store"),
+            l,
+            DType::F16,
+            ne(ekv, t),
+            [v_row, 2, v_row * ekv as u64, v_row * ekv as u64],
+            v_base.wrapping_add(pos * 2),
+            &[v],
+            NODE_FLAG_KV_CACHE,
+        )?;
+
+        // Attention over the n_kv cached positions.
+        let k_view = g.leaf_external(
+            &format!("cache_k_l{il}"),
+            DType::F16,
+            ne3(hd, n_kv, nkv),
+            [2, k_row, (hd * 2) as u64, k_row * n_kv as u64],
+            k_base,
+            NODE_FLAG_KV_CACHE,
+        )?;
+        let v_view = g.leaf_external(
+            &format!("cache_v_l{il}"),
+            DType::F16,
+            ne3(n_kv, hd, nkv),
+            [2, v_row, v_row * hd as u64, v_row * ekv as u64],
+            v_base,
+            NODE_FLAG_KV_CACHE,
+        )?;
+        let kq = g.op(
+            OpType::MulMat,
+            &name("kq"),
+            l,
+            DType::F32,
+            ne3(n_kv, t, nh),
+            &[k_view, q, k_store],
+            &[LAYOUT_HEADS_INNER, LAYOUT_ROWS, t as u32, nh as u32],
+        )?;
+        let kq = g.op(
+            OpType::SoftMax,
+            &name("kq_soft_max"),
+            l,
+            DType::F32,
+            ne3(n_kv, t, nh),
+            &[kq],
+            &[kq_scale, pos as u32],
+        )?;
+        let kqv = g.op(
+            OpType::MulMat,
+            &name("kqv_out"),
+            l,
+            DType::F32,
+            ne3(hd, nh, t),
+            &[v_view, kq, v_store],
+            &[LAYOUT_ROWS, LAYOUT_HEADS_INNER, t as u32, nh as u32],
+        )?;
+        let mut cur = g.op(
+            OpType::MulMat,
+            &name("attn_out"),
+            l,
+            DType::F32,
+            ne(e, t),
+            &[lw.wo, kqv],
+            &mm(t, 1),
+        )?;
+        let mut inp_sa = inp_sa;
+        let mut rows = t;
+        if il + 1 == w.layers.len() && t > 1 {
+            // Only the last token's logits are needed: drop the other rows here, as
+            // llama.cpp does with `inp_out_ids`.
+            cur = g.op(
+                OpType::GetRows,
+                &name("attn_out_rows"),
+                l,
+                DType::F32,
+                ne(e, 1),
+                &[cur, inp_out_ids],
+                &[],
+            )?;
+            inp_sa = g.op(
+                OpType::GetRows,
+                &name("inp_sa_rows"),
+                l,
+                DType::F32,
+                ne(e, 1),
+                &[inp_sa, inp_out_ids],
+                &[],
+            )?;
+            rows = 1;
+        }
+        let ffn_inp = g.op(
+            OpType::Add,
+            &name("ffn_inp"),
+            l,
+            DType::F32,
+            ne(e, rows),
+            &[cur, inp_sa],
+            &[],
+        )?;
+
+        let cur = g.op(
+            OpType::RmsNorm,
+            &name("norm_ffn"),
+            l,
+            DType::F32,
+            ne(e, rows),
+            &[ffn_inp],
+            &[eps],
+        )?;
+        let cur = g.op(
+            OpType::Mul,
+            &name("ffn_norm"),
+            l,
+            DType::F32,
+            ne(e, rows),
+            &[cur, lw.ffn_norm],
+            &[],
+        )?;
+        let ff = cfg.n_ff;
+        let gate = g.op(
+            OpType::MulMat,
+            &name("ffn_gate"),
+            l,
+            DType::F32,
+            ne(ff, rows),
+            &[lw.ffn_gate, cur],
+            &mm(rows, 1),
+        )?;
+        let up = g.op(
+            OpType::MulMat,
+            &name("ffn_up"),
+            l,
+            DType::F32,
+            ne(ff, rows),
+            &[lw.ffn_up, cur],
+            &mm(rows, 1),
+        )?;
+        let act = g.op(
+            OpType::SwiGlu,
+            &name("ffn_swiglu"),
+            l,
+            DType::F32,
+            ne(ff, rows),
+            &[gate, up],
+            &[],
+        )?;
+        let down = g.op(
+            OpType::MulMat,
+            &name("ffn_out"),
+            l,
+            DType::F32,
+            ne(e, rows),
+            &[lw.ffn_down, act],
+            &mm(rows, 1),
+        )?;
+        inp_l = g.op(
+            OpType::Add,
+            &name("l_out"),
+            l,
+            DType::F32,
+            ne(e, rows),
+            &[down, ffn_inp],
+            &[],
+        )?;
+    }
+    let cur = g.op(
+        OpType::RmsNorm,
+        "norm",
+        -1,
+        DType::F32,
+        ne(e, 1),
+        &[inp_l],
+        &[eps],
+    )?;
+    let cur = g.op(
+        OpType::Mul,
+        "result_norm",
+        -1,
+        DType::F32,
+        ne(e, 1),
+        &[cur, w.output_norm],
+        &[],
+    )?;
+    let logits = g.op(
+        OpType::MulMat,
+        "result_output",
+        -1,
+        DType::F32,
+        ne(cfg.n_vocab, 1),
+        &[w.output, cur],
+        &mm(1, 1),
+    )?;
+    g.mark_output(logits);
+    Ok(BatchNodes {
+        inp_embd,
+        inp_pos,
+        inp_out_ids,
+        logits,
+    })
+}

@@ -1,0 +1,131 @@
+//! Hyper-parameters read from a GGUF file's metadata (`{arch}.block_count`, ...).
+
+use engine_gguf::GgufFile;
+
+use super::arch::{self, ArchSpec};
+use crate::error::EngineError;
+
+/// Largest values accepted for sizes read from a file (guards against absurd headers).
+const MAX_LAYERS: u32 = 1024;
+const MAX_EMBD: u32 = 1 << 16;
+const MAX_HEADS: u32 = 1024;
+
+/// A model's hyper-parameters.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// The architecture.
+    pub arch: &'static ArchSpec,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Hidden size.
+    pub n_embd: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads (grouped-query attention).
+    pub n_head_kv: usize,
+    /// Size of one head.
+    pub head_dim: usize,
+    /// FFN inner size.
+    pub n_ff: usize,
+    /// Vocabulary size.
+    pub n_vocab: usize,
+    /// Context length the model was trained with.
+    pub n_ctx_train: usize,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+    /// RoPE base frequency.
+    pub rope_base: f32,
+    /// Dimensions of each head that RoPE rotates.
+    pub rope_dims: usize,
+}
+
+impl ModelConfig {
+    /// Width of K and V rows (all KV heads).
+    pub fn n_embd_kv(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+
+    /// Reads the hyper-parameters of `file`.
+    pub fn from_gguf(file: &GgufFile, path: &std::path::Path) -> Result<ModelConfig, EngineError> {
+        let gguf = |source| EngineError::Gguf {
+            path: path.to_owned(),
+            source,
+        };
+        let name = file.get_str("general.architecture").map_err(gguf)?;
+        let arch = arch::lookup(name).ok_or_else(|| EngineError::UnknownArchitecture {
+            arch: name.to_owned(),
+            supported: arch::supported(),
+        })?;
+        let key = |k: &str| format!("{}.{k}", arch.name);
+        let bounded = |k: &str, max: u32| -> Result<usize, EngineError> {
+            let v = file.get_u32(&key(k)).map_err(gguf)?;
+            if v == 0 || v > max {
+                return Err(EngineError::HyperParameter {
+                    key: key(k),
+                    why: format!("{v} is not in 1..={max}"),
+                });
+            }
+            Ok(v as usize)
+        };
+        let n_layer = bounded("block_count", MAX_LAYERS)?;
+        let n_embd = bounded("embedding_length", MAX_EMBD)?;
+        let n_head = bounded("attention.head_count", MAX_HEADS)?;
+        let n_head_kv = match file
+            .opt_u32(&key("attention.head_count_kv"))
+            .map_err(gguf)?
+        {
+            Some(_) => bounded("attention.head_count_kv", MAX_HEADS)?,
+            None => n_head,
+        };
+        let n_ff = bounded("feed_forward_length", MAX_EMBD * 8)?;
+        let n_ctx_train = bounded("context_length", u32::MAX)?;
+        if n_embd % n_head != 0 || n_head % n_head_kv != 0 {
+            return Err(EngineError::HyperParameter {
+                key: key("attention.head_count"),
+                why: format!(
+                    "{n_embd} hidden, {n_head} heads and {n_head_kv} KV heads do not divide evenly"
+                ),
+            });
+        }
+        let head_dim = n_embd / n_head;
+        let rope_dims = file
+            .opt_u32(&key("rope.dimension_count"))
+            .map_err(gguf)?
+            .map_or(head_dim, |v| v as usize);
+        if rope_dims > head_dim || rope_dims % 2 != 0 {
+            return Err(EngineError::HyperParameter {
+                key: key("rope.dimension_count"),
+                why: format!("{rope_dims} must be even and at most the head size {head_dim}"),
+            });
+        }
+        let rms_eps = file
+            .opt_f32(&key("attention.layer_norm_rms_epsilon"))
+            .map_err(gguf)?
+            .unwrap_or(arch.default_rms_eps);
+        let rope_base = file
+            .opt_f32(&key("rope.freq_base"))
+            .map_err(gguf)?
+            .unwrap_or(arch.default_rope_base);
+        let n_vocab = match file.opt_u32(&key("vocab_size")).map_err(gguf)? {
+            Some(v) => v as usize,
+            None => file
+                .get_str_array("tokenizer.ggml.tokens")
+                .map_err(gguf)?
+                .len(),
+        };
+        Ok(ModelConfig {
+            arch,
+            n_layer,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim,
+            n_ff,
+            n_vocab,
+            n_ctx_train,
+            rms_eps,
+            rope_base,
+            rope_dims,
+        })
+    }
+}

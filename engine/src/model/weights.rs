@@ -1,0 +1,242 @@
+//! The model's weights: one leaf [`EngineNode`] per tensor, whose data points into the
+//! memory-mapped GGUF file (zero-copy). Graph nodes refer to these leaves by address,
+//! so a traced DAG shows weights as its constant inputs.
+
+use std::path::Path;
+
+use common::DType;
+use common::engine_abi::{EngineNode, NODE_FLAG_WEIGHT};
+use engine_gguf::GgufFile;
+
+use super::config::ModelConfig;
+use crate::error::EngineError;
+use crate::graph::{NodeAddr, contiguous_strides};
+
+/// Weights of one transformer block (addresses of leaf nodes).
+#[derive(Clone, Debug)]
+pub struct LayerWeights {
+    /// `blk.N.attn_norm.weight` `[n_embd]`.
+    pub attn_norm: NodeAddr,
+    /// `blk.N.attn_q.weight` `[n_embd, n_embd]`.
+    pub wq: NodeAddr,
+    /// `blk.N.attn_k.weight` `[n_embd, n_embd_kv]`.
+    pub wk: NodeAddr,
+    /// `blk.N.attn_v.weight` `[n_embd, n_embd_kv]`.
+    pub wv: NodeAddr,
+    /// `blk.N.attn_output.weight` `[n_embd, n_embd]`.
+    pub wo: NodeAddr,
+    /// `blk.N.attn_q.bias` `[n_embd]` (Qwen2).
+    pub bq: Option<NodeAddr>,
+    /// `blk.N.attn_k.bias` `[n_embd_kv]` (Qwen2).
+    pub bk: Option<NodeAddr>,
+    /// `blk.N.attn_v.bias` `[n_embd_kv]` (Qwen2).
+    pub bv: Option<NodeAddr>,
+    /// `blk.N.ffn_norm.weight` `[n_embd]`.
+    pub ffn_norm: NodeAddr,
+    /// `blk.N.ffn_gate.weight` `[n_embd, n_ff]`.
+    pub ffn_gate: NodeAddr,
+    /// `blk.N.ffn_up.weight` `[n_embd, n_ff]`.
+    pub ffn_up: NodeAddr,
+    /// `blk.N.ffn_down.weight` `[n_ff, n_embd]`.
+    pub ffn_down: NodeAddr,
+}
+
+/// All weights of a model.
+pub struct Weights {
+    /// Leaf nodes; the box is never resized, so addresses are stable.
+    nodes: Box<[EngineNode]>,
+    /// `token_embd.weight` `[n_embd, n_vocab]`.
+    pub token_embd: NodeAddr,
+    /// `output_norm.weight` `[n_embd]`.
+    pub output_norm: NodeAddr,
+    /// `output.weight` `[n_embd, n_vocab]`, or `token_embd` when the embeddings are tied.
+    pub output: NodeAddr,
+    /// Per-block weights.
+    pub layers: Vec<LayerWeights>,
+}
+
+impl std::fmt::Debug for Weights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Weights")
+            .field("tensors", &self.nodes.len())
+            .finish()
+    }
+}
+
+/// Kind of a weight: matrices may be quantized, vectors must be f32.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Matrix,
+    Vector,
+}
+
+struct Wanted {
+    name: String,
+    dims: Vec<u64>,
+    kind: Kind,
+    layer: i32,
+    optional: bool,
+}
+
+impl Weights {
+    /// Builds leaf nodes for every tensor the configuration needs, checking presence,
+    /// shape and type.
+    pub fn load(file: &GgufFile, cfg: &ModelConfig, path: &Path) -> Result<Weights, EngineError> {
+        let (e, kv, ff, v) = (
+            cfg.n_embd as u64,
+            cfg.n_embd_kv() as u64,
+            cfg.n_ff as u64,
+            cfg.n_vocab as u64,
+        );
+        let mut wanted = vec![
+            Wanted {
+                name: "token_embd.weight".into(),
+                dims: vec![e, v],
+                kind: Kind::Matrix,
+                layer: -1,
+                optional: false,
+            },
+            Wanted {
+                name: "output_norm.weight".into(),
+                dims: vec![e],
+                kind: Kind::Vector,
+                layer: -1,
+                optional: false,
+            },
+            Wanted {
+                name: "output.weight".into(),
+                dims: vec![e, v],
+                kind: Kind::Matrix,
+                layer: -1,
+                optional: true,
+            },
+        ];
+        for il in 0..cfg.n_layer {
+            let l = il as i32;
+            let mut add = |suffix: &str, dims: Vec<u64>, kind: Kind, optional: bool| {
+                wanted.push(Wanted {
+                    name: format!("blk.{il}.{suffix}"),
+                    dims,
+                    kind,
+                    layer: l,
+                    optional,
+                });
+            };
+            add("attn_norm.weight", vec![e], Kind::Vector, false);
+            add("attn_q.weight", vec![e, e], Kind::Matrix, false);
+            add("attn_k.weight", vec![e, kv], Kind::Matrix, false);
+            add("attn_v.weight", vec![e, kv], Kind::Matrix, false);
+            add("attn_output.weight", vec![e, e], Kind::Matrix, false);
+            if cfg.arch.qkv_bias {
+                add("attn_q.bias", vec![e], Kind::Vector, false);
+                add("attn_k.bias", vec![kv], Kind::Vector, false);
+                add("attn_v.bias", vec![kv], Kind::Vector, false);
+            }
+            add("ffn_norm.weight", vec![e], Kind::Vector, false);
+            add("ffn_gate.weight", vec![e, ff], Kind::Matrix, false);
+            add("ffn_up.weight", vec![e, ff], Kind::Matrix, false);
+            add("ffn_down.weight", vec![ff, e], Kind::Matrix, false);
+        }
+
+        let mut nodes = Vec::with_capacity(wanted.len());
+        let mut names = Vec::with_capacity(wanted.len());
+        for w in &wanted {
+            let Some(t) = file.tensor(&w.name) else {
+                if w.optional {
+                    continue;
+                }
+                return Err(EngineError::MissingTensor {
+                    name: w.name.clone(),
+                });
+            };
+            let dtype = DType::from_u32(t.ggml_type as u32)
+                .filter(|d| *d != DType::I32 && (w.kind == Kind::Matrix || *d == DType::F32))
+                .ok_or_else(|| EngineError::UnsupportedTensorType {
+                    name: w.name.clone(),
+                    ty: t.ggml_type.name().to_owned(),
+                })?;
+            let mut dims = t.dims.clone();
+            while dims.len() > w.dims.len() && dims.last() == Some(&1) {
+                dims.pop();
+            }
+            if dims != w.dims {
+                return Err(EngineError::TensorShape {
+                    name: w.name.clone(),
+                    found: t.dims.clone(),
+                    expected: w.dims.clone(),
+                });
+            }
+            let mut node = EngineNode::empty();
+            node.set_name(&w.name);
+            node.dtype = dtype as u32;
+            node.flags = NODE_FLAG_WEIGHT;
+            node.layer = w.layer;
+            for (i, d) in w.dims.iter().enumerate() {
+                node.ne[i] = *d as i64;
+            }
+            node.nb = contiguous_strides(dtype, node.ne);
+            node.data = file.tensor_data(t).as_ptr() as u64;
+            nodes.push(node);
+            names.push(w.name.clone());
+        }
+        let _ = path;
+        let nodes = nodes.into_boxed_slice();
+        let addr = |name: &str| -> Option<NodeAddr> {
+            names
+                .iter()
+                .position(|n| n == name)
+                .map(|i| &nodes[i] as *const EngineNode as NodeAddr)
+        };
+        let must = |name: String| addr(&name).ok_or(EngineError::MissingTensor { name });
+        let token_embd = must("token_embd.weight".into())?;
+        let output = addr("output.weight").unwrap_or(token_embd);
+        let output_norm = must("output_norm.weight".into())?;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for il in 0..cfg.n_layer {
+            let b = |s: &str| format!("blk.{il}.{s}");
+            layers.push(LayerWeights {
+                attn_norm: must(b("attn_norm.weight"))?,
+                wq: must(b("attn_q.weight"))?,
+                wk: must(b("attn_k.weight"))?,
+                wv: must(b("attn_v.weight"))?,
+                wo: must(b("attn_output.weight"))?,
+                bq: addr(&b("attn_q.bias")),
+                bk: addr(&b("attn_k.bias")),
+                bv: addr(&b("attn_v.bias")),
+                ffn_norm: must(b("ffn_norm.weight"))?,
+                ffn_gate: must(b("ffn_gate.weight"))?,
+                ffn_up: must(b("ffn_up.weight"))?,
+                ffn_down: must(b("ffn_down.weight"))?,
+            });
+        }
+        Ok(Weights {
+            token_embd,
+            output_norm,
+            output,
+            layers,
+            nodes,
+        })
+    }
+
+    /// The leaf node at `addr`.
+    pub fn node(&self, addr: NodeAddr) -> &EngineNode {
+        // SAFETY: every address handed out points into `self.nodes`, which lives as long
+        // as `self` and is never resized.
+        unsafe { &*(addr as *const EngineNode) }
+    }
+
+    /// Number of weight tensors.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether there are no weights (never true for a loaded model).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Total bytes of weight data.
+    pub fn bytes(&self) -> u64 {
+        self.nodes.iter().map(|n| n.nb[3] * n.ne[3] as u64).sum()
+    }
+}

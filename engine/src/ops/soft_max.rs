@@ -1,0 +1,37 @@
+//! `SOFT_MAX`: scaled, causally masked softmax over the rows of `KQ`.
+//!
+//! `src0` is `[n_kv, n_tokens, n_head]`; op params: 0 = scale (f32 bits), 1 = position of
+//! the batch's first token. Token `t` sees cache positions `0..=pos + t`.
+
+use common::engine_abi::EngineNode;
+
+use super::{n_rows, row, row_mut, rows_for, src};
+use crate::backend::cpu::ComputeParams;
+
+pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
+    let scale = f32::from_bits(node.op_params[0]);
+    let pos = node.op_params[1] as usize;
+    let n_tokens = node.ne[1] as usize;
+    // SAFETY: source of a node of the graph being computed.
+    let a = unsafe { src(node.src[0]) };
+    for r in rows_for(n_rows(node), p.ith, p.nth) {
+        let visible = (pos + r % n_tokens + 1).min(node.ne[0] as usize);
+        // SAFETY: f32 rows of validated shapes; this thread owns row `r` of dst.
+        let (x, out) = unsafe { (row(a, r, node.ne[0] as usize), row_mut(node, r)) };
+        let mut max = f32::NEG_INFINITY;
+        for (o, &v) in out[..visible].iter_mut().zip(x) {
+            *o = v * scale;
+            max = max.max(*o);
+        }
+        let mut sum = 0f64;
+        for o in &mut out[..visible] {
+            *o = (*o - max).exp();
+            sum += f64::from(*o);
+        }
+        let inv = (1.0 / sum) as f32;
+        for o in &mut out[..visible] {
+            *o *= inv;
+        }
+        out[visible..].fill(0.0);
+    }
+}

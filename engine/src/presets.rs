@@ -1,0 +1,486 @@
+//! `engine gen-model`: GGUF files with seeded random weights in the real shapes of known
+//! models, plus tiny presets for tests. The files carry complete tokenizer metadata
+//! (a synthetic vocabulary of the model's real size) and load in llama.cpp too.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+use common::DType;
+use engine_gguf::{Array, GgmlType, GgufWriter, Value};
+use engine_tokenizer::Vocab;
+use engine_tokenizer::synth::{SynthKind, synth_vocab};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+use crate::error::EngineError;
+
+/// Hyper-parameters and tokenizer of a preset.
+#[derive(Clone, Debug)]
+pub struct Preset {
+    /// Preset name (`llama3.2-1b`, ...).
+    pub name: &'static str,
+    /// `general.architecture`.
+    pub arch: &'static str,
+    /// Transformer blocks.
+    pub n_layer: u32,
+    /// Hidden size.
+    pub n_embd: u32,
+    /// Query heads.
+    pub n_head: u32,
+    /// KV heads.
+    pub n_head_kv: u32,
+    /// FFN size.
+    pub n_ff: u32,
+    /// Vocabulary size.
+    pub n_vocab: u32,
+    /// Trained context length.
+    pub n_ctx: u32,
+    /// RoPE base.
+    pub rope_base: f32,
+    /// RMSNorm epsilon.
+    pub rms_eps: f32,
+    /// Tokenizer kind.
+    pub tokenizer: SynthKind,
+    /// Whether the output projection reuses `token_embd` (no `output.weight`).
+    pub tied_embeddings: bool,
+}
+
+/// Every preset. The large ones have the real models' hyper-parameters.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "tiny-llama",
+        arch: "llama",
+        n_layer: 2,
+        n_embd: 128,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 352,
+        n_vocab: 512,
+        n_ctx: 512,
+        rope_base: 10_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Spm,
+        tied_embeddings: false,
+    },
+    Preset {
+        name: "tiny-llama3",
+        arch: "llama",
+        n_layer: 2,
+        n_embd: 128,
+        n_head: 4,
+        n_head_kv: 1,
+        n_ff: 384,
+        n_vocab: 640,
+        n_ctx: 1024,
+        rope_base: 500_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Llama3Bpe,
+        tied_embeddings: true,
+    },
+    Preset {
+        name: "tiny-qwen2",
+        arch: "qwen2",
+        n_layer: 2,
+        n_embd: 128,
+        n_head: 2,
+        n_head_kv: 1,
+        n_ff: 320,
+        n_vocab: 640,
+        n_ctx: 1024,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-6,
+        tokenizer: SynthKind::Qwen2Bpe,
+        tied_embeddings: true,
+    },
+    Preset {
+        name: "llama3.2-1b",
+        arch: "llama",
+        n_layer: 16,
+        n_embd: 2048,
+        n_head: 32,
+        n_head_kv: 8,
+        n_ff: 8192,
+        n_vocab: 128_256,
+        n_ctx: 131_072,
+        rope_base: 500_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Llama3Bpe,
+        tied_embeddings: true,
+    },
+    Preset {
+        name: "qwen2.5-1.5b",
+        arch: "qwen2",
+        n_layer: 28,
+        n_embd: 1536,
+        n_head: 12,
+        n_head_kv: 2,
+        n_ff: 8960,
+        n_vocab: 151_936,
+        n_ctx: 32_768,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-6,
+        tokenizer: SynthKind::Qwen2Bpe,
+        tied_embeddings: true,
+    },
+];
+
+/// The preset called `name`.
+pub fn preset(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+/// How a tensor's random values are drawn.
+#[derive(Clone, Copy, Debug)]
+enum Init {
+    /// `N(0, std²)`.
+    Normal { std: f32 },
+    /// `1 + N(0, std²)` (norm weights).
+    One { std: f32 },
+}
+
+struct TensorPlan {
+    name: String,
+    dims: Vec<u64>,
+    dtype: DType,
+    init: Init,
+}
+
+fn plan(p: &Preset, dtype: DType) -> Vec<TensorPlan> {
+    let (e, kv, ff, v) = (
+        u64::from(p.n_embd),
+        u64::from(p.n_embd / p.n_head * p.n_head_kv),
+        u64::from(p.n_ff),
+        u64::from(p.n_vocab),
+    );
+    let inv = |fan_in: u64| 1.0 / (fan_in as f32).sqrt();
+    let mut t = vec![TensorPlan {
+        name: "token_embd.weight".into(),
+        dims: vec![e, v],
+        dtype,
+        init: Init::Normal { std: 1.0 },
+    }];
+    for il in 0..p.n_layer {
+        let mut add = |s: &str, dims: Vec<u64>, dtype: DType, init: Init| {
+            t.push(TensorPlan {
+                name: format!("blk.{il}.{s}"),
+                dims,
+                dtype,
+                init,
+            });
+        };
+        add(
+            "attn_norm.weight",
+            vec![e],
+            DType::F32,
+            Init::One { std: 0.1 },
+        );
+        add(
+            "attn_q.weight",
+            vec![e, e],
+            dtype,
+            Init::Normal { std: inv(e) },
+        );
+        add(
+            "attn_k.weight",
+            vec![e, kv],
+            dtype,
+            Init::Normal { std: inv(e) },
+        );
+        add(
+            "attn_v.weight",
+            vec![e, kv],
+            dtype,
+            Init::Normal { std: inv(e) },
+        );
+        if p.arch == "qwen2" {
+            add(
+                "attn_q.bias",
+                vec![e],
+                DType::F32,
+                Init::Normal { std: 0.1 },
+            );
+            add(
+                "attn_k.bias",
+                vec![kv],
+                DType::F32,
+                Init::Normal { std: 0.1 },
+            );
+            add(
+                "attn_v.bias",
+                vec![kv],
+                DType::F32,
+                Init::Normal { std: 0.1 },
+            );
+        }
+        add(
+            "attn_output.weight",
+            vec![e, e],
+            dtype,
+            Init::Normal { std: inv(e) },
+        );
+        add(
+            "ffn_norm.weight",
+            vec![e],
+            DType::F32,
+            Init::One { std: 0.1 },
+        );
+        add(
+            "ffn_gate.weight",
+            vec![e, ff],
+            dtype,
+            Init::Normal { std: inv(e) },
+        );
+        add(
+            "ffn_up.weight",
+            vec![e, ff],
+            dtype,
+            Init::Normal { std: inv(e) },
+        );
+        add(
+            "ffn_down.weight",
+            vec![ff, e],
+            dtype,
+            Init::Normal { std: inv(ff) },
+        );
+    }
+    t.push(TensorPlan {
+        name: "output_norm.weight".into(),
+        dims: vec![e],
+        dtype: DType::F32,
+        init: Init::One { std: 0.1 },
+    });
+    if !p.tied_embeddings {
+        // Logits with a standard deviation of ~3 after the final norm: clear winners,
+        // as trained models have, rather than a near-uniform distribution.
+        t.push(TensorPlan {
+            name: "output.weight".into(),
+            dims: vec![e, v],
+            dtype,
+            init: Init::Normal { std: 3.0 * inv(e) },
+        });
+    }
+    t
+}
+
+/// `general.file_type` of llama.cpp for a weight type.
+fn file_type(dtype: DType) -> u32 {
+    match dtype {
+        DType::F32 | DType::I32 => 0,
+        DType::F16 => 1,
+        DType::Q4_0 => 2,
+        DType::Q8_0 => 7,
+    }
+}
+
+/// Adds the `tokenizer.ggml.*` keys of `vocab`.
+fn add_vocab(w: &mut GgufWriter, vocab: &Vocab) -> Result<(), engine_gguf::GgufError> {
+    let k = |s: &str| format!("tokenizer.ggml.{s}");
+    w.add_kv(k("model"), vocab.model.as_str())?;
+    if let Some(pre) = &vocab.pre {
+        w.add_kv(k("pre"), pre.as_str())?;
+    }
+    w.add_kv(k("tokens"), Array::Str(vocab.tokens.clone()))?;
+    if let Some(s) = &vocab.scores {
+        w.add_kv(k("scores"), Array::F32(s.clone()))?;
+    }
+    if let Some(t) = &vocab.token_types {
+        w.add_kv(k("token_type"), Array::I32(t.clone()))?;
+    }
+    if let Some(m) = &vocab.merges {
+        w.add_kv(k("merges"), Array::Str(m.clone()))?;
+    }
+    let ids = [
+        ("bos_token_id", vocab.bos_token_id),
+        ("eos_token_id", vocab.eos_token_id),
+        ("eot_token_id", vocab.eot_token_id),
+        ("unknown_token_id", vocab.unknown_token_id),
+        ("padding_token_id", vocab.padding_token_id),
+    ];
+    for (key, id) in ids {
+        if let Some(id) = id {
+            w.add_kv(k(key), id)?;
+        }
+    }
+    let flags = [
+        ("add_bos_token", vocab.add_bos_token),
+        ("add_eos_token", vocab.add_eos_token),
+        ("add_space_prefix", vocab.add_space_prefix),
+    ];
+    for (key, flag) in flags {
+        if let Some(flag) = flag {
+            w.add_kv(k(key), flag)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes preset `p` with weights of type `dtype` and random seed `seed` to `path`.
+pub fn write_model(
+    p: &Preset,
+    dtype: DType,
+    seed: u64,
+    path: &Path,
+    progress: bool,
+) -> Result<(), EngineError> {
+    let gguf = |source| EngineError::Gguf {
+        path: path.to_owned(),
+        source,
+    };
+    let mut w = GgufWriter::new();
+    let a = p.arch;
+    let kvs: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), a.into()),
+        (
+            "general.name".into(),
+            format!("profinfer synthetic {}", p.name).into(),
+        ),
+        ("general.file_type".into(), file_type(dtype).into()),
+        ("general.quantization_version".into(), 2u32.into()),
+        (format!("{a}.context_length"), p.n_ctx.into()),
+        (format!("{a}.embedding_length"), p.n_embd.into()),
+        (format!("{a}.block_count"), p.n_layer.into()),
+        (format!("{a}.feed_forward_length"), p.n_ff.into()),
+        (format!("{a}.attention.head_count"), p.n_head.into()),
+        (format!("{a}.attention.head_count_kv"), p.n_head_kv.into()),
+        (
+            format!("{a}.attention.layer_norm_rms_epsilon"),
+            p.rms_eps.into(),
+        ),
+        (format!("{a}.rope.freq_base"), p.rope_base.into()),
+        (
+            format!("{a}.rope.dimension_count"),
+            (p.n_embd / p.n_head).into(),
+        ),
+        (format!("{a}.vocab_size"), p.n_vocab.into()),
+    ];
+    for (k, v) in kvs {
+        w.add_kv(k, v).map_err(gguf)?;
+    }
+    let vocab = synth_vocab(p.tokenizer, p.n_vocab as usize, seed).map_err(|e| {
+        EngineError::HyperParameter {
+            key: "tokenizer.ggml.tokens".into(),
+            why: e.to_string(),
+        }
+    })?;
+    add_vocab(&mut w, &vocab).map_err(gguf)?;
+
+    let tensors = plan(p, dtype);
+    for t in &tensors {
+        let ty = GgmlType::from_id(t.dtype as u32).expect("engine dtypes are ggml types");
+        w.add_tensor(t.name.clone(), &t.dims, ty).map_err(gguf)?;
+    }
+    let io = |what: &str| {
+        let what = format!("{what} {}", path.display());
+        move |source| EngineError::Io { what, source }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io("creating the folder of"))?;
+    }
+    let tmp = path.with_extension("gguf.partial");
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(io("creating"))?);
+    w.write_header(&mut out).map_err(gguf)?;
+
+    let total: u64 = tensors.iter().map(|t| t.dims.iter().product::<u64>()).sum();
+    let bar = if progress {
+        ProgressBar::new(total)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg:>24} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
+    );
+    let mut row = Vec::new();
+    let mut data = Vec::new();
+    for (i, t) in tensors.iter().enumerate() {
+        bar.set_message(t.name.clone());
+        let k = t.dims[0] as usize;
+        let n_rows: u64 = t.dims[1..].iter().product();
+        let row_bytes = t.dtype.row_bytes(k).expect("preset sizes are whole blocks");
+        let mut rng =
+            ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        data.clear();
+        data.resize(row_bytes * n_rows as usize, 0u8);
+        row.resize(k, 0f32);
+        for r in 0..n_rows as usize {
+            for x in row.iter_mut() {
+                let z: f32 = StandardNormal.sample(&mut rng);
+                *x = match t.init {
+                    Init::Normal { std } => z * std,
+                    Init::One { std } => 1.0 + z * std,
+                };
+            }
+            engine_kernels::quant::quantize_row(
+                t.dtype,
+                &row,
+                &mut data[r * row_bytes..(r + 1) * row_bytes],
+            )
+            .expect("row sizes match by construction");
+            bar.inc(k as u64);
+        }
+        w.write_tensor_data(&mut out, &t.name, &data)
+            .map_err(gguf)?;
+    }
+    w.finish(&mut out).map_err(gguf)?;
+    drop(out);
+    std::fs::rename(&tmp, path).map_err(io("renaming the finished file to"))?;
+    bar.finish_and_clear();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_have_consistent_shapes() {
+        for p in PRESETS {
+            assert_eq!(p.n_embd % p.n_head, 0, "{}", p.name);
+            assert_eq!(p.n_head % p.n_head_kv, 0, "{}", p.name);
+            for d in [DType::Q4_0, DType::Q8_0] {
+                for t in plan(p, d) {
+                    assert!(
+                        t.dtype.row_bytes(t.dims[0] as usize).is_some(),
+                        "{} {}",
+                        p.name,
+                        t.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn real_presets_match_the_published_models() {
+        let l = preset("llama3.2-1b").expect("preset");
+        assert_eq!(
+            (
+                l.n_layer,
+                l.n_embd,
+                l.n_head,
+                l.n_head_kv,
+                l.n_ff,
+                l.n_vocab
+            ),
+            (16, 2048, 32, 8, 8192, 128_256)
+        );
+        let q = preset("qwen2.5-1.5b").expect("preset");
+        assert_eq!(
+            (
+                q.n_layer,
+                q.n_embd,
+                q.n_head,
+                q.n_head_kv,
+                q.n_ff,
+                q.n_vocab
+            ),
+            (28, 1536, 12, 2, 8960, 151_936)
+        );
+    }
+}
