@@ -44,7 +44,10 @@ mod tests {
         // 1 + 2^-11 lies exactly between 1 and the next half (1 + 2^-10): ties go to the even 1.
         assert_eq!(f32_to_f16(1.0 + f32::powi(2.0, -11)).to_f32(), 1.0);
         // 1 + 3 * 2^-11 lies between 1 + 2^-10 (odd mantissa) and 1 + 2^-9: goes up.
-        assert_eq!(f32_to_f16(1.0 + 3.0 * f32::powi(2.0, -11)).to_f32(), 1.0 + f32::powi(2.0, -9));
+        assert_eq!(
+            f32_to_f16(1.0 + 3.0 * f32::powi(2.0, -11)).to_f32(),
+            1.0 + f32::powi(2.0, -9)
+        );
         assert_eq!(f16_to_f32(f16::from_bits(0x3c00)), 1.0);
     }
 

@@ -7,8 +7,10 @@ mod backend;
 pub mod dot;
 mod error;
 pub mod f16;
+pub mod matmul;
 pub mod quant;
 
 pub use backend::Backend;
 pub use dot::{convert_activations, vec_dot, vec_dot_type, vec_dot_with};
 pub use error::KernelError;
+pub use matmul::{ROW_BLOCK, matmul, matmul_with, split_rows};

@@ -41,7 +41,7 @@ const _: () = assert!(size_of::<BlockQ4_0>() == DType::Q4_0.block_bytes());
 
 /// Number of blocks in a row of `n` elements, or an error if `n` is not a multiple of [`QK`].
 fn block_count(dtype: DType, n: usize) -> Result<usize, KernelError> {
-    if n % QK != 0 {
+    if !n.is_multiple_of(QK) {
         return Err(KernelError::RowNotBlockAligned { dtype, k: n });
     }
     Ok(n / QK)
@@ -49,7 +49,11 @@ fn block_count(dtype: DType, n: usize) -> Result<usize, KernelError> {
 
 fn check_blocks(what: &'static str, have: usize, need: usize) -> Result<(), KernelError> {
     if have != need {
-        return Err(KernelError::LengthMismatch { what, left: have, right: need });
+        return Err(KernelError::LengthMismatch {
+            what,
+            left: have,
+            right: need,
+        });
     }
     Ok(())
 }
@@ -68,7 +72,10 @@ fn quantize_block_q8_0_ref(x: &[f32]) -> BlockQ8_0 {
         // C `roundf`: half-way cases away from zero.
         *q = (v * id).round() as i8;
     }
-    BlockQ8_0 { d: f16::from_f32(d), qs }
+    BlockQ8_0 {
+        d: f16::from_f32(d),
+        qs,
+    }
 }
 
 /// Quantizes one block of 32 values like ggml's x86 AVX2 `quantize_row_q8_0` (the code
@@ -109,12 +116,19 @@ fn quantize_block_q4_0_ref(x: &[f32]) -> BlockQ4_0 {
         let xi1 = ((x1 + 8.5) as i8).min(15) as u8;
         *q = xi0 | (xi1 << 4);
     }
-    BlockQ4_0 { d: f16::from_f32(d), qs }
+    BlockQ4_0 {
+        d: f16::from_f32(d),
+        qs,
+    }
 }
 
 /// Quantizes `x` into `y` with ggml's `quantize_row_q8_0_ref` (how GGUF files are made).
 pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) -> Result<(), KernelError> {
-    check_blocks("quantize_row_q8_0 blocks", y.len(), block_count(DType::Q8_0, x.len())?)?;
+    check_blocks(
+        "quantize_row_q8_0 blocks",
+        y.len(),
+        block_count(DType::Q8_0, x.len())?,
+    )?;
     for (block, chunk) in y.iter_mut().zip(x.chunks_exact(QK)) {
         *block = quantize_block_q8_0_ref(chunk);
     }
@@ -123,7 +137,11 @@ pub fn quantize_row_q8_0(x: &[f32], y: &mut [BlockQ8_0]) -> Result<(), KernelErr
 
 /// Quantizes `x` into `y` with ggml's `quantize_row_q4_0_ref`.
 pub fn quantize_row_q4_0(x: &[f32], y: &mut [BlockQ4_0]) -> Result<(), KernelError> {
-    check_blocks("quantize_row_q4_0 blocks", y.len(), block_count(DType::Q4_0, x.len())?)?;
+    check_blocks(
+        "quantize_row_q4_0 blocks",
+        y.len(),
+        block_count(DType::Q4_0, x.len())?,
+    )?;
     for (block, chunk) in y.iter_mut().zip(x.chunks_exact(QK)) {
         *block = quantize_block_q4_0_ref(chunk);
     }
@@ -182,10 +200,16 @@ pub fn q4_0_from_bytes(bytes: &[u8]) -> Result<Vec<BlockQ4_0>, KernelError> {
 
 fn blocks_from_bytes<T: Pod>(bytes: &[u8], dtype: DType) -> Result<Vec<T>, KernelError> {
     let size = size_of::<T>();
-    if bytes.len() % size != 0 {
-        return Err(KernelError::RowNotBlockAligned { dtype, k: bytes.len() });
+    if !bytes.len().is_multiple_of(size) {
+        return Err(KernelError::RowNotBlockAligned {
+            dtype,
+            k: bytes.len(),
+        });
     }
-    Ok(bytes.chunks_exact(size).map(bytemuck::pod_read_unaligned).collect())
+    Ok(bytes
+        .chunks_exact(size)
+        .map(bytemuck::pod_read_unaligned)
+        .collect())
 }
 
 /// Checks that `bytes` holds at least one row of `k` elements of `dtype`; returns the row size.
@@ -195,9 +219,15 @@ pub(crate) fn check_row(
     k: usize,
     bytes: &[u8],
 ) -> Result<usize, KernelError> {
-    let row = dtype.row_bytes(k).ok_or(KernelError::RowNotBlockAligned { dtype, k })?;
+    let row = dtype
+        .row_bytes(k)
+        .ok_or(KernelError::RowNotBlockAligned { dtype, k })?;
     if bytes.len() < row {
-        return Err(KernelError::BufferTooSmall { what, required: row, actual: bytes.len() });
+        return Err(KernelError::BufferTooSmall {
+            what,
+            required: row,
+            actual: bytes.len(),
+        });
     }
     Ok(row)
 }
@@ -227,7 +257,12 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
                 dequantize_q4_0_bytes_block(read_f16(b, 0), &b[2..18], out);
             }
         }
-        DType::I32 => return Err(KernelError::UnsupportedType { dtype, op: "dequantize_row" }),
+        DType::I32 => {
+            return Err(KernelError::UnsupportedType {
+                dtype,
+                op: "dequantize_row",
+            });
+        }
     }
     Ok(())
 }
@@ -254,7 +289,12 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
                 o.copy_from_slice(bytemuck::bytes_of(&quantize_block_q4_0_ref(x)));
             }
         }
-        DType::I32 => return Err(KernelError::UnsupportedType { dtype, op: "quantize_row" }),
+        DType::I32 => {
+            return Err(KernelError::UnsupportedType {
+                dtype,
+                op: "quantize_row",
+            });
+        }
     }
     Ok(())
 }
@@ -317,7 +357,7 @@ mod tests {
         quantize_row_q4_0(&x, &mut y).unwrap();
         let bytes = q4_0_as_bytes(&y);
         assert_eq!(&bytes[0..2], &[0x00, 0x3c]); // f16 1.0
-        assert_eq!(bytes[2], 0x00 | (11 << 4));
+        assert_eq!(bytes[2], 11 << 4); // low nibble 0, high nibble 11
         assert_eq!(bytes[3], 15 | (7 << 4));
         assert_eq!(bytes[4], 9 | (8 << 4)); // x[18] = 0 -> trunc(8.5) = 8
         let mut back = [0f32; 32];
@@ -353,8 +393,10 @@ mod tests {
 
     #[test]
     fn byte_functions_accept_unaligned_rows() {
-        let x: Vec<f32> = (0..64).map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.25).collect();
-        let mut storage = vec![0u8; 1 + 68];
+        let x: Vec<f32> = (0..64)
+            .map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.25)
+            .collect();
+        let mut storage = [0u8; 1 + 68];
         let row = &mut storage[1..];
         quantize_row(DType::Q8_0, &x, row).unwrap();
         let blocks = q8_0_from_bytes(row).unwrap();

@@ -21,15 +21,22 @@ pub(crate) fn hsum8(v: [f32; LANES]) -> f32 {
 
 /// ggml's `GGML_F32x8_REDUCE` of four accumulators (pairwise adds, then two `hadd`s).
 #[inline]
-pub(crate) fn reduce4(mut acc: [[f32; LANES]; 4]) -> f32 {
+pub(crate) fn reduce4(acc: [[f32; LANES]; 4]) -> f32 {
+    let [mut a0, mut a1, a2, a3] = acc;
     for l in 0..LANES {
-        acc[0][l] += acc[2][l];
-        acc[1][l] += acc[3][l];
+        a0[l] += a2[l];
+        a1[l] += a3[l];
     }
-    for l in 0..LANES {
-        acc[0][l] += acc[1][l];
+    for (x, y) in a0.iter_mut().zip(a1) {
+        *x += y;
     }
-    let t0 = [acc[0][0] + acc[0][4], acc[0][1] + acc[0][5], acc[0][2] + acc[0][6], acc[0][3] + acc[0][7]];
+    let acc = [a0];
+    let t0 = [
+        acc[0][0] + acc[0][4],
+        acc[0][1] + acc[0][5],
+        acc[0][2] + acc[0][6],
+        acc[0][3] + acc[0][7],
+    ];
     (t0[0] + t0[1]) + (t0[2] + t0[3])
 }
 

@@ -25,7 +25,11 @@ pub const fn vec_dot_type(w: DType) -> DType {
 /// Converts one row of `f32` activations to `dst_type` bytes as llama.cpp's CPU backend
 /// does on x86 with AVX2: Q8_0 with scale `127 / amax` and ties-to-even rounding (not the
 /// reference quantizer), F16 with round-to-nearest-even, F32 as a copy.
-pub fn convert_activations(dst_type: DType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
+pub fn convert_activations(
+    dst_type: DType,
+    src: &[f32],
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
     let k = src.len();
     check_row("convert_activations destination", dst_type, k, dst)?;
     match dst_type {
@@ -41,7 +45,10 @@ pub fn convert_activations(dst_type: DType, src: &[f32], dst: &mut [u8]) -> Resu
             }
         }
         DType::Q4_0 | DType::I32 => {
-            return Err(KernelError::UnsupportedType { dtype: dst_type, op: "convert_activations" });
+            return Err(KernelError::UnsupportedType {
+                dtype: dst_type,
+                op: "convert_activations",
+            });
         }
     }
     Ok(())
@@ -64,7 +71,11 @@ pub fn vec_dot_with(
 ) -> Result<f32, KernelError> {
     check_row("vec_dot weights", wtype, k, w)?;
     check_row("vec_dot activations", vec_dot_type(wtype), k, x)?;
-    let backend = if backend.is_supported() { backend } else { Backend::Generic };
+    let backend = if backend.is_supported() {
+        backend
+    } else {
+        Backend::Generic
+    };
     // SAFETY: both rows were checked to hold k elements; the backend is supported.
     unsafe { vec_dot_unchecked(backend, wtype, k, w.as_ptr(), x.as_ptr()) }
 }
@@ -81,7 +92,9 @@ pub(crate) unsafe fn vec_dot_unchecked(
     w: *const u8,
     x: *const u8,
 ) -> Result<f32, KernelError> {
-    let wbytes = wtype.row_bytes(k).ok_or(KernelError::RowNotBlockAligned { dtype: wtype, k })?;
+    let wbytes = wtype
+        .row_bytes(k)
+        .ok_or(KernelError::RowNotBlockAligned { dtype: wtype, k })?;
     let xbytes = vec_dot_type(wtype)
         .row_bytes(k)
         .ok_or(KernelError::RowNotBlockAligned { dtype: wtype, k })?;
@@ -95,21 +108,34 @@ pub(crate) unsafe fn vec_dot_unchecked(
                     DType::F16 => x86::dot_f16(k, w, x),
                     DType::Q8_0 => x86::dot_q8_0(k / QK, w, x),
                     DType::Q4_0 => x86::dot_q4_0(k / QK, w, x),
-                    DType::I32 => return Err(KernelError::UnsupportedType { dtype: wtype, op: "vec_dot" }),
+                    DType::I32 => {
+                        return Err(KernelError::UnsupportedType {
+                            dtype: wtype,
+                            op: "vec_dot",
+                        });
+                    }
                 })
             }
         }
         _ => {
             // SAFETY: the caller guarantees wbytes / xbytes readable bytes at w / x.
             let (w, x) = unsafe {
-                (std::slice::from_raw_parts(w, wbytes), std::slice::from_raw_parts(x, xbytes))
+                (
+                    std::slice::from_raw_parts(w, wbytes),
+                    std::slice::from_raw_parts(x, xbytes),
+                )
             };
             Ok(match wtype {
                 DType::F32 => generic::dot_f32(k, w, x),
                 DType::F16 => generic::dot_f16(k, w, x),
                 DType::Q8_0 => generic::dot_q8_0(k / QK, w, x),
                 DType::Q4_0 => generic::dot_q4_0(k / QK, w, x),
-                DType::I32 => return Err(KernelError::UnsupportedType { dtype: wtype, op: "vec_dot" }),
+                DType::I32 => {
+                    return Err(KernelError::UnsupportedType {
+                        dtype: wtype,
+                        op: "vec_dot",
+                    });
+                }
             })
         }
     }
@@ -138,8 +164,12 @@ mod tests {
     #[test]
     fn f16_dot_by_hand() {
         // k = 35: 32 elements through the vector path, 3 leftovers. w = 1, x = 0.5 -> 17.5.
-        let w: Vec<u8> = (0..35).flat_map(|_| half::f16::from_f32(1.0).to_le_bytes()).collect();
-        let x: Vec<u8> = (0..35).flat_map(|_| half::f16::from_f32(0.5).to_le_bytes()).collect();
+        let w: Vec<u8> = (0..35)
+            .flat_map(|_| half::f16::from_f32(1.0).to_le_bytes())
+            .collect();
+        let x: Vec<u8> = (0..35)
+            .flat_map(|_| half::f16::from_f32(0.5).to_le_bytes())
+            .collect();
         for b in Backend::supported() {
             assert_eq!(vec_dot_with(b, DType::F16, 35, &w, &x).unwrap(), 17.5);
         }

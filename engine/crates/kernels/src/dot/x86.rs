@@ -100,7 +100,12 @@ pub(crate) unsafe fn dot_f32(k: usize, w: *const u8, x: *const u8) -> f32 {
     while i < np {
         for (j, acc) in s.iter_mut().enumerate() {
             // SAFETY: i + 8j + 8 <= np <= k elements are readable (caller).
-            let (a, b) = unsafe { (_mm256_loadu_ps(w.add(i + 8 * j)), _mm256_loadu_ps(x.add(i + 8 * j))) };
+            let (a, b) = unsafe {
+                (
+                    _mm256_loadu_ps(w.add(i + 8 * j)),
+                    _mm256_loadu_ps(x.add(i + 8 * j)),
+                )
+            };
             *acc = _mm256_fmadd_ps(a, b, *acc);
         }
         i += 32;

@@ -1,0 +1,426 @@
+//! The matrix product `Y = X · Wᵀ` of a weight matrix with converted activations, split by
+//! weight rows so several threads can fill disjoint column ranges of one output.
+//!
+//! Rounding follows what llama.cpp's CPU backend does on x86 with AVX2: quantized weights
+//! round like `ggml_vec_dot_*_q8_0` for every `m`; F16/F32 weights round like
+//! `ggml_vec_dot_f16`/`_f32` for a single activation row (decode) and like tinyBLAS
+//! (`llamafile_sgemm`, one FMA accumulator per output) for two or more rows when `k` is a
+//! multiple of 8.
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use std::ops::Range;
+
+use common::engine_abi::DType;
+
+use crate::backend::Backend;
+use crate::dot::{generic, vec_dot_type, vec_dot_unchecked};
+use crate::error::KernelError;
+use crate::quant::QK;
+
+/// Weight rows per register tile; [`split_rows`] hands out multiples of it.
+pub const ROW_BLOCK: usize = 4;
+
+/// Target size in bytes of the slice of activation rows kept hot in the L2 cache while all
+/// weight rows of the range stream past it.
+const ACTIVATION_CHUNK_BYTES: usize = 256 * 1024;
+
+/// The weight rows thread `ith` of `nth` computes out of `n`: contiguous, in multiples of
+/// [`ROW_BLOCK`] (except the tail), covering `0..n` exactly once over all threads.
+pub fn split_rows(n: usize, ith: usize, nth: usize) -> Range<usize> {
+    let nth = nth.max(1);
+    let blocks = n.div_ceil(ROW_BLOCK);
+    let start = (ith * blocks / nth * ROW_BLOCK).min(n);
+    let end = ((ith + 1) * blocks / nth * ROW_BLOCK).min(n);
+    start..end
+}
+
+/// Whether the F16/F32 product of `m` rows rounds like tinyBLAS rather than like `vec_dot`.
+const fn uses_tinyblas_order(m: usize, k: usize) -> bool {
+    m >= 2 && k.is_multiple_of(8)
+}
+
+fn check_matrix(
+    what: &'static str,
+    dtype: DType,
+    k: usize,
+    bytes: &[u8],
+    stride: usize,
+    rows: usize,
+) -> Result<usize, KernelError> {
+    let row = dtype
+        .row_bytes(k)
+        .ok_or(KernelError::RowNotBlockAligned { dtype, k })?;
+    if rows == 0 {
+        return Ok(row);
+    }
+    if rows > 1 && stride < row {
+        return Err(KernelError::BufferTooSmall {
+            what,
+            required: row,
+            actual: stride,
+        });
+    }
+    let required = (rows - 1)
+        .checked_mul(stride)
+        .and_then(|r| r.checked_add(row))
+        .ok_or(KernelError::BufferTooSmall {
+            what,
+            required: usize::MAX,
+            actual: bytes.len(),
+        })?;
+    if bytes.len() < required {
+        return Err(KernelError::BufferTooSmall {
+            what,
+            required,
+            actual: bytes.len(),
+        });
+    }
+    Ok(row)
+}
+
+/// `y[i * y_stride + n] = dot(w row n, x row i)` for `n` in `n_range` and `i` in `0..m`, with
+/// the detected backend.
+///
+/// `w` holds rows of `k` elements of `wtype`, row `n` starting at byte `n * w_stride` (the
+/// stride may exceed the row size, e.g. for KV-cache views); `x` holds `m` rows already
+/// converted with [`crate::convert_activations`] to `vec_dot_type(wtype)`, row `i` at byte
+/// `i * x_stride`. Buffer lengths are checked; the output is not.
+///
+/// # Safety
+/// `y` is valid for writes at every index above, and no other thread reads or writes those
+/// indices during the call.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors ggml's strided mul_mat signature"
+)]
+pub unsafe fn matmul(
+    wtype: DType,
+    w: &[u8],
+    w_stride: usize,
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) -> Result<(), KernelError> {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_with(
+            Backend::detect(),
+            wtype,
+            w,
+            w_stride,
+            k,
+            x,
+            x_stride,
+            m,
+            n_range,
+            y,
+            y_stride,
+        )
+    }
+}
+
+/// [`matmul`] with an explicit backend (an unsupported one falls back to
+/// [`Backend::Generic`]).
+///
+/// # Safety
+/// As [`matmul`].
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors ggml's strided mul_mat signature"
+)]
+pub unsafe fn matmul_with(
+    backend: Backend,
+    wtype: DType,
+    w: &[u8],
+    w_stride: usize,
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) -> Result<(), KernelError> {
+    if wtype == DType::I32 {
+        return Err(KernelError::UnsupportedType {
+            dtype: wtype,
+            op: "matmul",
+        });
+    }
+    if n_range.is_empty() || m == 0 {
+        return Ok(());
+    }
+    check_matrix("matmul weights", wtype, k, w, w_stride, n_range.end)?;
+    check_matrix("matmul activations", vec_dot_type(wtype), k, x, x_stride, m)?;
+    let backend = if backend.is_supported() {
+        backend
+    } else {
+        Backend::Generic
+    };
+    match backend {
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx2 => {
+            // SAFETY: buffers checked above, AVX2 supported, output contract from the caller.
+            unsafe { matmul_avx2(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) }
+        }
+        _ => {
+            // SAFETY: output contract from the caller; buffers checked above.
+            unsafe { matmul_generic(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) }
+        }
+    }
+}
+
+/// Scalar product, one output at a time.
+///
+/// # Safety
+/// Buffers checked by [`matmul_with`]; output contract of [`matmul`].
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
+unsafe fn matmul_generic(
+    wtype: DType,
+    w: &[u8],
+    w_stride: usize,
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) -> Result<(), KernelError> {
+    let wrow = wtype.row_bytes(k).unwrap_or(0);
+    let xrow = vec_dot_type(wtype).row_bytes(k).unwrap_or(0);
+    let tinyblas = uses_tinyblas_order(m, k);
+    for i in 0..m {
+        let xr = &x[i * x_stride..i * x_stride + xrow];
+        for n in n_range.clone() {
+            let wr = &w[n * w_stride..n * w_stride + wrow];
+            let v = match wtype {
+                DType::F32 if tinyblas => generic::dot_f32_single_acc(k, wr, xr),
+                DType::F16 if tinyblas => generic::dot_f16_single_acc(k, wr, xr),
+                DType::F32 => generic::dot_f32(k, wr, xr),
+                DType::F16 => generic::dot_f16(k, wr, xr),
+                DType::Q8_0 => generic::dot_q8_0(k / QK, wr, xr),
+                DType::Q4_0 => generic::dot_q4_0(k / QK, wr, xr),
+                DType::I32 => {
+                    return Err(KernelError::UnsupportedType {
+                        dtype: wtype,
+                        op: "matmul",
+                    });
+                }
+            };
+            // SAFETY: the caller owns output (i, n).
+            unsafe { *y.add(i * y_stride + n) = v };
+        }
+    }
+    Ok(())
+}
+
+/// AVX2 product: register tiles of up to [`ROW_BLOCK`] weight rows by 2 (quantized) or 3
+/// (float) activation rows, over slices of activation rows that fit the L2 cache.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; buffers checked by [`matmul_with`]; output contract of [`matmul`].
+#[cfg(target_arch = "x86_64")]
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
+unsafe fn matmul_avx2(
+    wtype: DType,
+    w: &[u8],
+    w_stride: usize,
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) -> Result<(), KernelError> {
+    let tinyblas = uses_tinyblas_order(m, k);
+    match wtype {
+        DType::Q8_0 | DType::Q4_0 => {
+            let table = if wtype == DType::Q8_0 {
+                x86::tile_q8_0
+            } else {
+                x86::tile_q4_0
+            };
+            let xrow = k / QK * 34;
+            // SAFETY: forwarded.
+            unsafe {
+                run_tiles(
+                    table,
+                    2,
+                    k / QK,
+                    w,
+                    w_stride,
+                    x.as_ptr(),
+                    x_stride,
+                    xrow,
+                    m,
+                    n_range,
+                    y,
+                    y_stride,
+                )
+            };
+        }
+        DType::F16 | DType::F32 if tinyblas => {
+            let (xf, xs): (Vec<f32>, usize);
+            let xptr = if wtype == DType::F16 {
+                let mut buf = vec![0f32; m * k];
+                for i in 0..m {
+                    // SAFETY: row i of x holds k halves (checked); buf row i holds k floats.
+                    unsafe {
+                        x86::f16_row_to_f32(
+                            k,
+                            x.as_ptr().add(i * x_stride),
+                            buf.as_mut_ptr().add(i * k),
+                        )
+                    };
+                }
+                xf = buf;
+                xs = 4 * k;
+                xf.as_ptr().cast::<u8>()
+            } else {
+                xs = x_stride;
+                x.as_ptr()
+            };
+            let table = if wtype == DType::F16 {
+                x86::tile_f16
+            } else {
+                x86::tile_f32
+            };
+            // SAFETY: forwarded; xptr covers m rows of k floats at stride xs.
+            unsafe {
+                run_tiles(
+                    table,
+                    3,
+                    k,
+                    w,
+                    w_stride,
+                    xptr,
+                    xs,
+                    4 * k,
+                    m,
+                    n_range,
+                    y,
+                    y_stride,
+                )
+            };
+        }
+        _ => {
+            for i in 0..m {
+                for n in n_range.clone() {
+                    // SAFETY: rows checked by matmul_with; AVX2 supported; output owned.
+                    unsafe {
+                        let v = vec_dot_unchecked(
+                            Backend::Avx2,
+                            wtype,
+                            k,
+                            w.as_ptr().add(n * w_stride),
+                            x.as_ptr().add(i * x_stride),
+                        )?;
+                        *y.add(i * y_stride + n) = v;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Walks the output in tiles: slices of activation rows sized for the L2 cache, then every
+/// [`ROW_BLOCK`] weight rows of the range, then `rn_max` activation rows at a time.
+///
+/// # Safety
+/// As [`matmul_avx2`]; `x` covers `m` rows at `x_stride` of what the tiles read.
+#[cfg(target_arch = "x86_64")]
+#[expect(clippy::too_many_arguments, reason = "internal tile walker")]
+unsafe fn run_tiles(
+    table: fn(usize, usize) -> x86::TileFn,
+    rn_max: usize,
+    kk: usize,
+    w: &[u8],
+    w_stride: usize,
+    x: *const u8,
+    x_stride: usize,
+    x_row_bytes: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let mc = (ACTIVATION_CHUNK_BYTES / x_row_bytes.max(1) / rn_max * rn_max).max(rn_max);
+    let mut m0 = 0;
+    while m0 < m {
+        let m1 = (m0 + mc).min(m);
+        let mut n0 = n_range.start;
+        while n0 < n_range.end {
+            let rm = (n_range.end - n0).min(ROW_BLOCK);
+            let mut j0 = m0;
+            while j0 < m1 {
+                let rn = (m1 - j0).min(rn_max);
+                let tile = table(rm, rn);
+                // SAFETY: rows n0..n0+rm of w and j0..j0+rn of x are in bounds; the outputs
+                // (j0.., n0..) belong to the caller's range.
+                unsafe {
+                    tile(
+                        kk,
+                        w.as_ptr().add(n0 * w_stride),
+                        w_stride,
+                        x.add(j0 * x_stride),
+                        x_stride,
+                        y.add(j0 * y_stride + n0),
+                        y_stride,
+                    )
+                };
+                j0 += rn;
+            }
+            n0 += rm;
+        }
+        m0 = m1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_rows_covers_everything_once_in_blocks() {
+        for n in [0usize, 1, 3, 4, 5, 17, 64, 2050] {
+            for nth in 1..=5 {
+                let mut next = 0;
+                for ith in 0..nth {
+                    let r = split_rows(n, ith, nth);
+                    assert_eq!(r.start, next, "n={n} nth={nth} ith={ith}");
+                    assert!(r.start.is_multiple_of(ROW_BLOCK) || r.is_empty());
+                    next = r.end;
+                }
+                assert_eq!(next, n);
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_short_buffers() {
+        let w = vec![0u8; 34 * 2];
+        let x = vec![0u8; 34];
+        let mut y = [0f32; 4];
+        // SAFETY: y has room for outputs 0..2 of one row.
+        let ok = unsafe { matmul(DType::Q8_0, &w, 34, 32, &x, 34, 1, 0..2, y.as_mut_ptr(), 4) };
+        assert!(ok.is_ok());
+        // SAFETY: the call fails before writing.
+        let err = unsafe { matmul(DType::Q8_0, &w, 34, 32, &x, 34, 1, 0..3, y.as_mut_ptr(), 4) };
+        assert!(matches!(err, Err(KernelError::BufferTooSmall { .. })));
+        // SAFETY: as above.
+        let err = unsafe { matmul(DType::Q8_0, &w, 34, 32, &x, 34, 2, 0..2, y.as_mut_ptr(), 4) };
+        assert!(matches!(err, Err(KernelError::BufferTooSmall { .. })));
+        // SAFETY: as above.
+        let err = unsafe { matmul(DType::Q8_0, &w, 34, 31, &x, 34, 1, 0..1, y.as_mut_ptr(), 4) };
+        assert!(matches!(err, Err(KernelError::RowNotBlockAligned { .. })));
+    }
+}

@@ -1,0 +1,161 @@
+//! AVX2 register-blocked tiles of the matrix product.
+//!
+//! A tile computes `RM` consecutive weight rows against `RN` consecutive activation rows,
+//! keeping one 8-lane accumulator per output in registers. Each output is rounded exactly
+//! as ggml's kernels round it: the Q8_0/Q4_0 tiles follow `ggml_vec_dot_*_q8_0` (which is
+//! also what tinyBLAS computes), the f32 tiles follow tinyBLAS (`llamafile_sgemm`): one FMA
+//! accumulator over 8-element steps, then `hsum`.
+
+use std::arch::x86_64::*;
+
+use crate::dot::x86::{
+    hsum8, load_f16_scalar, load_f16x8, load_q4_0_quants, load_q8_0_quants, mul_sum_i8_pairs,
+};
+
+/// Signature shared by every tile: `(k_or_blocks, w, w_stride, x, x_stride, y, y_stride)`.
+pub(crate) type TileFn = unsafe fn(usize, *const u8, usize, *const u8, usize, *mut f32, usize);
+
+/// Quantized tile: `nb` blocks, weights Q8_0 (`Q4 = false`) or Q4_0 (`Q4 = true`),
+/// activations Q8_0.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; `RM` weight rows of `nb` blocks at `w + i * w_stride`, `RN`
+/// activation rows at `x + j * x_stride`, and `y + j * y_stride + i` writable.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_q<const Q4: bool, const RM: usize, const RN: usize>(
+    nb: usize,
+    w: *const u8,
+    w_stride: usize,
+    x: *const u8,
+    x_stride: usize,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let wblk = if Q4 { 18 } else { 34 };
+    let mut acc = [[_mm256_setzero_ps(); RM]; RN];
+    for b in 0..nb {
+        let mut wq = [_mm256_setzero_si256(); RM];
+        let mut dw = [0f32; RM];
+        for i in 0..RM {
+            // SAFETY: block b of weight row i is readable (caller).
+            unsafe {
+                let p = w.add(i * w_stride + b * wblk);
+                wq[i] = if Q4 {
+                    load_q4_0_quants(p)
+                } else {
+                    load_q8_0_quants(p)
+                };
+                dw[i] = load_f16_scalar(p);
+            }
+        }
+        for (j, acc_j) in acc.iter_mut().enumerate() {
+            // SAFETY: block b of activation row j is readable (caller).
+            let (xq, dx) = unsafe {
+                let p = x.add(j * x_stride + b * 34);
+                (load_q8_0_quants(p), load_f16_scalar(p))
+            };
+            for i in 0..RM {
+                let q = mul_sum_i8_pairs(wq[i], xq);
+                acc_j[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw[i] * dx), q, acc_j[i]);
+            }
+        }
+    }
+    for (j, acc_j) in acc.iter().enumerate() {
+        for (i, a) in acc_j.iter().enumerate() {
+            // SAFETY: output (j, i) is writable and owned by this call (caller).
+            unsafe { *y.add(j * y_stride + i) = hsum8(*a) };
+        }
+    }
+}
+
+/// Floating-point tile in tinyBLAS's order: weights F16 (`F16W = true`) or F32, activations
+/// F32; `k` a multiple of 8.
+///
+/// # Safety
+/// As [`tile_q`], with rows of `k` elements.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_f<const F16W: bool, const RM: usize, const RN: usize>(
+    k: usize,
+    w: *const u8,
+    w_stride: usize,
+    x: *const u8,
+    x_stride: usize,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let mut acc = [[_mm256_setzero_ps(); RM]; RN];
+    let mut l = 0;
+    while l < k {
+        let mut a = [_mm256_setzero_ps(); RM];
+        for (i, ai) in a.iter_mut().enumerate() {
+            // SAFETY: elements l..l + 8 of weight row i are readable (caller, k % 8 == 0).
+            *ai = unsafe {
+                if F16W {
+                    load_f16x8(w.add(i * w_stride + 2 * l))
+                } else {
+                    _mm256_loadu_ps(w.add(i * w_stride + 4 * l).cast())
+                }
+            };
+        }
+        for (j, acc_j) in acc.iter_mut().enumerate() {
+            // SAFETY: elements l..l + 8 of activation row j are readable (caller).
+            let b = unsafe { _mm256_loadu_ps(x.add(j * x_stride + 4 * l).cast()) };
+            for i in 0..RM {
+                acc_j[i] = _mm256_fmadd_ps(a[i], b, acc_j[i]);
+            }
+        }
+        l += 8;
+    }
+    for (j, acc_j) in acc.iter().enumerate() {
+        for (i, a) in acc_j.iter().enumerate() {
+            // SAFETY: output (j, i) is writable and owned by this call (caller).
+            unsafe { *y.add(j * y_stride + i) = hsum8(*a) };
+        }
+    }
+}
+
+macro_rules! tile_table {
+    ($name:ident, $kernel:ident, $flag:expr) => {
+        /// The tile for `rm` weight rows (1..=4) by `rn` activation rows (1..=3).
+        pub(crate) fn $name(rm: usize, rn: usize) -> TileFn {
+            match (rm, rn) {
+                (1, 1) => $kernel::<$flag, 1, 1>,
+                (1, 2) => $kernel::<$flag, 1, 2>,
+                (1, _) => $kernel::<$flag, 1, 3>,
+                (2, 1) => $kernel::<$flag, 2, 1>,
+                (2, 2) => $kernel::<$flag, 2, 2>,
+                (2, _) => $kernel::<$flag, 2, 3>,
+                (3, 1) => $kernel::<$flag, 3, 1>,
+                (3, 2) => $kernel::<$flag, 3, 2>,
+                (3, _) => $kernel::<$flag, 3, 3>,
+                (_, 1) => $kernel::<$flag, 4, 1>,
+                (_, 2) => $kernel::<$flag, 4, 2>,
+                (_, _) => $kernel::<$flag, 4, 3>,
+            }
+        }
+    };
+}
+
+tile_table!(tile_q8_0, tile_q, false);
+tile_table!(tile_q4_0, tile_q, true);
+tile_table!(tile_f16, tile_f, true);
+tile_table!(tile_f32, tile_f, false);
+
+/// Converts `k` halves at `src` (any alignment) to `f32` at `dst`.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; `src` readable for `2 * k` bytes, `dst` writable for `k` floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn f16_row_to_f32(k: usize, src: *const u8, dst: *mut f32) {
+    let mut i = 0;
+    while i + 8 <= k {
+        // SAFETY: elements i..i + 8 are in bounds of both rows (caller).
+        unsafe { _mm256_storeu_ps(dst.add(i), load_f16x8(src.add(2 * i))) };
+        i += 8;
+    }
+    while i < k {
+        // SAFETY: element i is in bounds (caller).
+        unsafe { *dst.add(i) = load_f16_scalar(src.add(2 * i)) };
+        i += 1;
+    }
+}

@@ -1,0 +1,332 @@
+//! Agreement tests: AVX2 against the portable implementation (bit for bit), both against a
+//! dequantize-then-f64 reference (within the rounding error of an `f32` sum), quantization
+//! error bounds, and strided/unaligned/partial-range matrix products.
+
+use common::engine_abi::DType;
+use engine_kernels::quant::{
+    BlockQ4_0, BlockQ8_0, dequantize_row_q4_0, dequantize_row_q8_0, quantize_row_q4_0,
+    quantize_row_q8_0,
+};
+use engine_kernels::{
+    Backend, convert_activations, matmul_with, quant, vec_dot_type, vec_dot_with,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+const WEIGHT_TYPES: [DType; 4] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0];
+
+fn random_row(rng: &mut ChaCha8Rng, k: usize) -> Vec<f32> {
+    // Mixed magnitudes, with an occasional outlier like real activations.
+    (0..k)
+        .map(|_| {
+            let v: f32 = rng.random_range(-1.0..1.0);
+            if rng.random_range(0..50) == 0 {
+                v * 20.0
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// A matrix of `rows` rows of `k` elements of `dtype` at byte `offset + r * stride`, where
+/// the padding bytes are garbage.
+struct Matrix {
+    bytes: Vec<u8>,
+    offset: usize,
+    stride: usize,
+}
+
+impl Matrix {
+    fn data(&self) -> &[u8] {
+        &self.bytes[self.offset..]
+    }
+    fn row(&self, r: usize, len: usize) -> &[u8] {
+        &self.data()[r * self.stride..r * self.stride + len]
+    }
+}
+
+fn make_matrix(
+    rng: &mut ChaCha8Rng,
+    dtype: DType,
+    weights: bool,
+    rows: usize,
+    k: usize,
+    pad: usize,
+    offset: usize,
+) -> Matrix {
+    let row = dtype.row_bytes(k).unwrap();
+    let stride = row + pad;
+    let mut bytes: Vec<u8> = (0..offset + rows * stride).map(|_| rng.random()).collect();
+    for r in 0..rows {
+        let vals = random_row(rng, k);
+        let dst = &mut bytes[offset + r * stride..offset + r * stride + row];
+        if weights {
+            quant::quantize_row(dtype, &vals, dst).unwrap();
+        } else {
+            convert_activations(dtype, &vals, dst).unwrap();
+        }
+    }
+    Matrix {
+        bytes,
+        offset,
+        stride,
+    }
+}
+
+fn dequant(dtype: DType, row: &[u8], k: usize) -> Vec<f64> {
+    let mut out = vec![0f32; k];
+    quant::dequantize_row(dtype, row, &mut out).unwrap();
+    out.into_iter().map(f64::from).collect()
+}
+
+/// Reference dot product in f64 and the sum of |products| that bounds its rounding error.
+fn reference(wtype: DType, w: &[u8], x: &[u8], k: usize) -> (f64, f64) {
+    let a = dequant(wtype, w, k);
+    let b = dequant(vec_dot_type(wtype), x, k);
+    let dot = a.iter().zip(&b).map(|(p, q)| p * q).sum();
+    let abs = a.iter().zip(&b).map(|(p, q)| (p * q).abs()).sum();
+    (dot, abs)
+}
+
+/// Rounding error bound of an `f32` sum of `k` products (plus the f32 product of two f16
+/// block scales for quantized types): a generous `(k + 8) * 2^-23` relative to sum |products|.
+fn tolerance(k: usize, abs: f64) -> f64 {
+    (k as f64 + 8.0) * f64::powi(2.0, -23) * abs + 1e-30
+}
+
+#[test]
+fn quantization_error_bounds() {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for _ in 0..50 {
+        let x = random_row(&mut rng, 128);
+        let mut q8 = vec![
+            BlockQ8_0 {
+                d: half::f16::ZERO,
+                qs: [0; 32]
+            };
+            4
+        ];
+        quantize_row_q8_0(&x, &mut q8).unwrap();
+        let mut y = vec![0f32; 128];
+        dequantize_row_q8_0(&q8, &mut y).unwrap();
+        for (b, chunk) in x.chunks(32).enumerate() {
+            let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+            // half a quantization step, plus the f16 rounding of the scale (2^-11 relative).
+            let bound = amax / 127.0 * 0.5 + amax * 2f32.powi(-10);
+            for j in 0..32 {
+                assert!(
+                    (x[32 * b + j] - y[32 * b + j]).abs() <= bound,
+                    "q8_0 block {b} elem {j}"
+                );
+            }
+        }
+        let mut q4 = vec![
+            BlockQ4_0 {
+                d: half::f16::ZERO,
+                qs: [0; 16]
+            };
+            4
+        ];
+        quantize_row_q4_0(&x, &mut q4).unwrap();
+        dequantize_row_q4_0(&q4, &mut y).unwrap();
+        for (b, chunk) in x.chunks(32).enumerate() {
+            let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+            // one step of amax / 8 (the clamped end of the range), plus scale rounding.
+            let bound = amax / 8.0 + amax * 2f32.powi(-9);
+            for j in 0..32 {
+                assert!(
+                    (x[32 * b + j] - y[32 * b + j]).abs() <= bound,
+                    "q4_0 block {b} elem {j}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn activation_quantization_round_trip() {
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let x = random_row(&mut rng, 256);
+    let mut bytes = vec![0u8; 8 * 34];
+    convert_activations(DType::Q8_0, &x, &mut bytes).unwrap();
+    let y = dequant(DType::Q8_0, &bytes, 256);
+    for (b, chunk) in x.chunks(32).enumerate() {
+        let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let bound = f64::from(amax / 127.0 * 0.5 + amax * 2f32.powi(-10));
+        for j in 0..32 {
+            assert!((f64::from(x[32 * b + j]) - y[32 * b + j]).abs() <= bound);
+        }
+        // the largest magnitude maps to +-127
+        assert!(
+            bytes[34 * b + 2..34 * b + 34]
+                .iter()
+                .any(|&q| (q as i8).abs() == 127)
+        );
+    }
+}
+
+#[test]
+fn dots_agree_across_backends_and_with_reference() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for wtype in WEIGHT_TYPES {
+        let ks: &[usize] = if wtype.block_len() == 32 {
+            &[32, 64, 96, 2048]
+        } else {
+            &[1, 7, 32, 40, 33, 100, 2048]
+        };
+        for &k in ks {
+            for trial in 0..5 {
+                let w = make_matrix(&mut rng, wtype, true, 1, k, 0, trial % 3);
+                let x = make_matrix(&mut rng, vec_dot_type(wtype), false, 1, k, 0, trial % 2);
+                let wr = w.row(0, wtype.row_bytes(k).unwrap());
+                let xr = x.row(0, vec_dot_type(wtype).row_bytes(k).unwrap());
+                let g = vec_dot_with(Backend::Generic, wtype, k, wr, xr).unwrap();
+                let (want, abs) = reference(wtype, wr, xr, k);
+                assert!(
+                    (f64::from(g) - want).abs() <= tolerance(k, abs),
+                    "{wtype:?} k={k}: {g} vs {want}"
+                );
+                for b in Backend::supported() {
+                    let v = vec_dot_with(b, wtype, k, wr, xr).unwrap();
+                    assert_eq!(
+                        v.to_bits(),
+                        g.to_bits(),
+                        "{wtype:?} k={k} {b:?}: {v} vs generic {g}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_agrees_across_backends_and_with_reference() {
+    const SENTINEL: f32 = 12345.5;
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let n_total = 19;
+    let n_range = 3..14;
+    for wtype in WEIGHT_TYPES {
+        // k % 8 != 0 exercises the vec_dot fallback of the float paths.
+        let ks: &[usize] = if wtype.block_len() == 32 {
+            &[64, 160]
+        } else {
+            &[64, 72, 36]
+        };
+        for &k in ks {
+            for m in [1usize, 2, 3, 5, 8, 33] {
+                let w = make_matrix(&mut rng, wtype, true, n_total, k, 6, 1);
+                let x = make_matrix(&mut rng, vec_dot_type(wtype), false, m, k, 2, 3);
+                let y_stride = n_total + 3;
+                let mut outs = Vec::new();
+                for b in Backend::supported() {
+                    let mut y = vec![SENTINEL; m * y_stride];
+                    // SAFETY: y holds m rows of y_stride >= n_range.end outputs; single thread.
+                    unsafe {
+                        matmul_with(
+                            b,
+                            wtype,
+                            w.data(),
+                            w.stride,
+                            k,
+                            x.data(),
+                            x.stride,
+                            m,
+                            n_range.clone(),
+                            y.as_mut_ptr(),
+                            y_stride,
+                        )
+                        .unwrap();
+                    }
+                    outs.push((b, y));
+                }
+                let (_, first) = &outs[0];
+                for i in 0..m {
+                    for n in 0..y_stride {
+                        let v = first[i * y_stride + n];
+                        if !n_range.contains(&n) {
+                            assert_eq!(
+                                v, SENTINEL,
+                                "{wtype:?} wrote outside its range at ({i},{n})"
+                            );
+                            continue;
+                        }
+                        let wr = w.row(n, wtype.row_bytes(k).unwrap());
+                        let xr = x.row(i, vec_dot_type(wtype).row_bytes(k).unwrap());
+                        let (want, abs) = reference(wtype, wr, xr, k);
+                        assert!(
+                            (f64::from(v) - want).abs() <= tolerance(k, abs),
+                            "{wtype:?} k={k} m={m} ({i},{n}): {v} vs {want}"
+                        );
+                        for (b, other) in &outs[1..] {
+                            let o = other[i * y_stride + n];
+                            assert_eq!(
+                                o.to_bits(),
+                                v.to_bits(),
+                                "{wtype:?} k={k} m={m} ({i},{n}) {b:?}: {o} vs {v}"
+                            );
+                        }
+                        // Quantized products round exactly like vec_dot for every m; float
+                        // ones do for a single row.
+                        if wtype.block_len() == 32 || m == 1 {
+                            let d = vec_dot_with(Backend::Generic, wtype, k, wr, xr).unwrap();
+                            assert_eq!(
+                                d.to_bits(),
+                                v.to_bits(),
+                                "{wtype:?} k={k} m={m} vs vec_dot"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_split_across_threads_equals_whole() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let (n, k, m) = (37, 128, 7);
+    for wtype in WEIGHT_TYPES {
+        let w = make_matrix(&mut rng, wtype, true, n, k, 0, 0);
+        let x = make_matrix(&mut rng, vec_dot_type(wtype), false, m, k, 0, 0);
+        let mut whole = vec![0f32; m * n];
+        let mut parts = vec![0f32; m * n];
+        // SAFETY: whole holds m * n outputs; one call.
+        unsafe {
+            engine_kernels::matmul(
+                wtype,
+                w.data(),
+                w.stride,
+                k,
+                x.data(),
+                x.stride,
+                m,
+                0..n,
+                whole.as_mut_ptr(),
+                n,
+            )
+            .unwrap()
+        };
+        for ith in 0..3 {
+            let r = engine_kernels::split_rows(n, ith, 3);
+            // SAFETY: disjoint column ranges of parts, one call at a time.
+            unsafe {
+                engine_kernels::matmul(
+                    wtype,
+                    w.data(),
+                    w.stride,
+                    k,
+                    x.data(),
+                    x.stride,
+                    m,
+                    r,
+                    parts.as_mut_ptr(),
+                    n,
+                )
+                .unwrap()
+            };
+        }
+        assert_eq!(whole, parts, "{wtype:?}");
+    }
+}
