@@ -236,10 +236,11 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
     check_count("metadata pairs", kv_count, MAX_KV_PAIRS, count_offset + 8)?;
 
     let metadata = read_metadata(&mut c, kv_count)?;
+    // llama.cpp requires exactly a u32 here, so this is stricter than `get_u32`.
     let alignment = match metadata.get(ALIGNMENT_KEY) {
         None => DEFAULT_ALIGNMENT,
-        Some(_) => {
-            let a = u64::from(metadata.get_u32(ALIGNMENT_KEY)?);
+        Some(&Value::U32(a)) => {
+            let a = u64::from(a);
             if a == 0 || !a.is_power_of_two() || a > MAX_ALIGNMENT {
                 return Err(GgufError::BadAlignment {
                     alignment: a,
@@ -247,6 +248,13 @@ pub fn parse_header(bytes: &[u8]) -> Result<GgufHeader, GgufError> {
                 });
             }
             a
+        }
+        Some(other) => {
+            return Err(GgufError::KeyType {
+                key: ALIGNMENT_KEY.to_owned(),
+                expected: "u32",
+                found: other.type_description(),
+            });
         }
     };
 

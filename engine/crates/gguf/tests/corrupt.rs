@@ -323,6 +323,13 @@ fn bad_alignment() {
         );
     }
     let mut r = Raw::header(3, 0, 1);
+    r.str("general.alignment").u32(10).u64(32);
+    let err = parse_err(&r.buf);
+    assert!(
+        matches!(err, GgufError::KeyType { ref found, .. } if found == "u64"),
+        "llama.cpp requires a u32"
+    );
+    let mut r = Raw::header(3, 0, 1);
     r.kv_str("general.alignment", "32");
     let err = parse_err(&r.buf);
     assert!(matches!(err, GgufError::KeyType { .. }));
