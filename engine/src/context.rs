@@ -248,6 +248,9 @@ pub(crate) extern "C" fn embed_entry(
     out: *mut f32,
 ) {
     let _span = Span::phase("embed");
+    if model.is_null() || n_tokens == 0 {
+        return;
+    }
     // SAFETY: the context passes its live model, the batch's (validated) token ids and a
     // buffer of n_tokens * n_embd floats.
     let (model, tokens) = unsafe {

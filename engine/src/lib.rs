@@ -22,6 +22,7 @@ pub mod model;
 pub mod ops;
 pub mod presets;
 pub mod probe;
+pub mod probe_bench;
 pub mod sampler;
 pub mod self_profile;
 

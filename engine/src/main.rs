@@ -35,6 +35,16 @@ enum Command {
     Bench(BenchArgs),
     /// List the presets of gen-model.
     Presets,
+    /// Time calls of every probe entry point (run traced and untraced to get the
+    /// per-hit probe cost; see `cargo xtask bench probes`).
+    ProbeBench {
+        /// Calls per entry point.
+        #[arg(long, default_value_t = 200_000)]
+        calls: u64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args)]
@@ -346,6 +356,17 @@ fn main() -> ExitCode {
         Command::Eval(a) => eval(a),
         Command::Tokenize(a) => tokenize(a),
         Command::Bench(a) => bench_cmd(a),
+        Command::ProbeBench { calls, json } => {
+            let costs = engine::probe_bench::run(*calls);
+            if *json {
+                println!("{}", serde_json::to_string(&costs).unwrap_or_default());
+            } else {
+                for c in costs {
+                    println!("{:<30} {:>10.1} ns/call", c.symbol, c.ns_per_call);
+                }
+            }
+            Ok(())
+        }
         Command::Presets => {
             for p in presets::PRESETS {
                 println!(

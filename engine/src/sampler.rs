@@ -187,6 +187,9 @@ pub(crate) extern "C" fn sample_entry(
     n_vocab: u32,
 ) -> i32 {
     let _span = Span::phase("sample");
+    if sampler.is_null() {
+        return -1;
+    }
     // SAFETY: `Sampler::sample` passes itself and its probability buffer.
     let (sampler, probs) = unsafe {
         (
