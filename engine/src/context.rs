@@ -128,6 +128,18 @@ impl Context {
         &self.logits
     }
 
+    /// Checks that `n_tokens` more tokens fit in the context.
+    pub fn check_fits(&self, n_tokens: usize) -> Result<(), EngineError> {
+        if self.n_past + n_tokens > self.n_ctx() {
+            return Err(EngineError::ContextFull {
+                n_tokens: self.n_past + n_tokens,
+                n_ctx: self.n_ctx(),
+                n_ctx_train: self.model.config.n_ctx_train,
+            });
+        }
+        Ok(())
+    }
+
     /// Decodes `tokens` (at most `n_batch`) at the next positions through the
     /// `engine_decode` probe point; afterwards [`Context::logits`] holds the logits of
     /// the last one.
@@ -142,13 +154,7 @@ impl Context {
                 n_vocab,
             });
         }
-        if self.n_past + tokens.len() > self.n_ctx() {
-            return Err(EngineError::ContextFull {
-                n_tokens: self.n_past + tokens.len(),
-                n_ctx: self.n_ctx(),
-                n_ctx_train: self.model.config.n_ctx_train,
-            });
-        }
+        self.check_fits(tokens.len())?;
         assert!(
             tokens.len() <= self.n_batch,
             "decode takes at most n_batch tokens; callers split longer prompts"

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     // === Model files ===
-    /// The GGUF file could not be read or is malformed.
-    #[error("{path}: {source}")]
+    /// The GGUF file could not be read or is malformed (the cause follows in the chain).
+    #[error("{path}")]
     Gguf {
         /// The file.
         path: PathBuf,
@@ -99,8 +99,8 @@ pub enum EngineError {
         /// Return code of `engine_decode`.
         code: i32,
     },
-    /// An I/O error.
-    #[error("{what}: {source}")]
+    /// An I/O error (the cause follows in the chain).
+    #[error("{what}")]
     Io {
         /// What was being done.
         what: String,

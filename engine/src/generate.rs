@@ -70,14 +70,7 @@ pub fn generate(
     sampler: &mut Sampler,
     mut on_token: impl FnMut(i32),
 ) -> Result<Generation, EngineError> {
-    let needed = ctx.n_past() + prompt.len() + params.n_predict.saturating_sub(1);
-    if needed > ctx.n_ctx() {
-        return Err(EngineError::ContextFull {
-            n_tokens: needed,
-            n_ctx: ctx.n_ctx(),
-            n_ctx_train: ctx.model().config.n_ctx_train,
-        });
-    }
+    ctx.check_fits(prompt.len() + params.n_predict.saturating_sub(1))?;
     let start = Instant::now();
     prefill(ctx, prompt)?;
     let prefill_done = Instant::now();

@@ -233,6 +233,7 @@ fn run(a: &RunArgs) -> anyhow::Result<()> {
         ignore_eos: a.ignore_eos,
     };
     let model = ctx.model().clone();
+    ctx.check_fits(prompt.len() + a.n_predict.saturating_sub(1))?;
     let mut stdout = std::io::stdout().lock();
     if !a.json {
         write!(

@@ -1,0 +1,201 @@
+//! Bad input gets a clear one-line error, never a panic: corrupt and truncated GGUF
+//! files, unknown architectures, missing tensors, unsupported tensor types, prompts
+//! longer than the context.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use engine_gguf::{GgmlType, GgufFile, GgufWriter, Value};
+
+/// Runs `engine run` on `model` and returns (exit code, stderr).
+fn run_engine(model: &Path, extra: &[&str]) -> (i32, String) {
+    let mut cmd = common::engine("run");
+    cmd.arg("-m")
+        .arg(model)
+        .args(["-p", "hello world", "-n", "4", "-t", "2"])
+        .args(extra);
+    let out = cmd.output().expect("run the engine");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts a failure with exit code 2 and a single `error:` line containing `needle`.
+fn assert_clear_error(code: i32, stderr: &str, needle: &str) {
+    assert_eq!(code, 2, "expected exit code 2, stderr:\n{stderr}");
+    assert!(
+        !stderr.contains("panicked"),
+        "panic instead of an error:\n{stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one error line, got:\n{stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    assert!(
+        lines[0].contains(needle),
+        "error does not mention `{needle}`:\n{stderr}"
+    );
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bad-input");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir.join(name)
+}
+
+/// Copies the GGUF at `src` to `dst`, letting `edit` change the metadata and choose,
+/// per tensor, `None` (drop it) or a (type, data) to write.
+fn rewrite(
+    src: &Path,
+    dst: &Path,
+    edit_kv: impl Fn(&str, &Value) -> Option<Value>,
+    edit_tensor: impl Fn(&str, GgmlType, &[u8]) -> Option<(GgmlType, Vec<u8>)>,
+) {
+    let f = GgufFile::open(src).expect("valid source model");
+    let mut w = GgufWriter::new();
+    for (k, v) in f.metadata().iter() {
+        if let Some(v) = edit_kv(k, v) {
+            w.add_kv(k, v).expect("add kv");
+        }
+    }
+    let mut datas = Vec::new();
+    for t in f.tensors() {
+        if let Some((ty, data)) = edit_tensor(&t.name, t.ggml_type, f.tensor_data(t)) {
+            w.add_tensor(t.name.clone(), &t.dims, ty)
+                .expect("add tensor");
+            datas.push(data);
+        }
+    }
+    let refs: Vec<&[u8]> = datas.iter().map(Vec::as_slice).collect();
+    w.write_to_path(dst, &refs).expect("write rewritten model");
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let (code, err) = run_engine(Path::new("/nonexistent/model.gguf"), &[]);
+    assert_clear_error(code, &err, "/nonexistent/model.gguf");
+}
+
+#[test]
+fn bad_magic_and_version_are_clear_errors() {
+    let good = std::fs::read(common::model("tiny-llama", "q8_0")).expect("read model");
+    let mut bad = good.clone();
+    bad[..4].copy_from_slice(b"GGML");
+    let p = scratch("bad-magic.gguf");
+    std::fs::write(&p, &bad).expect("write");
+    let (code, err) = run_engine(&p, &[]);
+    assert_clear_error(code, &err, "magic");
+
+    let mut bad = good;
+    bad[4..8].copy_from_slice(&7u32.to_le_bytes());
+    let p = scratch("bad-version.gguf");
+    std::fs::write(&p, &bad).expect("write");
+    let (code, err) = run_engine(&p, &[]);
+    assert_clear_error(code, &err, "version");
+}
+
+#[test]
+fn truncated_files_are_clear_errors_at_every_cut() {
+    let good = std::fs::read(common::model("tiny-qwen2", "q4_0")).expect("read model");
+    // Cuts inside the header, the metadata, the tensor infos and the tensor data.
+    let n = good.len();
+    for cut in [3, 10, 24, 200, 5_000, 40_000, n / 2, n - 1] {
+        let p = scratch(&format!("truncated-{cut}.gguf"));
+        std::fs::write(&p, &good[..cut]).expect("write");
+        let (code, err) = run_engine(&p, &[]);
+        assert_eq!(code, 2, "cut at {cut}: {err}");
+        assert!(!err.contains("panicked"), "cut at {cut}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| !l.trim().is_empty()).count(),
+            1,
+            "cut at {cut}: {err}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_architecture_is_named() {
+    let src = common::model("tiny-llama", "q8_0");
+    let dst = scratch("unknown-arch.gguf");
+    rewrite(
+        &src,
+        &dst,
+        |k, v| {
+            Some(if k == "general.architecture" {
+                Value::from("gptj")
+            } else {
+                v.clone()
+            })
+        },
+        |_, ty, d| Some((ty, d.to_vec())),
+    );
+    let (code, err) = run_engine(&dst, &[]);
+    assert_clear_error(code, &err, "unknown architecture `gptj`");
+}
+
+#[test]
+fn a_missing_tensor_is_named() {
+    let src = common::model("tiny-llama", "q8_0");
+    let dst = scratch("missing-tensor.gguf");
+    rewrite(
+        &src,
+        &dst,
+        |_, v| Some(v.clone()),
+        |name, ty, d| (name != "blk.1.ffn_up.weight").then(|| (ty, d.to_vec())),
+    );
+    let (code, err) = run_engine(&dst, &[]);
+    assert_clear_error(code, &err, "blk.1.ffn_up.weight");
+}
+
+#[test]
+fn an_unsupported_tensor_type_is_named() {
+    let src = common::model("tiny-llama", "q8_0");
+    let dst = scratch("unsupported-type.gguf");
+    // Q5_0: a real ggml type (32 elements in 22 bytes) this engine does not implement.
+    rewrite(
+        &src,
+        &dst,
+        |_, v| Some(v.clone()),
+        |name, ty, d| {
+            if name == "blk.0.attn_q.weight" {
+                Some((GgmlType::Q5_0, vec![0u8; d.len() / 34 * 22]))
+            } else {
+                Some((ty, d.to_vec()))
+            }
+        },
+    );
+    let (code, err) = run_engine(&dst, &[]);
+    assert_clear_error(code, &err, "q5_0");
+}
+
+#[test]
+fn a_prompt_longer_than_the_context_is_refused() {
+    let model = common::model("tiny-llama", "q8_0");
+    let mut cmd = Command::new(common::engine_bin());
+    cmd.arg("run")
+        .arg("-m")
+        .arg(&model)
+        .args(["-p", &"word ".repeat(64), "-n", "4", "-c", "16"]);
+    let out = cmd.output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_clear_error(
+        out.status.code().unwrap_or(-1),
+        &err,
+        "do not fit the context of 16",
+    );
+}
+
+#[test]
+fn token_ids_outside_the_vocabulary_are_refused() {
+    let model = common::model("tiny-llama", "q8_0");
+    let out = common::engine("eval")
+        .arg("-m")
+        .arg(&model)
+        .args(["--tokens", "1,99999"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_clear_error(out.status.code().unwrap_or(-1), &err, "token id 99999");
+}
