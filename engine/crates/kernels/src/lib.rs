@@ -9,6 +9,7 @@ mod error;
 pub mod f16;
 pub mod matmul;
 pub mod quant;
+pub mod vec;
 
 pub use backend::Backend;
 pub use dot::{convert_activations, vec_dot, vec_dot_type, vec_dot_with};

@@ -22,6 +22,11 @@ use crate::quant::QK;
 /// Weight rows per register tile; [`split_rows`] hands out multiples of it.
 pub const ROW_BLOCK: usize = 4;
 
+/// Activation rows per register tile of the quantized products (4 x 2 accumulators).
+const QUANT_TILE_COLS: usize = 2;
+/// Activation rows per register tile of the float products (4 x 2 accumulators).
+const FLOAT_TILE_COLS: usize = 2;
+
 /// Target size in bytes of the slice of activation rows kept hot in the L2 cache while all
 /// weight rows of the range stream past it.
 const ACTIVATION_CHUNK_BYTES: usize = 256 * 1024;
@@ -253,7 +258,7 @@ unsafe fn matmul_avx2(
             unsafe {
                 run_tiles(
                     table,
-                    2,
+                    QUANT_TILE_COLS,
                     k / QK,
                     w,
                     w_stride,
@@ -297,7 +302,7 @@ unsafe fn matmul_avx2(
             unsafe {
                 run_tiles(
                     table,
-                    3,
+                    FLOAT_TILE_COLS,
                     k,
                     w,
                     w_stride,
