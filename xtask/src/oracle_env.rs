@@ -285,7 +285,8 @@ fn ensure_venv(python: &str, wheel: &Path) -> Result<()> {
     )?;
     process::run(Command::new(&venv_python).args([
         "-c",
-        "import llama_cpp, gguf, numpy; print('    oracle venv ok: llama_cpp', llama_cpp.__version__, 'gguf', gguf.__name__, 'numpy', numpy.__version__)",
+        "from importlib.metadata import version as v; import llama_cpp, gguf, numpy; \
+         print('    oracle venv ok:', *(f'{p}=={v(p)}' for p in ('llama-cpp-python', 'gguf', 'numpy')))",
     ]))?;
     std::fs::write(&stamp, stamp_content)
         .with_context(|| format!("cannot write {}", stamp.display()))

@@ -1,0 +1,223 @@
+//! Shared helpers of the engine's integration tests: running the `engine` binary and the
+//! llama.cpp oracle (`scripts/oracle/llama_oracle.py` in the project venv), and generating
+//! the tiny test models once per test run.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::Value;
+
+/// Environment variable that turns a missing oracle into a test failure (set by
+/// `cargo xtask test`).
+pub const REQUIRE_ORACLE_ENV: &str = "PROFINFER_REQUIRE_ORACLE";
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    let engine_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    engine_dir
+        .parent()
+        .expect("the engine crate lives in the repository root")
+        .to_path_buf()
+}
+
+/// The `engine` binary built for this test run.
+pub fn engine_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_engine"))
+}
+
+/// The project venv's Python interpreter.
+pub fn oracle_python() -> PathBuf {
+    repo_root().join(".venv/bin/python")
+}
+
+/// The oracle script.
+pub fn oracle_script() -> PathBuf {
+    repo_root().join("scripts/oracle/llama_oracle.py")
+}
+
+/// Why the oracle cannot run, or `None` if it can.
+fn oracle_problem() -> Option<String> {
+    let python = oracle_python();
+    if !python.exists() {
+        return Some(format!("{} does not exist", python.display()));
+    }
+    if !oracle_script().exists() {
+        return Some(format!("{} does not exist", oracle_script().display()));
+    }
+    match Command::new(&python)
+        .args(["-c", "import llama_cpp, gguf"])
+        .output()
+    {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!(
+            "`{} -c 'import llama_cpp, gguf'` failed: {}",
+            python.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Some(format!("cannot run {}: {e}", python.display())),
+    }
+}
+
+/// Whether the oracle tests should run. Without the oracle this prints a loud banner and
+/// returns `false`, unless [`REQUIRE_ORACLE_ENV`]`=1`, in which case it panics.
+pub fn oracle_ready() -> bool {
+    static PROBLEM: OnceLock<Option<String>> = OnceLock::new();
+    static BANNER: OnceLock<()> = OnceLock::new();
+    let Some(problem) = PROBLEM.get_or_init(oracle_problem) else {
+        return true;
+    };
+    if std::env::var(REQUIRE_ORACLE_ENV).is_ok_and(|v| v == "1") {
+        panic!(
+            "the llama.cpp oracle is required ({REQUIRE_ORACLE_ENV}=1) but unavailable: {problem}\n\
+             run `cargo xtask setup --oracle`"
+        );
+    }
+    BANNER.get_or_init(|| {
+        // Written to the stderr handle directly: the test harness captures `eprintln!`
+        // of passing tests, and this message must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n{bar}\n!! SKIPPING llama.cpp ORACLE TESTS: {problem}\n\
+             !! run `cargo xtask setup --oracle` (or `cargo xtask test`) to enable them\n{bar}\n",
+            bar = "!".repeat(78)
+        );
+    });
+    false
+}
+
+/// Renders a command for messages.
+pub fn display(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        s.push(' ');
+        let a = arg.to_string_lossy();
+        if a.contains(|c: char| c.is_whitespace() || c == '\'') || a.is_empty() {
+            s.push_str(&format!("{a:?}"));
+        } else {
+            s.push_str(&a);
+        }
+    }
+    s
+}
+
+/// Runs `cmd` and parses its stdout as JSON; panics with the command and its stderr on
+/// any failure.
+pub fn run_json(cmd: &mut Command) -> Value {
+    let shown = display(cmd);
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{shown}`: {e}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "`{shown}` failed with {}:\n{stderr}",
+        output.status
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("`{shown}` printed invalid JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
+/// A command running the oracle's `subcommand`.
+pub fn oracle(subcommand: &str) -> Command {
+    let mut cmd = Command::new(oracle_python());
+    cmd.arg(oracle_script()).arg(subcommand);
+    cmd
+}
+
+/// A command running the engine binary's `subcommand`.
+pub fn engine(subcommand: &str) -> Command {
+    let mut cmd = Command::new(engine_bin());
+    cmd.arg(subcommand);
+    cmd
+}
+
+/// Seed of every generated test model.
+pub const MODEL_SEED: u64 = 42;
+
+/// Path of a generated test model; generated with `engine gen-model` on first use in this
+/// test run (each run regenerates, so models never go stale when the engine changes).
+pub fn model(preset: &str, dtype: &str) -> PathBuf {
+    type Slot = Arc<OnceLock<PathBuf>>;
+    static MODELS: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
+    let key = format!("{preset}-{dtype}");
+    let slot: Slot = {
+        let mut map = MODELS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(map.entry(key.clone()).or_default())
+    };
+    slot.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("oracle-models");
+        std::fs::create_dir_all(&dir).expect("create the test model directory");
+        let path = dir.join(format!("{key}-seed{MODEL_SEED}.gguf"));
+        let partial = dir.join(format!(
+            "{key}-seed{MODEL_SEED}.gguf.{}.partial",
+            std::process::id()
+        ));
+        let mut cmd = engine("gen-model");
+        cmd.args([
+            "--preset",
+            preset,
+            "--dtype",
+            dtype,
+            "--seed",
+            &MODEL_SEED.to_string(),
+            "-o",
+        ])
+        .arg(&partial);
+        let shown = display(&cmd);
+        let output = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run `{shown}`: {e}"));
+        assert!(
+            output.status.success(),
+            "`{shown}` failed with {}:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::rename(&partial, &path).expect("move the generated model into place");
+        path
+    })
+    .clone()
+}
+
+/// Formats token ids as the `--tokens` argument (`1,2,3`).
+pub fn token_arg(tokens: &[u32]) -> String {
+    tokens
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A JSON array of non-negative integers as token ids.
+pub fn tokens_of(value: &Value, what: &str) -> Vec<u32> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("{what} is not an array: {value}"))
+        .iter()
+        .map(|v| {
+            v.as_u64()
+                .and_then(|t| u32::try_from(t).ok())
+                .unwrap_or_else(|| panic!("{what} holds a non-token value {v}"))
+        })
+        .collect()
+}
+
+/// A JSON array of numbers as `f32`.
+pub fn floats_of(value: &Value, what: &str) -> Vec<f32> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("{what} is not an array: {value}"))
+        .iter()
+        .map(|v| {
+            v.as_f64()
+                .unwrap_or_else(|| panic!("{what} holds a non-number {v}")) as f32
+        })
+        .collect()
+}
