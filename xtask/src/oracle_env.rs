@@ -110,7 +110,13 @@ fn ensure_wheel(python: &str, build_info: &str) -> Result<PathBuf> {
 
     // Build into a scratch directory and rename it into place only when complete, so an
     // interrupted build is never mistaken for a cached wheel.
-    let partial = entry.with_extension("partial");
+    let partial = entry.with_file_name(format!(
+        "{}.partial",
+        entry
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    ));
     if partial.exists() {
         std::fs::remove_dir_all(&partial)
             .with_context(|| format!("cannot remove {}", partial.display()))?;
