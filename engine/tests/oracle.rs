@@ -360,18 +360,28 @@ const TOKENIZER_MODES: &[(&str, &[&str])] = &[
     ("add_special + parse_special", &["--parse-special"]),
 ];
 
+/// [`TOKENIZER_STRINGS`] and the tokenizer crate's own [`engine_tokenizer::ORACLE_STRINGS`],
+/// without duplicates, in a fixed order.
+fn tokenizer_strings() -> Vec<&'static str> {
+    let mut seen = BTreeSet::new();
+    TOKENIZER_STRINGS
+        .iter()
+        .chain(engine_tokenizer::ORACLE_STRINGS)
+        .copied()
+        .filter(|s| seen.insert(*s))
+        .collect()
+}
+
 fn check_tokenize(preset: &str) {
     if !oracle_ready() {
         return;
     }
     let path = model(preset, "f32");
+    let strings = tokenizer_strings();
     let texts_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("oracle-tokenizer-strings-{preset}.json"));
-    std::fs::write(
-        &texts_file,
-        serde_json::to_string(TOKENIZER_STRINGS).expect("JSON"),
-    )
-    .expect("write the tokenizer strings");
+    std::fs::write(&texts_file, serde_json::to_string(&strings).expect("JSON"))
+        .expect("write the tokenizer strings");
     let mut mismatches = Vec::new();
     for (mode, flags) in TOKENIZER_MODES {
         let theirs = run_json(
@@ -383,8 +393,8 @@ fn check_tokenize(preset: &str) {
                 .args(*flags),
         );
         let theirs = theirs["tokens_list"].as_array().expect("tokens_list");
-        assert_eq!(theirs.len(), TOKENIZER_STRINGS.len());
-        for (text, theirs) in TOKENIZER_STRINGS.iter().zip(theirs) {
+        assert_eq!(theirs.len(), strings.len());
+        for (text, theirs) in strings.iter().zip(theirs) {
             let ours = run_json(
                 engine("tokenize")
                     .arg("-m")
