@@ -1,31 +1,16 @@
-//! `profinfer`: the tracer's command line.
+//! `profinfer`: the tracer's command line (thin wrapper over `tracer_user::cli`).
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-
-/// eBPF-based tracer and analyzer for LLM inference.
-#[derive(Parser)]
-#[command(name = "profinfer", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// List the engine probe points this version knows.
-    Symbols,
-}
+use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Symbols => {
-            for s in common::engine_abi::symbols::ALL {
-                println!("{s}");
-            }
+    let cli = tracer_user::cli::Cli::parse();
+    match tracer_user::cli::run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("profinfer: error: {e:#}");
+            ExitCode::from(2)
         }
     }
-    ExitCode::SUCCESS
 }

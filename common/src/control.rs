@@ -1,0 +1,74 @@
+//! The control map: one [`TracerControl`] record the collector writes and every probe
+//! reads first, to filter by target and to switch levels on and off at run time (QoS).
+
+use core::mem::{offset_of, size_of};
+
+/// [`TracerControl::levels`]: token level (`engine_decode`).
+pub const LEVEL_TOKEN: u32 = 1 << 0;
+/// [`TracerControl::levels`]: graph level (`engine_graph_compute`).
+pub const LEVEL_GRAPH: u32 = 1 << 1;
+/// [`TracerControl::levels`]: operator level (`engine_op_compute`).
+pub const LEVEL_OP: u32 = 1 << 2;
+/// [`TracerControl::levels`]: phase level (`engine_phase_*`).
+pub const LEVEL_PHASE: u32 = 1 << 3;
+/// [`TracerControl::levels`]: scheduler tracepoints for the target's threads.
+pub const LEVEL_SCHED: u32 = 1 << 4;
+/// Every level.
+pub const LEVEL_ALL: u32 = LEVEL_TOKEN | LEVEL_GRAPH | LEVEL_OP | LEVEL_PHASE | LEVEL_SCHED;
+
+/// [`TracerControl::op_detail`]: read the node's structure (dtype, shape, strides, sources).
+pub const DETAIL_STRUCTURE: u32 = 1 << 0;
+/// [`TracerControl::op_detail`]: read the per-thread counters at operator entry and exit.
+pub const DETAIL_PMC: u32 = 1 << 1;
+
+/// [`TracerControl::output`]: events go to the BPF ring buffer.
+pub const OUTPUT_RING_BUF: u32 = 0;
+/// [`TracerControl::output`]: events go to the per-CPU perf buffers.
+pub const OUTPUT_PERF_BUF: u32 = 1;
+
+/// Index of the single record in the control array map.
+pub const CONTROL_INDEX: u32 = 0;
+
+/// Per-CPU statistics slot: events the probes tried to emit.
+pub const STAT_PRODUCED: u32 = 0;
+/// Per-CPU statistics slot: events that did not fit in the buffer.
+pub const STAT_LOST: u32 = 1;
+/// Number of per-CPU statistics slots.
+pub const STAT_COUNT: u32 = 2;
+
+/// Maximum number of target threads with their own counters.
+pub const MAX_PMC_THREADS: u32 = 256;
+/// Maximum number of threads in the scheduler thread set.
+pub const MAX_TRACED_THREADS: u32 = 4096;
+
+/// What the probes should record; written by the collector, read by every probe.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TracerControl {
+    /// Thread-group id of the target; 0 means nothing is traced.
+    pub target_tgid: u32,
+    /// `LEVEL_*` bits currently on.
+    pub levels: u32,
+    /// `DETAIL_*` bits currently on (only meaningful with `LEVEL_OP`).
+    pub op_detail: u32,
+    /// Number of counters per thread (≤ `MAX_PMC`); slot `s` counter `c` is at map index
+    /// `s * n_pmc + c`.
+    pub n_pmc: u32,
+    /// `OUTPUT_*` value.
+    pub output: u32,
+    /// Offset of `parent_pid` in the `sched_process_fork` tracepoint record.
+    pub fork_parent_pid_offset: u32,
+    /// Offset of `child_pid` in the `sched_process_fork` tracepoint record.
+    pub fork_child_pid_offset: u32,
+    /// Zero.
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<TracerControl>() == 32);
+const _: () = assert!(offset_of!(TracerControl, target_tgid) == 0);
+const _: () = assert!(offset_of!(TracerControl, levels) == 4);
+const _: () = assert!(offset_of!(TracerControl, fork_child_pid_offset) == 24);
+
+#[cfg(feature = "user")]
+// SAFETY: `#[repr(C)]`, only `u32` fields, no implicit padding (size asserted above), so
+// every bit pattern is a valid value.
+unsafe impl aya::Pod for TracerControl {}

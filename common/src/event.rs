@@ -1,0 +1,513 @@
+//! Event wire records: what the eBPF probes (and the collector) put into the ring
+//! buffer and what the trace file stores, byte for byte.
+//!
+//! Every record is an [`EventHeader`] followed by a payload whose type is fixed by
+//! [`EventKind`]; [`EventKind::record_size`] gives the record's total size. All records are
+//! `#[repr(C)]`, little-endian on the wire, built from fixed-width integers with explicit
+//! padding, and 8-byte aligned. Layouts never change; a new layout is a new kind.
+
+use core::mem::{offset_of, size_of};
+
+use crate::engine_abi::{MAX_DIMS, MAX_SRC, NODE_NAME_LEN};
+
+/// [`EventHeader::flags`]: the record is the exit (return) side of a probe.
+pub const EVENT_FLAG_EXIT: u32 = 1 << 0;
+
+/// Maximum number of performance counters read per operator event.
+pub const MAX_PMC: usize = 8;
+/// Bytes of a task `comm` (the kernel's `TASK_COMM_LEN`).
+pub const COMM_LEN: usize = 16;
+
+/// What an event is. Numbers are stable: each probe level owns a range (token 1..,
+/// graph 10.., operator 20.., phase 30.., scheduler 40.., collector 60..); retired values
+/// stay holes, nothing is ever renumbered.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// `engine_decode` entry/exit ([`DecodeEvent`]).
+    Decode = 1,
+    /// `engine_graph_compute` entry/exit ([`GraphEvent`]).
+    GraphCompute = 10,
+    /// `engine_op_compute` entry/exit ([`OpEvent`]).
+    OpCompute = 20,
+    /// `engine_phase_embed` entry/exit ([`PhaseEvent`]).
+    PhaseEmbed = 30,
+    /// `engine_phase_copy_logits` entry/exit ([`PhaseEvent`]).
+    PhaseCopyLogits = 31,
+    /// `engine_phase_softmax` entry/exit ([`PhaseEvent`]).
+    PhaseSoftmax = 32,
+    /// `engine_phase_sample` entry/exit ([`PhaseEvent`]).
+    PhaseSample = 33,
+    /// `sched:sched_switch` involving a target thread ([`SchedSwitchEvent`]).
+    SchedSwitch = 40,
+    /// `sched:sched_wakeup` of a target thread ([`SchedWakeupEvent`]).
+    SchedWakeup = 41,
+    /// `sched:sched_wakeup_new` of a target thread ([`SchedWakeupEvent`]).
+    SchedWakeupNew = 42,
+    /// A target thread created a thread or process (`sched:sched_process_fork`, [`TaskEvent`]).
+    TaskNew = 43,
+    /// A target thread exited (`sched:sched_process_exit`, [`TaskEvent`]).
+    TaskExit = 44,
+    /// Collector: QoS controller switched probe levels ([`QosSwitchEvent`]).
+    QosSwitch = 60,
+    /// Collector: events lost on one CPU up to this point ([`LossEvent`]).
+    Loss = 61,
+    /// Collector: per-thread counters opened for a thread ([`PmcOpenEvent`]).
+    PmcOpen = 62,
+}
+
+impl EventKind {
+    /// Every kind, in number order.
+    pub const ALL: [EventKind; 15] = [
+        EventKind::Decode,
+        EventKind::GraphCompute,
+        EventKind::OpCompute,
+        EventKind::PhaseEmbed,
+        EventKind::PhaseCopyLogits,
+        EventKind::PhaseSoftmax,
+        EventKind::PhaseSample,
+        EventKind::SchedSwitch,
+        EventKind::SchedWakeup,
+        EventKind::SchedWakeupNew,
+        EventKind::TaskNew,
+        EventKind::TaskExit,
+        EventKind::QosSwitch,
+        EventKind::Loss,
+        EventKind::PmcOpen,
+    ];
+
+    /// The kind for a stored number.
+    pub const fn from_u32(v: u32) -> Option<EventKind> {
+        Some(match v {
+            1 => EventKind::Decode,
+            10 => EventKind::GraphCompute,
+            20 => EventKind::OpCompute,
+            30 => EventKind::PhaseEmbed,
+            31 => EventKind::PhaseCopyLogits,
+            32 => EventKind::PhaseSoftmax,
+            33 => EventKind::PhaseSample,
+            40 => EventKind::SchedSwitch,
+            41 => EventKind::SchedWakeup,
+            42 => EventKind::SchedWakeupNew,
+            43 => EventKind::TaskNew,
+            44 => EventKind::TaskExit,
+            60 => EventKind::QosSwitch,
+            61 => EventKind::Loss,
+            62 => EventKind::PmcOpen,
+            _ => return None,
+        })
+    }
+
+    /// Total size in bytes of a record of this kind (header included).
+    pub const fn record_size(self) -> usize {
+        match self {
+            EventKind::Decode => size_of::<DecodeEvent>(),
+            EventKind::GraphCompute => size_of::<GraphEvent>(),
+            EventKind::OpCompute => size_of::<OpEvent>(),
+            EventKind::PhaseEmbed
+            | EventKind::PhaseCopyLogits
+            | EventKind::PhaseSoftmax
+            | EventKind::PhaseSample => size_of::<PhaseEvent>(),
+            EventKind::SchedSwitch => size_of::<SchedSwitchEvent>(),
+            EventKind::SchedWakeup | EventKind::SchedWakeupNew => size_of::<SchedWakeupEvent>(),
+            EventKind::TaskNew | EventKind::TaskExit => size_of::<TaskEvent>(),
+            EventKind::QosSwitch => size_of::<QosSwitchEvent>(),
+            EventKind::Loss => size_of::<LossEvent>(),
+            EventKind::PmcOpen => size_of::<PmcOpenEvent>(),
+        }
+    }
+
+    /// Stable snake_case name (used in the trace header's event table).
+    pub const fn name(self) -> &'static str {
+        match self {
+            EventKind::Decode => "decode",
+            EventKind::GraphCompute => "graph_compute",
+            EventKind::OpCompute => "op_compute",
+            EventKind::PhaseEmbed => "phase_embed",
+            EventKind::PhaseCopyLogits => "phase_copy_logits",
+            EventKind::PhaseSoftmax => "phase_softmax",
+            EventKind::PhaseSample => "phase_sample",
+            EventKind::SchedSwitch => "sched_switch",
+            EventKind::SchedWakeup => "sched_wakeup",
+            EventKind::SchedWakeupNew => "sched_wakeup_new",
+            EventKind::TaskNew => "task_new",
+            EventKind::TaskExit => "task_exit",
+            EventKind::QosSwitch => "qos_switch",
+            EventKind::Loss => "loss",
+            EventKind::PmcOpen => "pmc_open",
+        }
+    }
+}
+
+/// Size of the largest record of any kind: the size of a ring-buffer scratch slot.
+pub const fn max_event_size() -> usize {
+    let mut max = 0;
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        let s = EventKind::ALL[i].record_size();
+        if s > max {
+            max = s;
+        }
+        i += 1;
+    }
+    max
+}
+
+/// Largest record size (see [`max_event_size`]).
+pub const MAX_EVENT_SIZE: usize = max_event_size();
+
+/// Common first part of every record. Decoders rely on it being at offset 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventHeader {
+    /// [`EventKind`] value.
+    pub kind: u32,
+    /// `EVENT_FLAG_*` bits.
+    pub flags: u32,
+    /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) when the event happened.
+    pub ts_ns: u64,
+    /// Process (thread-group) id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// CPU the event was recorded on.
+    pub cpu: u32,
+    /// Zero.
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<EventHeader>() == 32);
+const _: () = assert!(offset_of!(EventHeader, kind) == 0);
+const _: () = assert!(offset_of!(EventHeader, flags) == 4);
+const _: () = assert!(offset_of!(EventHeader, ts_ns) == 8);
+const _: () = assert!(offset_of!(EventHeader, pid) == 16);
+const _: () = assert!(offset_of!(EventHeader, tid) == 20);
+const _: () = assert!(offset_of!(EventHeader, cpu) == 24);
+
+impl EventHeader {
+    /// True on the exit side of a probe.
+    pub const fn is_exit(&self) -> bool {
+        self.flags & EVENT_FLAG_EXIT != 0
+    }
+}
+
+/// Token level: `engine_decode(ctx, n_tokens, pos, tokens)` entry and exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// Tokens in the batch (the entry's argument, repeated on exit).
+    pub n_tokens: u32,
+    /// Position of the first token (repeated on exit).
+    pub pos: u32,
+    /// Return value on exit, 0 on entry.
+    pub ret: i32,
+    /// Zero.
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<DecodeEvent>() == 48);
+const _: () = assert!(offset_of!(DecodeEvent, n_tokens) == 32);
+
+/// Graph level: `engine_graph_compute(graph, backend_id, backend_kind, n_nodes, backend)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// Address of the `EngineGraph`.
+    pub graph_addr: u64,
+    /// `EngineGraph::graph_id` (read from the graph at entry; repeated on exit).
+    pub graph_id: u64,
+    /// Number of computed nodes.
+    pub n_nodes: u32,
+    /// Backend id.
+    pub backend_id: u32,
+    /// `BackendKind` value.
+    pub backend_kind: u32,
+    /// Tokens in the batch (`EngineGraph::n_tokens`).
+    pub n_tokens: u32,
+    /// Position of the batch's first token.
+    pub pos: u32,
+    /// Return value on exit, 0 on entry.
+    pub ret: i32,
+}
+const _: () = assert!(size_of::<GraphEvent>() == 72);
+const _: () = assert!(offset_of!(GraphEvent, graph_addr) == 32);
+
+/// [`OpEvent::detail`]: `name` is filled.
+pub const OP_DETAIL_NAME: u32 = 1 << 0;
+/// [`OpEvent::detail`]: `structure` is filled (structure parsing was on).
+pub const OP_DETAIL_STRUCTURE: u32 = 1 << 1;
+/// [`OpEvent::detail`]: `pmc` holds counter readings (see `pmc_ok`).
+pub const OP_DETAIL_PMC: u32 = 1 << 2;
+
+/// The tensor structure of an operator's node, read from the `EngineNode`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpStructure {
+    /// `DType` value.
+    pub dtype: u32,
+    /// `NODE_FLAG_*` bits of the node.
+    pub node_flags: u32,
+    /// Elements per dimension.
+    pub ne: [i64; MAX_DIMS],
+    /// Stride in bytes per dimension.
+    pub nb: [u64; MAX_DIMS],
+    /// Source node addresses (0 where unused).
+    pub src: [u64; MAX_SRC],
+}
+const _: () = assert!(size_of::<OpStructure>() == 104);
+
+/// One counter reading: the layout of the kernel's `struct bpf_perf_event_value`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PmcReading {
+    /// Counter value.
+    pub counter: u64,
+    /// Time the event was enabled, ns.
+    pub enabled: u64,
+    /// Time the event was running, ns.
+    pub running: u64,
+}
+const _: () = assert!(size_of::<PmcReading>() == 24);
+
+/// Operator level: `engine_op_compute(node, ith, nth, params)` entry and exit.
+///
+/// The exit record repeats `node_addr`, `op`, `ith`, `nth` (stashed per thread at entry);
+/// `name` and `structure` are only filled at entry. Counter readings are raw values at
+/// each side; the per-thread delta of an operator is exit minus entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// Address of the `EngineNode`.
+    pub node_addr: u64,
+    /// `OpType` value.
+    pub op: u32,
+    /// Index of this thread among the node's workers.
+    pub ith: u32,
+    /// Number of workers.
+    pub nth: u32,
+    /// Position of the node in the graph's execution order.
+    pub index: u32,
+    /// Transformer layer, or -1.
+    pub layer: i32,
+    /// `OP_DETAIL_*` bits: which optional parts are filled.
+    pub detail: u32,
+    /// Bit `i` set when `pmc[i]` was read successfully.
+    pub pmc_ok: u32,
+    /// Zero.
+    pub _pad: u32,
+    /// NUL-padded node name (entry only).
+    pub name: [u8; NODE_NAME_LEN],
+    /// Tensor structure (entry only, when structure parsing is on).
+    pub structure: OpStructure,
+    /// Counter readings in the order of the trace header's counter list.
+    pub pmc: [PmcReading; MAX_PMC],
+}
+const _: () = assert!(size_of::<OpEvent>() == 432);
+const _: () = assert!(offset_of!(OpEvent, node_addr) == 32);
+const _: () = assert!(offset_of!(OpEvent, name) == 72);
+const _: () = assert!(offset_of!(OpEvent, structure) == 136);
+const _: () = assert!(offset_of!(OpEvent, pmc) == 240);
+
+impl OpEvent {
+    /// An all-zero event.
+    pub const fn zeroed() -> OpEvent {
+        OpEvent {
+            header: EventHeader {
+                kind: 0,
+                flags: 0,
+                ts_ns: 0,
+                pid: 0,
+                tid: 0,
+                cpu: 0,
+                _pad: 0,
+            },
+            node_addr: 0,
+            op: 0,
+            ith: 0,
+            nth: 0,
+            index: 0,
+            layer: 0,
+            detail: 0,
+            pmc_ok: 0,
+            _pad: 0,
+            name: [0; NODE_NAME_LEN],
+            structure: OpStructure {
+                dtype: 0,
+                node_flags: 0,
+                ne: [0; MAX_DIMS],
+                nb: [0; MAX_DIMS],
+                src: [0; MAX_SRC],
+            },
+            pmc: [PmcReading {
+                counter: 0,
+                enabled: 0,
+                running: 0,
+            }; MAX_PMC],
+        }
+    }
+
+    /// The name up to its first NUL ("" if not UTF-8).
+    pub fn name_str(&self) -> &str {
+        let len = self
+            .name
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(NODE_NAME_LEN);
+        core::str::from_utf8(&self.name[..len]).unwrap_or("")
+    }
+}
+
+/// Phase level: one of the `engine_phase_*` entry points (the kind says which).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PhaseEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// Size argument at entry: tokens (embed), floats (copy_logits), vocabulary (softmax,
+    /// sample); 0 on exit.
+    pub arg: u32,
+    /// Return value on exit (the sampled token for sample), 0 otherwise.
+    pub ret: i32,
+}
+const _: () = assert!(size_of::<PhaseEvent>() == 40);
+
+/// `sched:sched_switch` where the previous or the next task is a target thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedSwitchEvent {
+    /// Common header (pid/tid are the task running the probe: `prev`).
+    pub header: EventHeader,
+    /// Thread switched out.
+    pub prev_tid: u32,
+    /// Thread switched in.
+    pub next_tid: u32,
+    /// Priority of `prev`.
+    pub prev_prio: i32,
+    /// Priority of `next`.
+    pub next_prio: i32,
+    /// `prev`'s state: 0 = runnable (preempted), otherwise `TASK_*` bits (1 = sleeping, ...).
+    pub prev_state: u64,
+    /// `prev`'s comm.
+    pub prev_comm: [u8; COMM_LEN],
+    /// `next`'s comm.
+    pub next_comm: [u8; COMM_LEN],
+}
+const _: () = assert!(size_of::<SchedSwitchEvent>() == 88);
+const _: () = assert!(offset_of!(SchedSwitchEvent, prev_comm) == 56);
+
+/// `sched:sched_wakeup` / `sched_wakeup_new` of a target thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedWakeupEvent {
+    /// Common header (pid/tid are the waker).
+    pub header: EventHeader,
+    /// The woken thread.
+    pub target_tid: u32,
+    /// Its priority.
+    pub prio: i32,
+    /// CPU it will run on.
+    pub target_cpu: u32,
+    /// Zero.
+    pub _pad: u32,
+}
+const _: () = assert!(size_of::<SchedWakeupEvent>() == 48);
+
+/// A target thread started a new task, or a target thread exited.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// `TaskNew`: the creating thread; `TaskExit`: the exiting thread.
+    pub parent_tid: u32,
+    /// `TaskNew`: the new thread; `TaskExit`: the exiting thread.
+    pub child_tid: u32,
+}
+const _: () = assert!(size_of::<TaskEvent>() == 40);
+
+/// Collector-made: the QoS controller changed the enabled probe levels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QosSwitchEvent {
+    /// Common header (pid = target, tid = 0, cpu = u32::MAX).
+    pub header: EventHeader,
+    /// `LEVEL_*` bits before.
+    pub levels_before: u32,
+    /// `LEVEL_*` bits after.
+    pub levels_after: u32,
+    /// Measured decode rate, milli-tokens per second.
+    pub tps_milli: u64,
+    /// Configured minimum, milli-tokens per second.
+    pub min_tps_milli: u64,
+}
+const _: () = assert!(size_of::<QosSwitchEvent>() == 56);
+
+/// Collector-made: events lost on one CPU (cumulative, at the time of the record).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LossEvent {
+    /// Common header (cpu = the CPU the losses happened on).
+    pub header: EventHeader,
+    /// Events lost on that CPU so far.
+    pub lost: u64,
+}
+const _: () = assert!(size_of::<LossEvent>() == 40);
+
+/// Collector-made: counters were opened for a thread and stored at a slot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PmcOpenEvent {
+    /// Common header (tid = the thread).
+    pub header: EventHeader,
+    /// Slot of the thread in the counter map.
+    pub slot: u32,
+    /// Bit `i` set when counter `i` of the header's list was opened.
+    pub opened_mask: u32,
+}
+const _: () = assert!(size_of::<PmcOpenEvent>() == 40);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_and_are_ranged_by_level() {
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::from_u32(k as u32), Some(k));
+            let v = k as u32;
+            let level_ok = match k {
+                EventKind::Decode => (1..10).contains(&v),
+                EventKind::GraphCompute => (10..20).contains(&v),
+                EventKind::OpCompute => (20..30).contains(&v),
+                EventKind::PhaseEmbed
+                | EventKind::PhaseCopyLogits
+                | EventKind::PhaseSoftmax
+                | EventKind::PhaseSample => (30..40).contains(&v),
+                EventKind::SchedSwitch
+                | EventKind::SchedWakeup
+                | EventKind::SchedWakeupNew
+                | EventKind::TaskNew
+                | EventKind::TaskExit => (40..50).contains(&v),
+                EventKind::QosSwitch | EventKind::Loss | EventKind::PmcOpen => {
+                    (60..80).contains(&v)
+                }
+            };
+            assert!(level_ok, "{k:?}");
+        }
+        assert_eq!(EventKind::from_u32(0), None);
+        assert_eq!(EventKind::from_u32(2), None);
+    }
+
+    #[test]
+    fn record_sizes_are_8_byte_multiples_and_max_is_op() {
+        for k in EventKind::ALL {
+            assert_eq!(k.record_size() % 8, 0, "{k:?}");
+            assert!(k.record_size() >= size_of::<EventHeader>());
+        }
+        assert_eq!(MAX_EVENT_SIZE, size_of::<OpEvent>());
+    }
+}

@@ -1,0 +1,182 @@
+//! Preamble and chunk framing.
+
+use std::io::{self, Read};
+
+/// First 8 bytes of every trace file.
+pub const FILE_MAGIC: [u8; 8] = *b"PFTRACE\0";
+/// Current format version (preamble bytes 8..12, little-endian).
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes before the first chunk: magic, version, 4 reserved bytes.
+pub const PREAMBLE_LEN: usize = 16;
+/// First 4 bytes of every chunk header (`"CHNK"` little-endian).
+pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"CHNK");
+/// Size of a chunk header: magic, kind, sequence, length, CRC32, reserved.
+pub const CHUNK_HEADER_LEN: usize = 24;
+/// Largest chunk payload a reader accepts (untrusted input limit).
+pub const MAX_CHUNK_LEN: u32 = 64 << 20;
+
+/// What a chunk holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkKind {
+    /// The JSON [`crate::TraceHeader`]; always the first chunk.
+    Header,
+    /// Packed event records.
+    Events,
+    /// The JSON [`crate::TraceFooter`]; the last chunk of a cleanly finished trace.
+    Footer,
+    /// A kind this reader does not know (skipped).
+    Other(u32),
+}
+
+impl ChunkKind {
+    /// Stored value.
+    pub fn to_u32(self) -> u32 {
+        match self {
+            ChunkKind::Header => 1,
+            ChunkKind::Events => 2,
+            ChunkKind::Footer => 3,
+            ChunkKind::Other(v) => v,
+        }
+    }
+
+    /// Kind of a stored value.
+    pub fn from_u32(v: u32) -> ChunkKind {
+        match v {
+            1 => ChunkKind::Header,
+            2 => ChunkKind::Events,
+            3 => ChunkKind::Footer,
+            v => ChunkKind::Other(v),
+        }
+    }
+}
+
+/// A parsed chunk header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunkHeader {
+    pub kind: ChunkKind,
+    pub seq: u32,
+    pub len: u32,
+    pub crc: u32,
+}
+
+/// CRC32 over the kind, sequence and length fields and the payload.
+pub(crate) fn chunk_crc(kind: u32, seq: u32, len: u32, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&kind.to_le_bytes());
+    h.update(&seq.to_le_bytes());
+    h.update(&len.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+/// Encodes a whole chunk (header and payload).
+pub(crate) fn encode_chunk(kind: ChunkKind, seq: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    let kind = kind.to_u32();
+    let crc = chunk_crc(kind, seq, len, payload);
+    let mut out = Vec::with_capacity(CHUNK_HEADER_LEN + payload.len());
+    for v in [CHUNK_MAGIC, kind, seq, len, crc, 0] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Outcome of reading one chunk.
+pub(crate) enum ChunkRead {
+    /// A complete, valid chunk.
+    Chunk(ChunkHeader, Vec<u8>),
+    /// Clean end of file exactly at a chunk boundary.
+    End,
+    /// Incomplete or corrupt chunk: the file is readable only up to here.
+    Broken,
+}
+
+/// Reads exactly `buf.len()` bytes; `Ok(false)` on a short read (end of file).
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+    let mut done = 0;
+    while done < buf.len() {
+        match r.read(&mut buf[done..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Reads and validates the next chunk.
+pub(crate) fn read_chunk(r: &mut impl Read) -> io::Result<ChunkRead> {
+    let mut head = [0u8; CHUNK_HEADER_LEN];
+    let mut first = [0u8; 1];
+    if !read_full(r, &mut first)? {
+        return Ok(ChunkRead::End);
+    }
+    head[0] = first[0];
+    if !read_full(r, &mut head[1..])? {
+        return Ok(ChunkRead::Broken);
+    }
+    let word = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+    let (magic, kind, seq, len, crc) = (word(0), word(4), word(8), word(12), word(16));
+    if magic != CHUNK_MAGIC || len > MAX_CHUNK_LEN {
+        return Ok(ChunkRead::Broken);
+    }
+    let mut payload = vec![0u8; len as usize];
+    if !read_full(r, &mut payload)? {
+        return Ok(ChunkRead::Broken);
+    }
+    if chunk_crc(kind, seq, len, &payload) != crc {
+        return Ok(ChunkRead::Broken);
+    }
+    Ok(ChunkRead::Chunk(
+        ChunkHeader {
+            kind: ChunkKind::from_u32(kind),
+            seq,
+            len,
+            crc,
+        },
+        payload,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_round_trips_and_detects_damage() {
+        let bytes = encode_chunk(ChunkKind::Events, 7, b"hello");
+        let Ok(ChunkRead::Chunk(h, p)) = read_chunk(&mut &bytes[..]) else {
+            panic!("valid chunk not read");
+        };
+        assert_eq!((h.kind, h.seq, h.len), (ChunkKind::Events, 7, 5));
+        assert_eq!(p, b"hello");
+        // Any flipped payload bit breaks the CRC.
+        for i in CHUNK_HEADER_LEN..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x10;
+            assert!(matches!(read_chunk(&mut &bad[..]), Ok(ChunkRead::Broken)));
+        }
+        // Every truncation is detected.
+        for cut in 1..bytes.len() {
+            assert!(matches!(
+                read_chunk(&mut &bytes[..cut]),
+                Ok(ChunkRead::Broken)
+            ));
+        }
+        assert!(matches!(read_chunk(&mut &bytes[..0]), Ok(ChunkRead::End)));
+    }
+
+    #[test]
+    fn crc_matches_crc32_of_concatenation() {
+        // Independent: crc32fast over the concatenated bytes equals the streamed hash.
+        let payload = b"abc";
+        let mut all = Vec::new();
+        all.extend_from_slice(&2u32.to_le_bytes());
+        all.extend_from_slice(&9u32.to_le_bytes());
+        all.extend_from_slice(&3u32.to_le_bytes());
+        all.extend_from_slice(payload);
+        assert_eq!(chunk_crc(2, 9, 3, payload), crc32fast::hash(&all));
+    }
+}

@@ -1,0 +1,133 @@
+//! Typed view of the packed event records.
+
+use common::event::{
+    DecodeEvent, EventHeader, EventKind, GraphEvent, LossEvent, OpEvent, PhaseEvent, PmcOpenEvent,
+    QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
+};
+
+/// One event of a trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Token level (`engine_decode`).
+    Decode(DecodeEvent),
+    /// Graph level (`engine_graph_compute`).
+    Graph(GraphEvent),
+    /// Operator level (`engine_op_compute`); boxed, it is large.
+    Op(Box<OpEvent>),
+    /// A phase; `header.kind` says which one.
+    Phase(PhaseEvent),
+    /// A context switch involving a target thread.
+    SchedSwitch(SchedSwitchEvent),
+    /// A wake-up of a target thread (`header.kind` tells wakeup from wakeup_new).
+    SchedWakeup(SchedWakeupEvent),
+    /// A target thread started or exited (`header.kind` says which).
+    Task(TaskEvent),
+    /// The QoS controller switched levels.
+    QosSwitch(QosSwitchEvent),
+    /// Losses on one CPU.
+    Loss(LossEvent),
+    /// Counters opened for a thread.
+    PmcOpen(PmcOpenEvent),
+    /// A kind this reader does not know, skipped by the size in the header's table.
+    Unknown {
+        /// Its header.
+        header: EventHeader,
+        /// The whole record.
+        bytes: Vec<u8>,
+    },
+}
+
+impl Event {
+    /// The common header.
+    pub fn header(&self) -> &EventHeader {
+        match self {
+            Event::Decode(e) => &e.header,
+            Event::Graph(e) => &e.header,
+            Event::Op(e) => &e.header,
+            Event::Phase(e) => &e.header,
+            Event::SchedSwitch(e) => &e.header,
+            Event::SchedWakeup(e) => &e.header,
+            Event::Task(e) => &e.header,
+            Event::QosSwitch(e) => &e.header,
+            Event::Loss(e) => &e.header,
+            Event::PmcOpen(e) => &e.header,
+            Event::Unknown { header, .. } => header,
+        }
+    }
+
+    /// The event's kind, if known.
+    pub fn kind(&self) -> Option<EventKind> {
+        EventKind::from_u32(self.header().kind)
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Plain-old-data wire records: `#[repr(C)]`, fixed-width integers only, no implicit
+/// padding, every bit pattern valid (guarded by the size asserts in `common::event`).
+/// Sealed: implemented for the `common::event` records only.
+pub trait WireRecord: sealed::Sealed + Copy {}
+
+macro_rules! wire_records {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl WireRecord for $t {}
+    )*};
+}
+wire_records!(
+    EventHeader,
+    DecodeEvent,
+    GraphEvent,
+    OpEvent,
+    PhaseEvent,
+    SchedSwitchEvent,
+    SchedWakeupEvent,
+    TaskEvent,
+    QosSwitchEvent,
+    LossEvent,
+    PmcOpenEvent
+);
+
+/// Reads a `T` from the start of `bytes`, or `None` if too short.
+fn read<T: WireRecord>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < size_of::<T>() {
+        return None;
+    }
+    // SAFETY: `bytes` holds at least `size_of::<T>()` bytes; `read_unaligned` has no
+    // alignment requirement; `T` is a `WireRecord`, for which every bit pattern is valid.
+    Some(unsafe { bytes.as_ptr().cast::<T>().read_unaligned() })
+}
+
+/// Views a wire record as its bytes (for writing).
+pub fn record_bytes<T: WireRecord>(rec: &T) -> &[u8] {
+    // SAFETY: wire records have no padding bytes, so all `size_of::<T>()` bytes are
+    // initialised; the slice borrows `rec`.
+    unsafe { core::slice::from_raw_parts(core::ptr::from_ref(rec).cast::<u8>(), size_of::<T>()) }
+}
+
+/// Decodes one record of known kind from the start of `bytes` (exactly
+/// `kind.record_size()` bytes are used). Returns `None` if `bytes` is too short.
+pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
+    Some(match kind {
+        EventKind::Decode => Event::Decode(read(bytes)?),
+        EventKind::GraphCompute => Event::Graph(read(bytes)?),
+        EventKind::OpCompute => Event::Op(Box::new(read(bytes)?)),
+        EventKind::PhaseEmbed
+        | EventKind::PhaseCopyLogits
+        | EventKind::PhaseSoftmax
+        | EventKind::PhaseSample => Event::Phase(read(bytes)?),
+        EventKind::SchedSwitch => Event::SchedSwitch(read(bytes)?),
+        EventKind::SchedWakeup | EventKind::SchedWakeupNew => Event::SchedWakeup(read(bytes)?),
+        EventKind::TaskNew | EventKind::TaskExit => Event::Task(read(bytes)?),
+        EventKind::QosSwitch => Event::QosSwitch(read(bytes)?),
+        EventKind::Loss => Event::Loss(read(bytes)?),
+        EventKind::PmcOpen => Event::PmcOpen(read(bytes)?),
+    })
+}
+
+/// The header at the start of `bytes`, if there are enough bytes.
+pub(crate) fn peek_header(bytes: &[u8]) -> Option<EventHeader> {
+    read(bytes)
+}

@@ -1,0 +1,39 @@
+//! The profinfer trace file: a preamble, then checksummed chunks (a JSON header, packed
+//! event records as defined in `common::event`, a JSON footer). Written incrementally so
+//! that a tracer killed at any moment leaves a file readable up to its last complete chunk.
+//!
+//! The format is specified in `docs/trace-format.md`. Reading:
+//!
+//! ```no_run
+//! use trace_format::{Event, TraceReader};
+//! let reader = TraceReader::open("run.pftrace")?;
+//! println!("target: {}", reader.header().target.path);
+//! for event in reader.events() {
+//!     if let Event::Op(op) = event? {
+//!         println!("{} {}", op.header.ts_ns, op.name_str());
+//!     }
+//! }
+//! if let Some(offset) = reader.truncated_at() {
+//!     eprintln!("trace truncated at byte {offset}");
+//! }
+//! # Ok::<(), trace_format::TraceError>(())
+//! ```
+
+mod chunk;
+mod error;
+mod event;
+mod header;
+mod reader;
+mod writer;
+
+pub use chunk::{
+    CHUNK_HEADER_LEN, CHUNK_MAGIC, ChunkKind, FILE_MAGIC, FORMAT_VERSION, MAX_CHUNK_LEN,
+    PREAMBLE_LEN,
+};
+pub use error::TraceError;
+pub use event::{Event, WireRecord, decode_record, record_bytes};
+pub use header::{
+    CounterInfo, EventKindInfo, ProbeInfo, TargetInfo, TraceFooter, TraceHeader, event_kind_table,
+};
+pub use reader::{Events, TraceReader};
+pub use writer::{DEFAULT_CHUNK_BYTES, TraceWriter};

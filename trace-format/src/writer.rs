@@ -1,0 +1,116 @@
+//! Writing a trace: preamble and header first, then event chunks as records arrive, the
+//! footer last. Each chunk goes to the file with one `write_all`, so a killed writer
+//! leaves at most one incomplete chunk at the end.
+
+use std::{
+    fs::File,
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    TraceError, TraceFooter, TraceHeader,
+    chunk::{ChunkKind, FILE_MAGIC, FORMAT_VERSION, encode_chunk},
+    event::{WireRecord, record_bytes},
+};
+
+/// Event bytes buffered before a chunk is written.
+pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
+
+/// Writes one trace file.
+pub struct TraceWriter {
+    path: PathBuf,
+    file: File,
+    seq: u32,
+    pending: Vec<u8>,
+    chunk_bytes: usize,
+    records: u64,
+}
+
+impl TraceWriter {
+    /// Creates (truncates) `path` and writes the preamble and `header`.
+    pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<TraceWriter, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let io = |source| TraceError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = File::create(&path).map_err(io)?;
+        let mut preamble = Vec::with_capacity(16);
+        preamble.extend_from_slice(&FILE_MAGIC);
+        preamble.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        preamble.extend_from_slice(&0u32.to_le_bytes());
+        let json = serde_json::to_vec(header).map_err(|source| TraceError::Serialize {
+            what: "header",
+            source,
+        })?;
+        preamble.extend_from_slice(&encode_chunk(ChunkKind::Header, 0, &json));
+        file.write_all(&preamble).map_err(io)?;
+        Ok(TraceWriter {
+            path,
+            file,
+            seq: 1,
+            pending: Vec::with_capacity(DEFAULT_CHUNK_BYTES),
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            records: 0,
+        })
+    }
+
+    /// Sets how many event bytes are buffered before a chunk is written.
+    pub fn set_chunk_bytes(&mut self, bytes: usize) {
+        self.chunk_bytes = bytes.max(1);
+    }
+
+    /// Appends one raw record (as it came out of the ring buffer); writes a chunk when
+    /// enough bytes are buffered.
+    pub fn push_raw(&mut self, record: &[u8]) -> Result<(), TraceError> {
+        self.pending.extend_from_slice(record);
+        self.records += 1;
+        if self.pending.len() >= self.chunk_bytes {
+            self.flush_chunk()?;
+        }
+        Ok(())
+    }
+
+    /// Appends one typed record.
+    pub fn push<T: WireRecord>(&mut self, record: &T) -> Result<(), TraceError> {
+        self.push_raw(record_bytes(record))
+    }
+
+    /// Records appended so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Writes the buffered records as one chunk (nothing if none are buffered).
+    pub fn flush_chunk(&mut self) -> Result<(), TraceError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let chunk = encode_chunk(ChunkKind::Events, self.seq, &self.pending);
+        self.seq += 1;
+        self.pending.clear();
+        self.file
+            .write_all(&chunk)
+            .map_err(|source| TraceError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    /// Flushes pending records, writes the footer and syncs the file.
+    pub fn finish(mut self, footer: &TraceFooter) -> Result<(), TraceError> {
+        self.flush_chunk()?;
+        let json = serde_json::to_vec(footer).map_err(|source| TraceError::Serialize {
+            what: "footer",
+            source,
+        })?;
+        let chunk = encode_chunk(ChunkKind::Footer, self.seq, &json);
+        let io = |source| TraceError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        self.file.write_all(&chunk).map_err(io)?;
+        self.file.sync_all().map_err(io)
+    }
+}

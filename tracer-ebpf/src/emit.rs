@@ -1,0 +1,176 @@
+//! Filtering, headers and output shared by all probes.
+
+use core::ffi::c_void;
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::{BPF_F_CURRENT_CPU, bpf_perf_event_value},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        generated::{bpf_perf_event_output, bpf_perf_event_read_value},
+    },
+};
+use common::{
+    control::{CONTROL_INDEX, OUTPUT_PERF_BUF, STAT_LOST, STAT_PRODUCED, TracerControl},
+    event::{EventHeader, EventKind, MAX_PMC, OpEvent},
+};
+
+use crate::maps::{CONTROL, COUNTERS, EVENTS, PERF_EVENTS, PMC_SLOTS, STATS};
+
+/// Failure of a probe body (an errno-style code; the probe just returns).
+pub type ProbeResult = Result<(), i64>;
+
+/// The current thread's tid.
+#[inline(always)]
+pub fn current_tid() -> u32 {
+    bpf_get_current_pid_tgid() as u32
+}
+
+/// The control record, if the current task belongs to the target and `level` is on.
+#[inline(always)]
+pub fn enabled_for_target(level: u32) -> Option<TracerControl> {
+    let c = *CONTROL.get(CONTROL_INDEX)?;
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if c.target_tgid == 0 || c.target_tgid != tgid || c.levels & level == 0 {
+        return None;
+    }
+    Some(c)
+}
+
+/// The control record regardless of target (for scheduler tracepoints), if `level` is on.
+#[inline(always)]
+pub fn enabled_any(level: u32) -> Option<TracerControl> {
+    let c = *CONTROL.get(CONTROL_INDEX)?;
+    if c.target_tgid == 0 || c.levels & level == 0 {
+        return None;
+    }
+    Some(c)
+}
+
+/// The output kind currently configured.
+#[inline(always)]
+pub fn output_kind() -> u32 {
+    CONTROL.get(CONTROL_INDEX).map_or(0, |c| c.output)
+}
+
+/// A header for an event of `kind` happening now on the current task.
+#[inline(always)]
+pub fn header(kind: EventKind, flags: u32) -> EventHeader {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    EventHeader {
+        kind: kind as u32,
+        flags,
+        // SAFETY: helper without preconditions.
+        ts_ns: unsafe { bpf_ktime_get_ns() },
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+        // SAFETY: helper without preconditions.
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        _pad: 0,
+    }
+}
+
+/// Adds one to this CPU's statistics slot `slot`.
+#[inline(always)]
+pub fn bump(slot: u32) {
+    if let Some(p) = STATS.get_ptr_mut(slot) {
+        // SAFETY: `p` points into this CPU's value of a per-CPU array; the program is not
+        // migrated while it runs, so no other CPU writes it (a preempting program on the
+        // same CPU could race, which at worst loses one count).
+        unsafe { *p += 1 };
+    }
+}
+
+/// Emits `ev` (a whole record) to the configured output and counts it as produced, or as
+/// lost when the buffer is full.
+#[inline(always)]
+pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
+    bump(STAT_PRODUCED);
+    let ok = if output_kind() == OUTPUT_PERF_BUF {
+        // SAFETY: `PERF_EVENTS` is a perf event array map (its address is the map
+        // definition, `PerfEventArray` is `repr(transparent)` over it); `ev` is a valid
+        // record of `size_of::<T>()` bytes.
+        unsafe {
+            bpf_perf_event_output(
+                ctx.as_ptr(),
+                core::ptr::addr_of!(PERF_EVENTS).cast_mut().cast::<c_void>(),
+                BPF_F_CURRENT_CPU,
+                core::ptr::from_ref(ev).cast_mut().cast::<c_void>(),
+                size_of::<T>() as u64,
+            ) == 0
+        }
+    } else {
+        EVENTS.output::<T>(ev, 0).is_ok()
+    };
+    if !ok {
+        bump(STAT_LOST);
+    }
+}
+
+/// Emits an operator record: reserved in place in the ring buffer, or built in the
+/// per-CPU scratch slot for the perf buffer. `fill` writes the record.
+#[inline(always)]
+pub fn emit_op<C: EbpfContext, F: FnOnce(&mut OpEvent)>(ctx: &C, fill: F) {
+    bump(STAT_PRODUCED);
+    if output_kind() == OUTPUT_PERF_BUF {
+        let Some(p) = crate::maps::OP_SCRATCH.get_ptr_mut(0) else {
+            bump(STAT_LOST);
+            return;
+        };
+        // SAFETY: `p` is this CPU's scratch slot, valid and aligned for an `OpEvent`.
+        let ev = unsafe { &mut *p };
+        *ev = OpEvent::zeroed();
+        fill(ev);
+        // SAFETY: as in `emit`.
+        let ret = unsafe {
+            bpf_perf_event_output(
+                ctx.as_ptr(),
+                core::ptr::addr_of!(PERF_EVENTS).cast_mut().cast::<c_void>(),
+                BPF_F_CURRENT_CPU,
+                p.cast::<c_void>(),
+                size_of::<OpEvent>() as u64,
+            )
+        };
+        if ret != 0 {
+            bump(STAT_LOST);
+        }
+        return;
+    }
+    let Some(mut entry) = EVENTS.reserve::<OpEvent>(0) else {
+        bump(STAT_LOST);
+        return;
+    };
+    let ev = entry.write(OpEvent::zeroed());
+    fill(ev);
+    entry.submit(0);
+}
+
+/// Reads this thread's counters into `ev.pmc`, setting `ev.pmc_ok` bits.
+#[inline(always)]
+pub fn read_pmcs(ev: &mut OpEvent, n_pmc: u32, tid: u32) {
+    // SAFETY: plain lookup; the value is copied out.
+    let Some(slot) = (unsafe { PMC_SLOTS.get(tid) }).copied() else {
+        return;
+    };
+    let mut ok = 0u32;
+    for i in 0..MAX_PMC {
+        if i as u32 >= n_pmc {
+            break;
+        }
+        let index = u64::from(slot * n_pmc + i as u32);
+        // SAFETY: `COUNTERS` is a perf event array map; the destination is a
+        // `PmcReading`, which has the layout of `bpf_perf_event_value` (24 bytes).
+        let ret = unsafe {
+            bpf_perf_event_read_value(
+                core::ptr::addr_of!(COUNTERS).cast_mut().cast::<c_void>(),
+                index,
+                core::ptr::from_mut(&mut ev.pmc[i]).cast::<bpf_perf_event_value>(),
+                size_of::<bpf_perf_event_value>() as u32,
+            )
+        };
+        if ret == 0 {
+            ok |= 1 << i;
+        }
+    }
+    ev.pmc_ok = ok;
+}

@@ -1,0 +1,85 @@
+//! The maps shared by all probes. Names are part of the loader contract
+//! (`tracer-user/src/load.rs` looks them up by name).
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray, PerfEventArray, RingBuf},
+};
+use common::{
+    control::{MAX_PMC_THREADS, MAX_TRACED_THREADS, STAT_COUNT, TracerControl},
+    event::{DecodeEvent, GraphEvent, MAX_PMC, OpEvent},
+};
+
+/// The single control record (target tgid, levels on, details on, output kind).
+#[map]
+pub static CONTROL: Array<TracerControl> = Array::with_max_entries(1, 0);
+
+/// Ring buffer output; the loader sets its size.
+#[map]
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
+
+/// Perf-buffer output (one buffer per CPU, opened by the collector).
+#[map]
+pub static PERF_EVENTS: PerfEventArray<u8> = PerfEventArray::new(0);
+
+/// Per-CPU counters: `STAT_PRODUCED`, `STAT_LOST`.
+#[map]
+pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAT_COUNT, 0);
+
+/// Per-CPU scratch record for operator events in perf-buffer mode.
+#[map]
+pub static OP_SCRATCH: PerCpuArray<OpEvent> = PerCpuArray::with_max_entries(1, 0);
+
+/// tid → the entry record of the decode call in flight on that thread.
+#[map]
+pub static DECODE_STASH: HashMap<u32, DecodeEvent> =
+    HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// tid → the entry record of the graph computation in flight on that thread.
+#[map]
+pub static GRAPH_STASH: HashMap<u32, GraphEvent> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// What an operator exit repeats from its entry.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct OpStash {
+    /// Node address.
+    pub node_addr: u64,
+    /// Op type.
+    pub op: u32,
+    /// Worker index.
+    pub ith: u32,
+    /// Worker count.
+    pub nth: u32,
+    /// Node index.
+    pub index: u32,
+    /// Layer.
+    pub layer: i32,
+    /// Whether counters were read at entry (read them at exit too).
+    pub pmc: u32,
+}
+
+/// tid → the operator in flight on that thread.
+#[map]
+pub static OP_STASH: HashMap<u32, OpStash> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// The target's threads (tid → 1), for the scheduler probes. Seeded by the collector,
+/// extended in-kernel on fork/clone, pruned on exit.
+#[map]
+pub static TIDS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// tid → counter slot; counter `c` of slot `s` is `COUNTERS[s * n_pmc + c]`.
+#[map]
+pub static PMC_SLOTS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_PMC_THREADS, 0);
+
+/// Per-thread perf-event counters stored by the collector (the loader sets the size to
+/// `MAX_PMC_THREADS * MAX_PMC`).
+#[map]
+pub static COUNTERS: PerfEventArray<u32> = PerfEventArray::new(0);
+
+/// Size the loader gives `COUNTERS`.
+#[expect(
+    dead_code,
+    reason = "documents the loader contract; the loader sets the size"
+)]
+pub const COUNTERS_LEN: u32 = MAX_PMC_THREADS * MAX_PMC as u32;

@@ -1,0 +1,7 @@
+//! One module per probe level.
+
+mod graph;
+mod op;
+mod phase;
+mod sched;
+mod token;

@@ -1,0 +1,147 @@
+//! Operator level.
+//!
+//! Target: `void engine_op_compute(const EngineNode *node, u32 ith, u32 nth, void *params)`.
+//! The node is read with `bpf_probe_read_user` using the `common::engine_abi::EngineNode`
+//! layout: the fixed fields always, the structure (dtype, shape, strides, sources) when
+//! `DETAIL_STRUCTURE` is on; the per-thread counters when `DETAIL_PMC` is on.
+
+use core::mem::offset_of;
+
+use aya_ebpf::{
+    helpers::{bpf_probe_read_user, bpf_probe_read_user_buf},
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+};
+use common::{
+    control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP},
+    engine_abi::{EngineNode, MAX_DIMS, MAX_SRC},
+    event::{EVENT_FLAG_EXIT, EventKind, OP_DETAIL_NAME, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE},
+};
+
+use crate::{
+    emit::{ProbeResult, current_tid, emit_op, enabled_for_target, header, read_pmcs},
+    maps::{CONTROL, OP_STASH, OpStash},
+};
+
+/// The leading fields of `EngineNode`: `abi_version`, `op`, `dtype`, `flags`.
+const NODE_HEAD_WORDS: usize = 4;
+
+/// `EngineNode` fields from `ne` to the end of `src`, contiguous in both layouts.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct NodeShape {
+    ne: [i64; MAX_DIMS],
+    nb: [u64; MAX_DIMS],
+    src: [u64; MAX_SRC],
+}
+
+/// `engine_op_compute` entry.
+#[uprobe]
+pub fn engine_op_compute(ctx: ProbeContext) -> u32 {
+    let _ = try_op_enter(&ctx);
+    0
+}
+
+fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
+    let Some(control) = enabled_for_target(LEVEL_OP) else {
+        return Ok(());
+    };
+    let node: *const u8 = ctx.arg(0).ok_or(-1i64)?;
+    let ith: u32 = ctx.arg(1).ok_or(-1i64)?;
+    let nth: u32 = ctx.arg(2).ok_or(-1i64)?;
+    // SAFETY: the helper validates the user address; a failed read returns Err.
+    let head = unsafe { bpf_probe_read_user(node.cast::<[u32; NODE_HEAD_WORDS]>()) }?;
+    // SAFETY: as above.
+    let tail = unsafe {
+        bpf_probe_read_user(
+            node.wrapping_add(offset_of!(EngineNode, layer))
+                .cast::<[u32; 2]>(),
+        )
+    }?;
+    let tid = current_tid();
+    let stash = OpStash {
+        node_addr: node as u64,
+        op: head[1],
+        ith,
+        nth,
+        index: tail[1],
+        layer: tail[0] as i32,
+        pmc: control.op_detail & DETAIL_PMC,
+    };
+    OP_STASH.insert(tid, stash, 0)?;
+    emit_op(ctx, |ev| {
+        ev.header = header(EventKind::OpCompute, 0);
+        ev.node_addr = stash.node_addr;
+        ev.op = stash.op;
+        ev.ith = ith;
+        ev.nth = nth;
+        ev.index = stash.index;
+        ev.layer = stash.layer;
+        let mut detail = 0;
+        // SAFETY: the helper validates the user address and writes at most the slice.
+        if unsafe {
+            bpf_probe_read_user_buf(
+                node.wrapping_add(offset_of!(EngineNode, name)),
+                &mut ev.name,
+            )
+        }
+        .is_ok()
+        {
+            detail |= OP_DETAIL_NAME;
+        }
+        if control.op_detail & DETAIL_STRUCTURE != 0 {
+            // SAFETY: as above.
+            let shape = unsafe {
+                bpf_probe_read_user(
+                    node.wrapping_add(offset_of!(EngineNode, ne))
+                        .cast::<NodeShape>(),
+                )
+            };
+            if let Ok(shape) = shape {
+                ev.structure.dtype = head[2];
+                ev.structure.node_flags = head[3];
+                ev.structure.ne = shape.ne;
+                ev.structure.nb = shape.nb;
+                ev.structure.src = shape.src;
+                detail |= OP_DETAIL_STRUCTURE;
+            }
+        }
+        if control.op_detail & DETAIL_PMC != 0 {
+            read_pmcs(ev, control.n_pmc, tid);
+            detail |= OP_DETAIL_PMC;
+        }
+        ev.detail = detail;
+    });
+    Ok(())
+}
+
+/// `engine_op_compute` return.
+#[uretprobe]
+pub fn engine_op_compute_ret(ctx: RetProbeContext) -> u32 {
+    let _ = try_op_exit(&ctx);
+    0
+}
+
+fn try_op_exit(ctx: &RetProbeContext) -> ProbeResult {
+    let tid = current_tid();
+    // SAFETY: the value is copied out before the entry is removed.
+    let Some(stash) = (unsafe { OP_STASH.get(tid) }).copied() else {
+        return Ok(());
+    };
+    OP_STASH.remove(tid)?;
+    let n_pmc = CONTROL.get(0).map_or(0, |c| c.n_pmc);
+    emit_op(ctx, |ev| {
+        ev.header = header(EventKind::OpCompute, EVENT_FLAG_EXIT);
+        ev.node_addr = stash.node_addr;
+        ev.op = stash.op;
+        ev.ith = stash.ith;
+        ev.nth = stash.nth;
+        ev.index = stash.index;
+        ev.layer = stash.layer;
+        if stash.pmc != 0 {
+            read_pmcs(ev, n_pmc, tid);
+            ev.detail = OP_DETAIL_PMC;
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! Phase level: one tiny program per `engine_phase_*` symbol (the symbol fixes the event
+//! kind; aya 0.14 has no uprobe cookies), all sharing one body.
+//!
+//! Targets:
+//! - `void engine_phase_embed(ctx *, const i32 *tokens, u32 n_tokens, f32 *out)`
+//! - `void engine_phase_copy_logits(f32 *dst, const f32 *src, u32 n)`
+//! - `void engine_phase_softmax(const f32 *logits, f32 *probs, u32 n_vocab, f32 temp)`
+//! - `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`
+
+use aya_ebpf::{
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+};
+use common::{
+    control::LEVEL_PHASE,
+    event::{EVENT_FLAG_EXIT, EventKind, PhaseEvent},
+};
+
+use crate::emit::{emit, enabled_for_target, header};
+
+fn phase_enter(ctx: &ProbeContext, kind: EventKind, size_arg: usize) {
+    if enabled_for_target(LEVEL_PHASE).is_none() {
+        return;
+    }
+    let ev = PhaseEvent {
+        header: header(kind, 0),
+        arg: ctx.arg::<u32>(size_arg).unwrap_or(0),
+        ret: 0,
+    };
+    emit(ctx, &ev);
+}
+
+fn phase_exit(ctx: &RetProbeContext, kind: EventKind) {
+    if enabled_for_target(LEVEL_PHASE).is_none() {
+        return;
+    }
+    let ev = PhaseEvent {
+        header: header(kind, EVENT_FLAG_EXIT),
+        arg: 0,
+        ret: ctx.ret::<i32>(),
+    };
+    emit(ctx, &ev);
+}
+
+/// `engine_phase_embed` entry.
+#[uprobe]
+pub fn engine_phase_embed(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseEmbed, 2);
+    0
+}
+
+/// `engine_phase_embed` return.
+#[uretprobe]
+pub fn engine_phase_embed_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseEmbed);
+    0
+}
+
+/// `engine_phase_copy_logits` entry.
+#[uprobe]
+pub fn engine_phase_copy_logits(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseCopyLogits, 2);
+    0
+}
+
+/// `engine_phase_copy_logits` return.
+#[uretprobe]
+pub fn engine_phase_copy_logits_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseCopyLogits);
+    0
+}
+
+/// `engine_phase_softmax` entry.
+#[uprobe]
+pub fn engine_phase_softmax(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseSoftmax, 2);
+    0
+}
+
+/// `engine_phase_softmax` return.
+#[uretprobe]
+pub fn engine_phase_softmax_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseSoftmax);
+    0
+}
+
+/// `engine_phase_sample` entry.
+#[uprobe]
+pub fn engine_phase_sample(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseSample, 2);
+    0
+}
+
+/// `engine_phase_sample` return.
+#[uretprobe]
+pub fn engine_phase_sample_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseSample);
+    0
+}

@@ -1,0 +1,60 @@
+//! Token level.
+//!
+//! Target: `i32 engine_decode(ctx *, u32 n_tokens, u32 pos, const i32 *tokens)`.
+
+use aya_ebpf::{
+    macros::{uprobe, uretprobe},
+    programs::{ProbeContext, RetProbeContext},
+};
+use common::{
+    control::LEVEL_TOKEN,
+    event::{DecodeEvent, EVENT_FLAG_EXIT, EventKind},
+};
+
+use crate::{
+    emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
+    maps::DECODE_STASH,
+};
+
+/// `engine_decode` entry.
+#[uprobe]
+pub fn engine_decode(ctx: ProbeContext) -> u32 {
+    let _ = try_decode_enter(&ctx);
+    0
+}
+
+fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
+    if enabled_for_target(LEVEL_TOKEN).is_none() {
+        return Ok(());
+    }
+    let ev = DecodeEvent {
+        header: header(EventKind::Decode, 0),
+        n_tokens: ctx.arg::<u32>(1).ok_or(-1i64)?,
+        pos: ctx.arg::<u32>(2).ok_or(-1i64)?,
+        ret: 0,
+        _pad: 0,
+    };
+    DECODE_STASH.insert(current_tid(), ev, 0)?;
+    emit(ctx, &ev);
+    Ok(())
+}
+
+/// `engine_decode` return.
+#[uretprobe]
+pub fn engine_decode_ret(ctx: RetProbeContext) -> u32 {
+    let _ = try_decode_exit(&ctx);
+    0
+}
+
+fn try_decode_exit(ctx: &RetProbeContext) -> ProbeResult {
+    let tid = current_tid();
+    // SAFETY: the value is copied out before the entry is removed.
+    let Some(mut ev) = (unsafe { DECODE_STASH.get(tid) }).copied() else {
+        return Ok(());
+    };
+    DECODE_STASH.remove(tid)?;
+    ev.header = header(EventKind::Decode, EVENT_FLAG_EXIT);
+    ev.ret = ctx.ret::<i32>();
+    emit(ctx, &ev);
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! The command line: `record`, `probes`, `symbols`.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+
+use crate::{
+    config::{FileConfig, Overrides, TracerConfig},
+    probe_points,
+    record::{RecordRequest, TargetSpec, record},
+};
+
+/// eBPF-based tracer for LLM inference.
+#[derive(Parser, Debug)]
+#[command(name = "profinfer", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Record a trace of an engine run (`-- CMD ARGS...`) or of a running engine (`--pid`).
+    Record(RecordArgs),
+    /// List the probe points of an engine binary: first instruction and probe cost.
+    Probes {
+        /// The engine binary.
+        target: PathBuf,
+    },
+    /// List the engine probe symbols this version knows.
+    Symbols,
+}
+
+#[derive(Args, Debug)]
+struct RecordArgs {
+    /// Trace file to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// TOML configuration (see tracer.example.toml); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Attach to this running process instead of starting a command.
+    #[arg(long, conflicts_with = "command")]
+    pid: Option<u32>,
+    /// Probe levels to record, comma-separated: token,graph,op,phase,sched.
+    #[arg(long, value_delimiter = ',')]
+    levels: Option<Vec<String>>,
+    /// Parse operator structure (dtype, shape, strides, sources).
+    #[arg(long, overrides_with = "no_structure")]
+    structure: bool,
+    /// Do not parse operator structure.
+    #[arg(long)]
+    no_structure: bool,
+    /// Read performance counters in operator probes.
+    #[arg(long, overrides_with = "no_pmc")]
+    pmc: bool,
+    /// Do not read performance counters.
+    #[arg(long)]
+    no_pmc: bool,
+    /// Counters to read, comma-separated (default: hardware where available + software).
+    #[arg(long, value_delimiter = ',')]
+    counters: Option<Vec<String>>,
+    /// Output buffer: ring or perf.
+    #[arg(long)]
+    buffer: Option<String>,
+    /// Ring buffer size in bytes (power of two).
+    #[arg(long)]
+    ring_bytes: Option<u64>,
+    /// Perf buffer pages per CPU (power of two).
+    #[arg(long)]
+    perf_pages: Option<u32>,
+    /// Switch operator probes off below this many decode tokens/s (0 = never).
+    #[arg(long)]
+    qos_min_tps: Option<f64>,
+    /// Relative headroom above --qos-min-tps before operator probes come back.
+    #[arg(long)]
+    qos_hysteresis: Option<f64>,
+    /// Stop recording after this many seconds (the target keeps running).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// The command to start, after `--`.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+impl RecordArgs {
+    fn overrides(&self) -> Overrides {
+        let flag = |on: bool, off: bool| match (on, off) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        };
+        Overrides {
+            levels: self.levels.clone(),
+            structure: flag(self.structure, self.no_structure),
+            pmc: flag(self.pmc, self.no_pmc),
+            counters: self.counters.clone(),
+            buffer: self.buffer.clone(),
+            ring_bytes: self.ring_bytes,
+            perf_pages: self.perf_pages,
+            qos_min_tps: self.qos_min_tps,
+            qos_hysteresis: self.qos_hysteresis,
+            duration_secs: self.duration,
+        }
+    }
+}
+
+/// Runs the command line; errors are printed by `main` as one line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Symbols => {
+            for s in common::engine_abi::symbols::ALL {
+                println!("{s}");
+            }
+        }
+        Command::Probes { target } => {
+            let pts = probe_points::resolve(&target)?;
+            println!(
+                "{} (build-id {})",
+                pts.path.display(),
+                pts.build_id.as_deref().unwrap_or("none")
+            );
+            println!(
+                "{:<28} {:>10}  {:<28} {:<12} {:>6}  {}",
+                "symbol", "address", "first instruction", "entry cost", "attach", "attach cost"
+            );
+            for p in &pts.points {
+                println!(
+                    "{:<28} {:>#10x}  {:<28} {:<12} {:>+6}  {} ({})",
+                    p.symbol,
+                    p.address,
+                    p.first_insn,
+                    p.entry_cost.name(),
+                    p.attach_offset,
+                    p.attach_cost.name(),
+                    p.attach_insn
+                );
+            }
+        }
+        Command::Record(args) => {
+            let file = match &args.config {
+                Some(p) => FileConfig::load(p)?,
+                None => FileConfig::default(),
+            };
+            let config = TracerConfig::build(&file, &args.overrides())?;
+            let target = match (args.pid, args.command.is_empty()) {
+                (Some(pid), _) => TargetSpec::Pid(pid),
+                (None, false) => TargetSpec::Command(args.command.clone()),
+                (None, true) => anyhow::bail!("give a command after `--` or --pid PID"),
+            };
+            let summary = record(RecordRequest {
+                output: args.output.clone(),
+                config,
+                target,
+            })
+            .context("record failed")?;
+            eprintln!("{summary}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,448 @@
+//! Recording configuration: the TOML file (`tracer.example.toml` documents every key),
+//! command-line overrides, and the validated [`TracerConfig`] the recorder runs with.
+//!
+//! Low → high: [`FileConfig`] and [`Overrides`] stay close to what the user wrote and
+//! only parse; [`TracerConfig::build`] merges them (flags win) and validates.
+
+use std::{path::Path, time::Duration};
+
+use common::control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED, LEVEL_TOKEN};
+use serde::Deserialize;
+
+/// Smallest ring buffer accepted (one page).
+pub const MIN_RING_BYTES: u64 = 4096;
+/// Largest ring buffer accepted.
+pub const MAX_RING_BYTES: u64 = 1 << 30;
+/// Largest perf buffer per CPU, in pages.
+pub const MAX_PERF_PAGES: u32 = 1 << 16;
+/// Largest config file read.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Configuration errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config `{path}`")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is too large.
+    #[error("config `{path}` is larger than {MAX_CONFIG_BYTES} bytes")]
+    TooLarge {
+        /// The file.
+        path: String,
+    },
+    /// The TOML does not parse or has unknown keys.
+    #[error("invalid config `{path}`")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's error.
+        #[source]
+        source: toml::de::Error,
+    },
+    /// A value is out of range.
+    #[error("invalid setting {key} = {value}: {reason}")]
+    Invalid {
+        /// The key.
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+/// `[levels]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelsSection {
+    /// Token level.
+    pub token: Option<bool>,
+    /// Graph level.
+    pub graph: Option<bool>,
+    /// Operator level.
+    pub op: Option<bool>,
+    /// Phase level.
+    pub phase: Option<bool>,
+    /// Scheduler level.
+    pub sched: Option<bool>,
+}
+
+/// `[op]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpSection {
+    /// Parse the operator structure.
+    pub structure: Option<bool>,
+    /// Read counters at operator entry and exit.
+    pub pmc: Option<bool>,
+    /// Counter names; empty = hardware where available + software.
+    pub counters: Option<Vec<String>>,
+}
+
+/// `[buffer]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BufferSection {
+    /// `ring` or `perf`.
+    pub kind: Option<String>,
+    /// Ring buffer size in bytes (power of two).
+    pub ring_bytes: Option<u64>,
+    /// Perf buffer pages per CPU (power of two).
+    pub perf_pages: Option<u32>,
+}
+
+/// `[qos]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosSection {
+    /// Minimum decode tokens/s; 0 disables adaptive switching.
+    pub min_tps: Option<f64>,
+    /// Relative headroom above `min_tps` before probes come back.
+    pub hysteresis: Option<f64>,
+    /// Decode steps in the rate window.
+    pub window: Option<usize>,
+    /// Decode steps between switches.
+    pub hold: Option<usize>,
+}
+
+/// `[output]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSection {
+    /// Event bytes per trace chunk.
+    pub chunk_bytes: Option<usize>,
+}
+
+/// The TOML file as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Probe levels.
+    #[serde(default)]
+    pub levels: LevelsSection,
+    /// Operator details.
+    #[serde(default)]
+    pub op: OpSection,
+    /// Buffer settings.
+    #[serde(default)]
+    pub buffer: BufferSection,
+    /// QoS settings.
+    #[serde(default)]
+    pub qos: QosSection,
+    /// Trace output.
+    #[serde(default)]
+    pub output: OutputSection,
+}
+
+impl FileConfig {
+    /// Parses TOML text.
+    pub fn parse(path: &str, text: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })
+    }
+
+    /// Reads and parses a file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let name = path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|source| ConfigError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge { path: name });
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        FileConfig::parse(&name, &text)
+    }
+}
+
+/// Command-line overrides (None = not given).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--levels token,graph,...`.
+    pub levels: Option<Vec<String>>,
+    /// `--structure` / `--no-structure`.
+    pub structure: Option<bool>,
+    /// `--pmc` / `--no-pmc`.
+    pub pmc: Option<bool>,
+    /// `--counters a,b`.
+    pub counters: Option<Vec<String>>,
+    /// `--buffer ring|perf`.
+    pub buffer: Option<String>,
+    /// `--ring-bytes`.
+    pub ring_bytes: Option<u64>,
+    /// `--perf-pages`.
+    pub perf_pages: Option<u32>,
+    /// `--qos-min-tps`.
+    pub qos_min_tps: Option<f64>,
+    /// `--qos-hysteresis`.
+    pub qos_hysteresis: Option<f64>,
+    /// `--duration` seconds.
+    pub duration_secs: Option<f64>,
+}
+
+/// Buffer kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferKind {
+    /// BPF ring buffer shared by all CPUs.
+    Ring {
+        /// Size in bytes.
+        bytes: u32,
+    },
+    /// Per-CPU perf buffers.
+    Perf {
+        /// Pages per CPU.
+        pages: u32,
+    },
+}
+
+/// Validated settings of one recording.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TracerConfig {
+    /// `LEVEL_*` bits.
+    pub levels: u32,
+    /// Parse operator structure.
+    pub structure: bool,
+    /// Read counters in operator probes.
+    pub pmc: bool,
+    /// Counter names (empty = automatic).
+    pub counters: Vec<String>,
+    /// Output buffer.
+    pub buffer: BufferKind,
+    /// QoS (None = off).
+    pub qos: Option<crate::qos::QosSettings>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Event bytes per trace chunk.
+    pub chunk_bytes: usize,
+}
+
+fn level_bit(name: &str) -> Option<u32> {
+    Some(match name {
+        "token" => LEVEL_TOKEN,
+        "graph" => LEVEL_GRAPH,
+        "op" => LEVEL_OP,
+        "phase" => LEVEL_PHASE,
+        "sched" => LEVEL_SCHED,
+        _ => return None,
+    })
+}
+
+impl TracerConfig {
+    /// Merges file and flags (flags win) and validates.
+    pub fn build(file: &FileConfig, cli: &Overrides) -> Result<TracerConfig, ConfigError> {
+        let levels = if let Some(names) = &cli.levels {
+            let mut bits = 0;
+            for n in names {
+                bits |= level_bit(n.trim()).ok_or_else(|| ConfigError::Invalid {
+                    key: "levels",
+                    value: n.clone(),
+                    reason: "expected token, graph, op, phase or sched",
+                })?;
+            }
+            bits
+        } else {
+            let l = &file.levels;
+            [
+                (l.token, LEVEL_TOKEN),
+                (l.graph, LEVEL_GRAPH),
+                (l.op, LEVEL_OP),
+                (l.phase, LEVEL_PHASE),
+                (l.sched, LEVEL_SCHED),
+            ]
+            .into_iter()
+            .filter(|(on, _)| on.unwrap_or(true))
+            .fold(0, |acc, (_, b)| acc | b)
+        };
+        let kind = cli
+            .buffer
+            .clone()
+            .or_else(|| file.buffer.kind.clone())
+            .unwrap_or_else(|| "ring".into());
+        let buffer = match kind.as_str() {
+            "ring" => {
+                let bytes = cli.ring_bytes.or(file.buffer.ring_bytes).unwrap_or(8 << 20);
+                if !(MIN_RING_BYTES..=MAX_RING_BYTES).contains(&bytes) || !bytes.is_power_of_two() {
+                    return Err(ConfigError::Invalid {
+                        key: "buffer.ring_bytes",
+                        value: bytes.to_string(),
+                        reason: "must be a power of two between 4 KiB and 1 GiB",
+                    });
+                }
+                BufferKind::Ring {
+                    bytes: bytes as u32,
+                }
+            }
+            "perf" => {
+                let pages = cli.perf_pages.or(file.buffer.perf_pages).unwrap_or(256);
+                if pages == 0 || pages > MAX_PERF_PAGES || !pages.is_power_of_two() {
+                    return Err(ConfigError::Invalid {
+                        key: "buffer.perf_pages",
+                        value: pages.to_string(),
+                        reason: "must be a power of two between 1 and 65536",
+                    });
+                }
+                BufferKind::Perf { pages }
+            }
+            _ => {
+                return Err(ConfigError::Invalid {
+                    key: "buffer.kind",
+                    value: kind,
+                    reason: "expected ring or perf",
+                });
+            }
+        };
+        let min_tps = cli.qos_min_tps.or(file.qos.min_tps).unwrap_or(0.0);
+        if !(min_tps >= 0.0 && min_tps.is_finite()) {
+            return Err(ConfigError::Invalid {
+                key: "qos.min_tps",
+                value: min_tps.to_string(),
+                reason: "must be a finite number ≥ 0",
+            });
+        }
+        let hysteresis = cli.qos_hysteresis.or(file.qos.hysteresis).unwrap_or(0.25);
+        if !(0.0..=10.0).contains(&hysteresis) {
+            return Err(ConfigError::Invalid {
+                key: "qos.hysteresis",
+                value: hysteresis.to_string(),
+                reason: "must be between 0 and 10",
+            });
+        }
+        let window = file.qos.window.unwrap_or(4);
+        if !(2..=1024).contains(&window) {
+            return Err(ConfigError::Invalid {
+                key: "qos.window",
+                value: window.to_string(),
+                reason: "must be between 2 and 1024",
+            });
+        }
+        let qos = (min_tps > 0.0).then(|| crate::qos::QosSettings {
+            min_tps,
+            hysteresis,
+            window,
+            hold: file.qos.hold.unwrap_or(window).min(1 << 20),
+        });
+        let duration = match cli.duration_secs {
+            Some(s) if !(s > 0.0 && s.is_finite()) => {
+                return Err(ConfigError::Invalid {
+                    key: "duration",
+                    value: s.to_string(),
+                    reason: "must be a positive number of seconds",
+                });
+            }
+            Some(s) => Some(Duration::from_secs_f64(s)),
+            None => None,
+        };
+        let chunk_bytes = file
+            .output
+            .chunk_bytes
+            .unwrap_or(trace_format::DEFAULT_CHUNK_BYTES);
+        if !(1024..=(16 << 20)).contains(&chunk_bytes) {
+            return Err(ConfigError::Invalid {
+                key: "output.chunk_bytes",
+                value: chunk_bytes.to_string(),
+                reason: "must be between 1 KiB and 16 MiB",
+            });
+        }
+        Ok(TracerConfig {
+            levels,
+            structure: cli.structure.or(file.op.structure).unwrap_or(true),
+            pmc: cli.pmc.or(file.op.pmc).unwrap_or(true),
+            counters: cli
+                .counters
+                .clone()
+                .or_else(|| file.op.counters.clone())
+                .unwrap_or_default(),
+            buffer,
+            qos,
+            duration,
+            chunk_bytes,
+        })
+    }
+
+    /// Settings as strings for the trace header.
+    pub fn settings(&self) -> std::collections::BTreeMap<String, String> {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("levels".into(), format!("{:#x}", self.levels));
+        m.insert("structure".into(), self.structure.to_string());
+        m.insert("pmc".into(), self.pmc.to_string());
+        m.insert("buffer".into(), format!("{:?}", self.buffer));
+        m.insert(
+            "qos".into(),
+            self.qos.as_ref().map_or("off".into(), |q| format!("{q:?}")),
+        );
+        m.insert("chunk_bytes".into(), self.chunk_bytes.to_string());
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::control::LEVEL_ALL;
+
+    #[test]
+    fn defaults_enable_everything_with_a_ring_buffer() {
+        let c = TracerConfig::build(&FileConfig::default(), &Overrides::default()).expect("valid");
+        assert_eq!(c.levels, LEVEL_ALL);
+        assert!(c.structure && c.pmc && c.qos.is_none());
+        assert_eq!(c.buffer, BufferKind::Ring { bytes: 8 << 20 });
+    }
+
+    #[test]
+    fn flags_override_file() {
+        let file = FileConfig::parse(
+            "t",
+            "[levels]\nop = false\n[buffer]\nkind = \"perf\"\nperf_pages = 8\n[qos]\nmin_tps = 5.0\n",
+        )
+        .expect("parses");
+        let c = TracerConfig::build(&file, &Overrides::default()).expect("valid");
+        assert_eq!(c.levels & LEVEL_OP, 0);
+        assert_eq!(c.buffer, BufferKind::Perf { pages: 8 });
+        assert_eq!(c.qos.as_ref().map(|q| q.min_tps), Some(5.0));
+        let cli = Overrides {
+            levels: Some(vec!["token".into(), "op".into()]),
+            buffer: Some("ring".into()),
+            ring_bytes: Some(1 << 16),
+            qos_min_tps: Some(0.0),
+            ..Overrides::default()
+        };
+        let c = TracerConfig::build(&file, &cli).expect("valid");
+        assert_eq!(c.levels, LEVEL_TOKEN | LEVEL_OP);
+        assert_eq!(c.buffer, BufferKind::Ring { bytes: 1 << 16 });
+        assert!(c.qos.is_none());
+    }
+
+    #[test]
+    fn bad_values_and_unknown_keys_are_refused() {
+        assert!(FileConfig::parse("t", "[levels]\nbogus = true\n").is_err());
+        let bad = Overrides {
+            ring_bytes: Some(5000),
+            ..Overrides::default()
+        };
+        assert!(TracerConfig::build(&FileConfig::default(), &bad).is_err());
+        let bad = Overrides {
+            levels: Some(vec!["tokens".into()]),
+            ..Overrides::default()
+        };
+        assert!(TracerConfig::build(&FileConfig::default(), &bad).is_err());
+    }
+
+    #[test]
+    fn example_config_in_repo_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tracer.example.toml");
+        let file = FileConfig::load(&path).expect("example parses");
+        TracerConfig::build(&file, &Overrides::default()).expect("example is valid");
+    }
+}

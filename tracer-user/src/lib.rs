@@ -1,0 +1,18 @@
+//! The profinfer tracer: loads the eBPF probes, attaches them to an engine process,
+//! collects events into a trace file (`trace-format`), and adapts probe levels to the
+//! target's decode speed (QoS). `main.rs` is a thin CLI over [`cli::run`].
+
+/// The compiled eBPF object (built by `build.rs`).
+pub static EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
+
+pub mod cli;
+pub mod config;
+pub mod drain;
+pub mod load;
+pub mod pmc;
+pub mod privileges;
+pub mod probe_points;
+pub mod qos;
+pub mod record;
+pub mod target;

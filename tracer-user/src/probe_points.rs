@@ -1,0 +1,275 @@
+//! Probe points of a target binary: where each engine probe symbol is, what its first
+//! instruction is, how expensive a uprobe there will be, and where to attach to avoid
+//! single-stepping (`shared/reference.md`: a nop or push is emulated for ~0.35-0.7 µs, any
+//! other first instruction is single-stepped for ~6 µs).
+
+use std::path::{Path, PathBuf};
+
+use common::engine_abi::symbols;
+use iced_x86::{Code, Decoder, DecoderOptions, Formatter, IntelFormatter, Mnemonic};
+use object::{Object, ObjectSection, ObjectSymbol};
+
+/// Largest executable this tool will read (untrusted input limit).
+pub const MAX_BINARY_BYTES: u64 = 2 << 30;
+/// Bytes decoded at a probe point.
+const DECODE_WINDOW: usize = 32;
+
+/// Why probe points could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbePointError {
+    /// The binary could not be read.
+    #[error("cannot read target binary `{path}`")]
+    Read {
+        /// The binary.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The binary is too large.
+    #[error("target binary `{path}` is larger than {MAX_BINARY_BYTES} bytes")]
+    TooLarge {
+        /// The binary.
+        path: PathBuf,
+    },
+    /// The file is not an ELF object this tool understands.
+    #[error("target `{path}` is not a readable ELF executable")]
+    NotElf {
+        /// The binary.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: object::Error,
+    },
+    /// None of the engine's probe symbols are exported.
+    #[error(
+        "target binary `{path}` has no engine probe symbols (engine_decode, engine_op_compute, ...): is it the profinfer engine?"
+    )]
+    NoProbeSymbols {
+        /// The binary.
+        path: PathBuf,
+    },
+}
+
+/// How expensive a uprobe at an instruction is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CostClass {
+    /// A nop: the kernel skips it (~0.35 µs per hit).
+    Nop,
+    /// `push` and friends: emulated by the kernel (~0.7 µs).
+    Emulated,
+    /// Anything else: single-stepped out of line (~6 µs).
+    SingleStep,
+}
+
+impl CostClass {
+    /// Short name as written in traces and listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            CostClass::Nop => "nop",
+            CostClass::Emulated => "emulated",
+            CostClass::SingleStep => "single-step",
+        }
+    }
+}
+
+/// One resolved probe point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbePoint {
+    /// Symbol name.
+    pub symbol: String,
+    /// Virtual address of the symbol.
+    pub address: u64,
+    /// First instruction at the symbol.
+    pub first_insn: String,
+    /// Cost class of probing the symbol's first instruction.
+    pub entry_cost: CostClass,
+    /// Offset from the symbol to attach at (0, or past an `endbr64`).
+    pub attach_offset: u64,
+    /// Instruction at the attach point.
+    pub attach_insn: String,
+    /// Cost class at the attach point.
+    pub attach_cost: CostClass,
+}
+
+/// The resolved probe points of one binary.
+#[derive(Clone, Debug)]
+pub struct ProbePoints {
+    /// The binary.
+    pub path: PathBuf,
+    /// GNU build-id (hex), if present.
+    pub build_id: Option<String>,
+    /// The engine probe symbols found, in `symbols::ALL` order.
+    pub points: Vec<ProbePoint>,
+}
+
+impl ProbePoints {
+    /// The point for `symbol`, if resolved.
+    pub fn get(&self, symbol: &str) -> Option<&ProbePoint> {
+        self.points.iter().find(|p| p.symbol == symbol)
+    }
+}
+
+/// Classifies one decoded x86-64 instruction.
+fn classify(insn: &iced_x86::Instruction) -> CostClass {
+    match insn.mnemonic() {
+        Mnemonic::Nop => CostClass::Nop,
+        Mnemonic::Push => CostClass::Emulated,
+        _ => CostClass::SingleStep,
+    }
+}
+
+/// Decodes the instruction at `bytes[0..]` (address `ip`): text, cost class, length.
+fn decode_one(bytes: &[u8], ip: u64) -> (String, CostClass, usize, Code) {
+    let mut decoder = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
+    let insn = decoder.decode();
+    if insn.is_invalid() {
+        return ("(invalid)".into(), CostClass::SingleStep, 0, insn.code());
+    }
+    let mut text = String::new();
+    IntelFormatter::new().format(&insn, &mut text);
+    (text, classify(&insn), insn.len(), insn.code())
+}
+
+/// Resolves the probe points of the ELF file at `path`.
+pub fn resolve(path: &Path) -> Result<ProbePoints, ProbePointError> {
+    let read = |source| ProbePointError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(read)?.len();
+    if len > MAX_BINARY_BYTES {
+        return Err(ProbePointError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    let data = std::fs::read(path).map_err(read)?;
+    resolve_bytes(path, &data)
+}
+
+/// Resolves probe points from an ELF image already in memory.
+pub fn resolve_bytes(path: &Path, data: &[u8]) -> Result<ProbePoints, ProbePointError> {
+    let file = object::File::parse(data).map_err(|source| ProbePointError::NotElf {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let build_id = file
+        .build_id()
+        .ok()
+        .flatten()
+        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
+    let mut points = Vec::new();
+    for name in symbols::ALL {
+        let sym = file
+            .dynamic_symbols()
+            .chain(file.symbols())
+            .find(|s| s.name() == Ok(name) && s.is_definition());
+        let Some(sym) = sym else { continue };
+        let address = sym.address();
+        let bytes = sym
+            .section_index()
+            .and_then(|i| file.section_by_index(i).ok())
+            .and_then(|sec| {
+                let data = sec.data().ok()?;
+                let start = usize::try_from(address.checked_sub(sec.address())?).ok()?;
+                let end = (start + DECODE_WINDOW).min(data.len());
+                data.get(start..end).map(<[u8]>::to_vec)
+            })
+            .unwrap_or_default();
+        let (first_insn, entry_cost, first_len, code) = decode_one(&bytes, address);
+        // Past an endbr64 (single-stepped), the next instruction may be cheap.
+        let (attach_offset, attach_insn, attach_cost) =
+            if matches!(code, Code::Endbr64) && first_len > 0 && first_len < bytes.len() {
+                let (text, cost, _, _) =
+                    decode_one(&bytes[first_len..], address + first_len as u64);
+                if cost == CostClass::SingleStep {
+                    (0, first_insn.clone(), entry_cost)
+                } else {
+                    (first_len as u64, text, cost)
+                }
+            } else {
+                (0, first_insn.clone(), entry_cost)
+            };
+        points.push(ProbePoint {
+            symbol: name.to_owned(),
+            address,
+            first_insn,
+            entry_cost,
+            attach_offset,
+            attach_insn,
+            attach_cost,
+        });
+    }
+    if points.is_empty() {
+        return Err(ProbePointError::NoProbeSymbols {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(ProbePoints {
+        path: path.to_path_buf(),
+        build_id,
+        points,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object::write::{Object as WObject, StandardSection, Symbol, SymbolSection};
+    use object::{Architecture, BinaryFormat, Endianness, SymbolFlags, SymbolKind, SymbolScope};
+
+    /// An ELF with the given functions (name, machine code) in `.text`.
+    fn elf(funcs: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut obj = WObject::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
+        let text = obj.section_id(StandardSection::Text);
+        for (name, code) in funcs {
+            let off = obj.append_section_data(text, code, 16);
+            obj.add_symbol(Symbol {
+                name: name.as_bytes().to_vec(),
+                value: off,
+                size: code.len() as u64,
+                kind: SymbolKind::Text,
+                scope: SymbolScope::Dynamic,
+                weak: false,
+                section: SymbolSection::Section(text),
+                flags: SymbolFlags::None,
+            });
+        }
+        obj.write().expect("write elf")
+    }
+
+    #[test]
+    fn classifies_nop_push_endbr_and_single_step() {
+        let nop5: &[u8] = &[0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3];
+        let endbr_push: &[u8] = &[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0xc3]; // endbr64; push rbp
+        let endbr_lea: &[u8] = &[0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x8d, 0x05, 0, 0, 0, 0, 0xc3];
+        let push: &[u8] = &[0x55, 0xc3];
+        let data = elf(&[
+            ("engine_decode", nop5),
+            ("engine_graph_compute", endbr_push),
+            ("engine_op_compute", endbr_lea),
+            ("engine_phase_embed", push),
+        ]);
+        let pts = resolve_bytes(Path::new("t"), &data).expect("resolves");
+        let p = pts.get("engine_decode").expect("decode");
+        assert_eq!((p.entry_cost, p.attach_offset), (CostClass::Nop, 0));
+        let p = pts.get("engine_graph_compute").expect("graph");
+        assert_eq!(p.entry_cost, CostClass::SingleStep);
+        assert_eq!((p.attach_offset, p.attach_cost), (4, CostClass::Emulated));
+        assert!(p.first_insn.contains("endbr64"), "{}", p.first_insn);
+        let p = pts.get("engine_op_compute").expect("op");
+        assert_eq!((p.attach_offset, p.attach_cost), (0, CostClass::SingleStep));
+        let p = pts.get("engine_phase_embed").expect("embed");
+        assert_eq!(p.entry_cost, CostClass::Emulated);
+        assert!(pts.get("engine_phase_sample").is_none());
+    }
+
+    #[test]
+    fn binary_without_symbols_is_refused() {
+        let data = elf(&[("main", &[0xc3])]);
+        assert!(matches!(
+            resolve_bytes(Path::new("t"), &data),
+            Err(ProbePointError::NoProbeSymbols { .. })
+        ));
+    }
+}

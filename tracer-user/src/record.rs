@@ -1,0 +1,481 @@
+//! `profinfer record`: start or attach to the target, attach the probes, collect every
+//! event into a trace file, adapt levels to the decode rate, and account for every loss.
+
+use std::{
+    os::fd::{AsFd, OwnedFd},
+    path::PathBuf,
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail};
+use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerfEventArray, RingBuf};
+use common::{
+    control::{
+        CONTROL_INDEX, DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF, OUTPUT_RING_BUF,
+        STAT_LOST, STAT_PRODUCED, TracerControl,
+    },
+    event::{EVENT_FLAG_EXIT, EventHeader, EventKind, LossEvent, PmcOpenEvent, QosSwitchEvent},
+};
+use tokio::io::unix::AsyncFd;
+use trace_format::{TargetInfo, TraceFooter, TraceHeader, TraceWriter, event_kind_table};
+
+use crate::{
+    config::{BufferKind, TracerConfig},
+    drain::EventSource,
+    pmc::PmcSet,
+    privileges, probe_points,
+    qos::{QosController, QosDecision},
+    target::{self, HeldChild},
+};
+
+/// What to trace.
+#[derive(Clone, Debug)]
+pub enum TargetSpec {
+    /// Start this command (argv) with the probes attached before it runs.
+    Command(Vec<String>),
+    /// Attach to this running process.
+    Pid(u32),
+}
+
+/// One recording request.
+#[derive(Clone, Debug)]
+pub struct RecordRequest {
+    /// Trace file to write.
+    pub output: PathBuf,
+    /// Validated settings.
+    pub config: TracerConfig,
+    /// The target.
+    pub target: TargetSpec,
+}
+
+/// Totals of a finished recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordSummary {
+    /// The trace file.
+    pub output: PathBuf,
+    /// Target pid.
+    pub pid: u32,
+    /// Records the probes tried to emit.
+    pub produced: u64,
+    /// Probe records written.
+    pub written: u64,
+    /// Records lost (buffer full).
+    pub lost: u64,
+    /// Lost per CPU.
+    pub lost_per_cpu: Vec<u64>,
+    /// QoS switches made.
+    pub qos_switches: u32,
+    /// Why recording ended.
+    pub end_reason: String,
+}
+
+impl std::fmt::Display for RecordSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "profinfer: {}: {} events produced, {} written, {} lost",
+            self.output.display(),
+            self.produced,
+            self.written,
+            self.lost
+        )?;
+        if self.lost > 0 {
+            write!(f, " (per CPU: {:?})", self.lost_per_cpu)?;
+        }
+        if self.qos_switches > 0 {
+            write!(f, "; {} QoS switches", self.qos_switches)?;
+        }
+        write!(f, "; {}", self.end_reason)
+    }
+}
+
+/// `CLOCK_MONOTONIC` and `CLOCK_REALTIME` now, ns.
+fn clocks() -> (u64, i64) {
+    let mut mono = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut real = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointers.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut mono);
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut real);
+    }
+    let m = mono.tv_sec as u64 * 1_000_000_000 + mono.tv_nsec as u64;
+    let r = real.tv_sec * 1_000_000_000 + real.tv_nsec;
+    (m, r)
+}
+
+fn collector_header(kind: EventKind, pid: u32, tid: u32, cpu: u32) -> EventHeader {
+    EventHeader {
+        kind: kind as u32,
+        flags: 0,
+        ts_ns: clocks().0,
+        pid,
+        tid,
+        cpu,
+        _pad: 0,
+    }
+}
+
+fn uname() -> (String, String) {
+    // SAFETY: `utsname` is plain data; `uname` fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::uname(&mut u) };
+    let s = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    (s(&u.nodename), s(&u.release))
+}
+
+/// Records until the target exits, Ctrl-C, or the configured duration.
+pub fn record(req: RecordRequest) -> anyhow::Result<RecordSummary> {
+    privileges::check_capabilities()?;
+    privileges::ensure_tracefs()?;
+    let (exe, args, mut held, pid) = match &req.target {
+        TargetSpec::Command(argv) => {
+            let cmd = argv.first().context("no command given after --")?;
+            let exe = target::which(cmd).ok_or_else(|| target::TargetError::NotFound {
+                command: cmd.clone(),
+            })?;
+            let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+            // Refuse a binary without probe symbols before starting anything.
+            probe_points::resolve(&exe)?;
+            let child = HeldChild::spawn(argv)?;
+            let pid = child.pid();
+            (exe, argv.clone(), Some(child), pid)
+        }
+        TargetSpec::Pid(pid) => {
+            target::check_pid(*pid)?;
+            (target::exe_of(*pid)?, Vec::new(), None, *pid)
+        }
+    };
+    let result = record_inner(&req, exe, args, held.as_mut(), pid);
+    if result.is_err()
+        && let Some(child) = held.as_mut()
+    {
+        child.abort();
+    }
+    result
+}
+
+fn record_inner(
+    req: &RecordRequest,
+    exe: PathBuf,
+    args: Vec<String>,
+    held: Option<&mut HeldChild>,
+    pid: u32,
+) -> anyhow::Result<RecordSummary> {
+    let cfg = &req.config;
+    let points = probe_points::resolve(&exe)?;
+    let mut ebpf = crate::load::load(cfg.buffer)?;
+    let mut pmcs = if cfg.pmc && cfg.levels & LEVEL_OP != 0 {
+        PmcSet::choose(&cfg.counters)?
+    } else {
+        PmcSet::none()
+    };
+    for note in pmcs.notes() {
+        eprintln!("profinfer: {note}");
+    }
+    let fork_parent =
+        privileges::tracepoint_field_offset("sched", "sched_process_fork", "parent_pid")
+            .context("cannot read sched_process_fork's format from tracefs")?;
+    let fork_child =
+        privileges::tracepoint_field_offset("sched", "sched_process_fork", "child_pid")
+            .context("cannot read sched_process_fork's format from tracefs")?;
+    let mut op_detail = 0;
+    if cfg.structure {
+        op_detail |= DETAIL_STRUCTURE;
+    }
+    if !pmcs.is_empty() {
+        op_detail |= DETAIL_PMC;
+    }
+    let mut control = TracerControl {
+        target_tgid: pid,
+        levels: cfg.levels,
+        op_detail,
+        n_pmc: pmcs.len() as u32,
+        output: match cfg.buffer {
+            BufferKind::Ring { .. } => OUTPUT_RING_BUF,
+            BufferKind::Perf { .. } => OUTPUT_PERF_BUF,
+        },
+        fork_parent_pid_offset: fork_parent,
+        fork_child_pid_offset: fork_child,
+        _pad: 0,
+    };
+
+    // Thread set and counters of the threads that exist now.
+    let tids = if held.is_some() {
+        vec![pid]
+    } else {
+        target::threads_of(pid)
+    };
+    {
+        let mut set: BpfHashMap<_, u32, u32> =
+            BpfHashMap::try_from(ebpf.map_mut("TIDS").context("TIDS map missing")?)?;
+        for &t in &tids {
+            set.insert(t, 1, 0)?;
+        }
+    }
+    let counters_fd: OwnedFd = match ebpf.map("COUNTERS").context("COUNTERS map missing")? {
+        Map::PerfEventArray(data) => data.fd().as_fd().try_clone_to_owned()?,
+        _ => bail!("COUNTERS is not a perf event array"),
+    };
+    let mut pmc_events = Vec::new();
+    let open_pmcs = |pmcs: &mut PmcSet,
+                     ebpf: &mut aya::Ebpf,
+                     tid: u32,
+                     out: &mut Vec<PmcOpenEvent>|
+     -> anyhow::Result<()> {
+        if let Some((slot, mask)) = pmcs.open_thread(tid, counters_fd.as_fd())? {
+            let mut slots: BpfHashMap<_, u32, u32> =
+                BpfHashMap::try_from(ebpf.map_mut("PMC_SLOTS").context("PMC_SLOTS map missing")?)?;
+            slots.insert(tid, slot, 0)?;
+            out.push(PmcOpenEvent {
+                header: collector_header(EventKind::PmcOpen, pid, tid, u32::MAX),
+                slot,
+                opened_mask: mask,
+            });
+        }
+        Ok(())
+    };
+    for &t in &tids {
+        open_pmcs(&mut pmcs, &mut ebpf, t, &mut pmc_events)?;
+    }
+
+    let probes = crate::load::attach(&mut ebpf, &exe, &points, cfg.levels)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let _rt_guard = rt.enter();
+    let mut source = match cfg.buffer {
+        BufferKind::Ring { .. } => EventSource::ring(RingBuf::try_from(
+            ebpf.take_map("EVENTS").context("EVENTS map missing")?,
+        )?),
+        BufferKind::Perf { pages } => EventSource::perf(
+            PerfEventArray::try_from(
+                ebpf.take_map("PERF_EVENTS")
+                    .context("PERF_EVENTS map missing")?,
+            )?,
+            pages,
+        ),
+    }?;
+    let mut control_map: Array<MapData, TracerControl> =
+        Array::try_from(ebpf.take_map("CONTROL").context("CONTROL map missing")?)?;
+    let stats: PerCpuArray<MapData, u64> =
+        PerCpuArray::try_from(ebpf.take_map("STATS").context("STATS map missing")?)?;
+
+    let (host, kernel) = uname();
+    let (mono, real) = clocks();
+    let header = TraceHeader {
+        format_version: trace_format::FORMAT_VERSION,
+        clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns)".into(),
+        monotonic_to_wall_offset_ns: real - mono as i64,
+        host,
+        kernel,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        target: TargetInfo {
+            path: exe.display().to_string(),
+            build_id: points.build_id.clone(),
+            pid,
+            args,
+        },
+        probes,
+        counters: pmcs.infos(),
+        counter_notes: pmcs.notes().to_vec(),
+        event_kinds: event_kind_table(),
+        settings: cfg.settings(),
+        strings: Vec::new(),
+    };
+    let mut writer = TraceWriter::create(&req.output, &header)?;
+    writer.set_chunk_bytes(cfg.chunk_bytes);
+    for ev in &pmc_events {
+        writer.push(ev)?;
+    }
+    let mut collector_events = pmc_events.len() as u64;
+    pmc_events.clear();
+
+    control_map.set(CONTROL_INDEX, control, 0)?;
+    let pidfd = target::pidfd_open(pid)?;
+    let is_child = held.is_some();
+    if let Some(child) = held {
+        child.release()?;
+    }
+
+    let mut qos = cfg.qos.clone().map(QosController::new);
+    let mut qos_switches = 0u32;
+    let mut written = 0u64;
+    let mut write_error: Option<trace_format::TraceError> = None;
+    let duration = cfg.duration;
+    let end_reason = rt.block_on(async {
+        // SAFETY: the pidfd is owned by the `AsyncFd` and stays open until it is dropped.
+        let pid_ready = unsafe { AsyncFd::register(pidfd) }
+            .map_err(std::io::Error::from)
+            .context("watching the target")?;
+        let deadline = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        let reason = loop {
+            let mut new_tids = Vec::new();
+            let mut decode_steps = Vec::new();
+            source.drain(|bytes| {
+                let Some(kind_word) = bytes.get(..4) else {
+                    return;
+                };
+                let kind =
+                    u32::from_le_bytes([kind_word[0], kind_word[1], kind_word[2], kind_word[3]]);
+                let size = EventKind::from_u32(kind).map_or(bytes.len(), |k| k.record_size());
+                let Some(record) = bytes.get(..size) else {
+                    return;
+                };
+                if let Err(e) = writer.push_raw(record) {
+                    write_error.get_or_insert(e);
+                }
+                written += 1;
+                let word = |o: usize| {
+                    u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]])
+                };
+                if kind == EventKind::TaskNew as u32 {
+                    new_tids.push(word(36));
+                } else if kind == EventKind::Decode as u32
+                    && word(4) & EVENT_FLAG_EXIT != 0
+                    && word(32) == 1
+                {
+                    let ts = u64::from(word(8)) | (u64::from(word(12)) << 32);
+                    decode_steps.push(ts);
+                }
+            });
+            for tid in new_tids {
+                open_pmcs(&mut pmcs, &mut ebpf, tid, &mut pmc_events)?;
+            }
+            for ev in pmc_events.drain(..) {
+                writer.push(&ev)?;
+                collector_events += 1;
+            }
+            if let Some(q) = qos.as_mut() {
+                for ts in decode_steps {
+                    let decision = q.on_decode_step(ts);
+                    let (tps, on) = match decision {
+                        QosDecision::Keep => continue,
+                        QosDecision::SwitchOff { tps } => (tps, false),
+                        QosDecision::SwitchOn { tps } => (tps, true),
+                    };
+                    let before = control.levels;
+                    if on {
+                        control.levels |= cfg.levels & LEVEL_OP;
+                    } else {
+                        control.levels &= !LEVEL_OP;
+                    }
+                    control_map.set(CONTROL_INDEX, control, 0)?;
+                    qos_switches += 1;
+                    eprintln!(
+                        "profinfer: QoS: {:.1} tokens/s {} {:.1}: operator probes {}",
+                        tps,
+                        if on { "above" } else { "below" },
+                        q_min(cfg),
+                        if on { "on" } else { "off" }
+                    );
+                    writer.push(&QosSwitchEvent {
+                        header: collector_header(EventKind::QosSwitch, pid, 0, u32::MAX),
+                        levels_before: before,
+                        levels_after: control.levels,
+                        tps_milli: (tps * 1000.0) as u64,
+                        min_tps_milli: (q_min(cfg) * 1000.0) as u64,
+                    })?;
+                    collector_events += 1;
+                }
+            }
+            if let Some(e) = write_error.take() {
+                return Err(anyhow::Error::new(e).context("writing the trace failed"));
+            }
+            tokio::select! {
+                _ = source.readable() => {}
+                _ = tick.tick() => {
+                    writer.flush_chunk()?;
+                }
+                r = pid_ready.readable() => {
+                    if let Ok(mut g) = r { g.clear_ready(); }
+                    let how = if is_child { target::reap(pid) } else { None };
+                    break how.unwrap_or_else(|| "target exited".to_owned());
+                }
+                _ = &mut ctrl_c => break "interrupted (Ctrl-C); target left running".to_owned(),
+                _ = &mut deadline => break "duration elapsed; target left running".to_owned(),
+            }
+        };
+        // Stop producing, let in-flight programs finish, then drain what is left.
+        control.target_tgid = 0;
+        control_map.set(CONTROL_INDEX, control, 0)?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        anyhow::Ok(reason)
+    })?;
+    source.drain(|bytes| {
+        let kind = bytes
+            .get(..4)
+            .map_or(0, |k| u32::from_le_bytes([k[0], k[1], k[2], k[3]]));
+        let size = EventKind::from_u32(kind).map_or(bytes.len(), |k| k.record_size());
+        if let Some(record) = bytes.get(..size) {
+            if let Err(e) = writer.push_raw(record) {
+                write_error.get_or_insert(e);
+            }
+            written += 1;
+        }
+    });
+    if let Some(e) = write_error {
+        return Err(anyhow::Error::new(e).context("writing the trace failed"));
+    }
+    let produced_per_cpu: Vec<u64> = stats.get(&STAT_PRODUCED, 0)?.iter().copied().collect();
+    let lost_per_cpu: Vec<u64> = stats.get(&STAT_LOST, 0)?.iter().copied().collect();
+    for (cpu, &lost) in lost_per_cpu.iter().enumerate() {
+        if lost > 0 {
+            writer.push(&LossEvent {
+                header: collector_header(EventKind::Loss, pid, 0, cpu as u32),
+                lost,
+            })?;
+            collector_events += 1;
+        }
+    }
+    let produced: u64 = produced_per_cpu.iter().sum();
+    let lost: u64 = lost_per_cpu.iter().sum();
+    writer.finish(&TraceFooter {
+        events_produced: produced,
+        events_written: written,
+        events_lost: lost,
+        produced_per_cpu,
+        lost_per_cpu: lost_per_cpu.clone(),
+        collector_events,
+        end_reason: end_reason.clone(),
+        end_ts_ns: clocks().0,
+    })?;
+    drop(ebpf);
+    Ok(RecordSummary {
+        output: req.output.clone(),
+        pid,
+        produced,
+        written,
+        lost,
+        lost_per_cpu,
+        qos_switches,
+        end_reason,
+    })
+}
+
+fn q_min(cfg: &TracerConfig) -> f64 {
+    cfg.qos.as_ref().map_or(0.0, |q| q.min_tps)
+}

@@ -1,0 +1,249 @@
+//! The traced process: started by us and held before its first instruction until the
+//! probes are attached, or an already running process.
+//!
+//! A started target is put in its own process group, so Ctrl-C in the terminal reaches
+//! only the tracer (which then stops recording while the target keeps running). It has no
+//! parent-death signal: if the tracer dies, the target runs on.
+
+use std::{
+    ffi::CString,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    path::{Path, PathBuf},
+};
+
+/// Why the target could not be started or found.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The command was not found in `PATH`.
+    #[error("command `{command}` not found")]
+    NotFound {
+        /// The command.
+        command: String,
+    },
+    /// An argument contains a NUL byte.
+    #[error("argument {index} contains a NUL byte")]
+    NulInArgument {
+        /// Its index.
+        index: usize,
+    },
+    /// The process does not exist.
+    #[error("no process with pid {pid}")]
+    NoSuchProcess {
+        /// The pid.
+        pid: u32,
+    },
+    /// A system call failed.
+    #[error("{call} failed")]
+    Sys {
+        /// The call.
+        call: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The child could not `exec` the command.
+    #[error("cannot execute `{command}`")]
+    Exec {
+        /// The command.
+        command: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn sys(call: &'static str) -> TargetError {
+    TargetError::Sys {
+        call,
+        source: std::io::Error::last_os_error(),
+    }
+}
+
+/// Finds `command` like `execvp` would.
+pub fn which(command: &str) -> Option<PathBuf> {
+    if command.contains('/') {
+        let p = PathBuf::from(command);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(command))
+        .find(|p| p.is_file())
+}
+
+/// A child forked and blocked before `exec`; [`HeldChild::release`] lets it run.
+#[derive(Debug)]
+pub struct HeldChild {
+    pid: u32,
+    go: Option<OwnedFd>,
+    exec_err: OwnedFd,
+    command: String,
+}
+
+impl HeldChild {
+    /// Forks a child that waits for [`HeldChild::release`], then execs `argv`.
+    pub fn spawn(argv: &[String]) -> Result<HeldChild, TargetError> {
+        let command = argv.first().cloned().unwrap_or_default();
+        let exe = which(&command).ok_or_else(|| TargetError::NotFound {
+            command: command.clone(),
+        })?;
+        let exe_c = CString::new(exe.as_os_str().as_encoded_bytes())
+            .map_err(|_| TargetError::NulInArgument { index: 0 })?;
+        let args: Vec<CString> = argv
+            .iter()
+            .enumerate()
+            .map(|(index, a)| {
+                CString::new(a.as_bytes()).map_err(|_| TargetError::NulInArgument { index })
+            })
+            .collect::<Result<_, _>>()?;
+        let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        arg_ptrs.push(std::ptr::null());
+
+        let mut go = [0i32; 2];
+        let mut err = [0i32; 2];
+        // SAFETY: `pipe2` writes two fds into the arrays.
+        if unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(sys("pipe2"));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::pipe2(err.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(sys("pipe2"));
+        }
+        // SAFETY: fork in a process that may have threads; the child only calls
+        // async-signal-safe functions (setpgid, read, close, execv, write, _exit) on data
+        // prepared before the fork.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(sys("fork"));
+        }
+        if pid == 0 {
+            // SAFETY: child side; async-signal-safe calls only, see above.
+            unsafe {
+                libc::setpgid(0, 0);
+                libc::close(go[1]);
+                libc::close(err[0]);
+                let mut b = 0u8;
+                let n = libc::read(go[0], (&raw mut b).cast(), 1);
+                if n == 1 {
+                    libc::execv(exe_c.as_ptr(), arg_ptrs.as_ptr());
+                    let e = *libc::__errno_location();
+                    libc::write(err[1], (&raw const e).cast(), size_of::<i32>());
+                }
+                libc::_exit(127);
+            }
+        }
+        // SAFETY: the fds were just created by pipe2 and are owned here.
+        let (go_r, go_w, err_r, err_w) = unsafe {
+            (
+                OwnedFd::from_raw_fd(go[0]),
+                OwnedFd::from_raw_fd(go[1]),
+                OwnedFd::from_raw_fd(err[0]),
+                OwnedFd::from_raw_fd(err[1]),
+            )
+        };
+        drop(go_r);
+        drop(err_w);
+        // Also set the group from the parent side (no race on who runs first).
+        // SAFETY: plain syscall on our child.
+        unsafe { libc::setpgid(pid, pid) };
+        Ok(HeldChild {
+            pid: pid as u32,
+            go: Some(go_w),
+            exec_err: err_r,
+            command,
+        })
+    }
+
+    /// The child's pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Lets the child exec; returns once the exec succeeded or failed.
+    pub fn release(&mut self) -> Result<(), TargetError> {
+        if let Some(go) = self.go.take() {
+            let b = 1u8;
+            // SAFETY: writes one byte from a valid buffer to our pipe end.
+            unsafe { libc::write(go.as_raw_fd(), (&raw const b).cast(), 1) };
+        }
+        let mut e = 0i32;
+        // SAFETY: reads at most 4 bytes into `e`; EOF (0) means exec succeeded (CLOEXEC).
+        let n = unsafe {
+            libc::read(
+                self.exec_err.as_raw_fd(),
+                (&raw mut e).cast(),
+                size_of::<i32>(),
+            )
+        };
+        if n == size_of::<i32>() as isize {
+            return Err(TargetError::Exec {
+                command: self.command.clone(),
+                source: std::io::Error::from_raw_os_error(e),
+            });
+        }
+        Ok(())
+    }
+
+    /// Kills a child that was never released (recording failed to start).
+    pub fn abort(&mut self) {
+        if self.go.is_some() {
+            // SAFETY: signals and reaps our own child.
+            unsafe {
+                libc::kill(self.pid as i32, libc::SIGKILL);
+                libc::waitpid(self.pid as i32, std::ptr::null_mut(), 0);
+            }
+            self.go = None;
+        }
+    }
+}
+
+/// Checks that `pid` exists.
+pub fn check_pid(pid: u32) -> Result<(), TargetError> {
+    if pid == 0 || !Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(TargetError::NoSuchProcess { pid });
+    }
+    Ok(())
+}
+
+/// The executable of a running process.
+pub fn exe_of(pid: u32) -> Result<PathBuf, TargetError> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|_| TargetError::NoSuchProcess { pid })
+}
+
+/// The thread ids of a running process.
+pub fn threads_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A pidfd for `pid`: readable once the process exits.
+pub fn pidfd_open(pid: u32) -> Result<OwnedFd, TargetError> {
+    // SAFETY: plain syscall; on success the return value is a new fd we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(sys("pidfd_open"));
+    }
+    // SAFETY: `fd` is a fresh fd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Reaps our child `pid` if it exited; returns a description of how.
+pub fn reap(pid: u32) -> Option<String> {
+    let mut status = 0i32;
+    // SAFETY: waitpid on our own child with a valid status pointer.
+    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
+    if r != pid as i32 {
+        return None;
+    }
+    Some(if libc::WIFEXITED(status) {
+        format!("target exited with status {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        format!("target killed by signal {}", libc::WTERMSIG(status))
+    } else {
+        "target ended".to_owned()
+    })
+}
