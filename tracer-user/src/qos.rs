@@ -169,8 +169,14 @@ mod tests {
         // 50 tok/s: back on once the window's rate (2 steps over 40 + 20 ms = 33.3/s)
         // clears 30/s, i.e. on the first fast step.
         let d = feed(&mut c, &mut t, 20_000_000, 3);
-        assert!(matches!(d[0], QosDecision::SwitchOn { tps } if (tps - 2e9 / 60e6).abs() < 1e-6), "{d:?}");
-        assert!(d[1..].iter().all(|d| *d == QosDecision::Keep), "hold after a switch: {d:?}");
+        assert!(
+            matches!(d[0], QosDecision::SwitchOn { tps } if (tps - 2e9 / 60e6).abs() < 1e-6),
+            "{d:?}"
+        );
+        assert!(
+            d[1..].iter().all(|d| *d == QosDecision::Keep),
+            "hold after a switch: {d:?}"
+        );
         assert!(c.detailed());
     }
 

@@ -1,0 +1,426 @@
+//! Root-only end-to-end tests of `profinfer record` on the in-repo engine (issue 3).
+//! Not root → each test prints a loud banner and returns.
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::{Path, PathBuf},
+    process::Command,
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+use common::event::{EventKind, OpEvent};
+use trace_format::{Event, TraceReader};
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+macro_rules! require_root {
+    () => {
+        if !is_root() {
+            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+            eprintln!("!!! SKIPPED: profinfer record tests need root (eBPF). CI runs as root.");
+            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+            return;
+        }
+    };
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Builds the engine once and makes a tiny model; returns (engine, model).
+fn engine_and_model() -> &'static (PathBuf, PathBuf) {
+    static ONCE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let ws = workspace();
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--release", "-p", "engine"])
+            .current_dir(&ws)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the engine failed");
+        let engine = ws.join("target/release/engine");
+        let model =
+            std::env::temp_dir().join(format!("profinfer-test-{}.gguf", std::process::id()));
+        let status = Command::new(&engine)
+            .args([
+                "gen-model",
+                "--preset",
+                "tiny-llama",
+                "--dtype",
+                "q8_0",
+                "-o",
+            ])
+            .arg(&model)
+            .status()
+            .expect("engine runs");
+        assert!(status.success(), "gen-model failed");
+        (engine, model)
+    })
+}
+
+fn trace_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "profinfer-test-{}-{name}.pftrace",
+        std::process::id()
+    ))
+}
+
+fn profinfer() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_profinfer"))
+}
+
+/// `profinfer record -o out [extra] -- engine run ... -n tokens -t 2`.
+fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
+    let (engine, model) = engine_and_model();
+    let n = tokens.to_string();
+    let output = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .arg("--")
+        .arg(engine)
+        .args(["run", "-m"])
+        .arg(model)
+        .args(["-p", "hello world", "-n", &n, "-t", "2", "--ignore-eos"])
+        .output()
+        .expect("profinfer runs");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "record failed");
+    output
+}
+
+fn events(r: &TraceReader) -> Vec<Event> {
+    r.events().collect::<Result<_, _>>().expect("trace decodes")
+}
+
+#[test]
+fn record_tiny_model_two_threads() {
+    require_root!();
+    let out = trace_path("basic");
+    let tokens = 8;
+    record(&out, &[], tokens);
+    let r = TraceReader::open(&out).expect("trace opens");
+    assert_eq!(r.truncated_at(), None);
+    let footer = r.footer().expect("clean end has a footer").clone();
+    assert_eq!(footer.events_lost, 0);
+    assert_eq!(footer.events_produced, footer.events_written);
+    let pid = r.header().target.pid;
+    let counters: Vec<&str> = r
+        .header()
+        .counters
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    let task_clock = counters
+        .iter()
+        .position(|&c| c == "task-clock")
+        .expect("task-clock recorded");
+    let evs = events(&r);
+
+    // Token level: entries and exits pair up; prefill batches cover the prompt; decode
+    // steps are one token each and, with the first token sampled from prefill, N - 1.
+    let decodes: Vec<_> = evs
+        .iter()
+        .filter_map(|e| {
+            if let Event::Decode(d) = e {
+                Some(*d)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let enters = decodes.iter().filter(|d| !d.header.is_exit()).count();
+    let exits: Vec<_> = decodes.iter().filter(|d| d.header.is_exit()).collect();
+    assert_eq!(enters, exits.len());
+    let steps = exits.iter().filter(|d| d.n_tokens == 1).count();
+    let prefill = exits.iter().filter(|d| d.n_tokens > 1).count();
+    assert!(prefill >= 1, "a prefill batch");
+    assert!(
+        steps == tokens as usize - 1 || steps == tokens as usize,
+        "decode steps {steps} for {tokens} generated tokens"
+    );
+    assert!(exits.iter().all(|d| d.ret == 0));
+
+    // Graph and operator level: within each graph computation, every computed node runs
+    // once per worker thread, and each op entry is followed by its exit on that thread.
+    let mut graphs = 0;
+    let mut current: Option<(u32, u64)> = None; // (n_nodes, graph_addr)
+    let mut ops_in_graph: Vec<&OpEvent> = Vec::new();
+    let mut open_op: HashMap<u32, u64> = HashMap::new(); // tid → node
+    let mut engine_tids: HashSet<u32> = HashSet::new();
+    let mut op_deltas_checked = 0;
+    let mut op_enter: HashMap<u32, &OpEvent> = HashMap::new();
+    for e in &evs {
+        match e {
+            Event::Graph(g) if !g.header.is_exit() => {
+                current = Some((g.n_nodes, g.graph_addr));
+                ops_in_graph.clear();
+            }
+            Event::Graph(g) => {
+                let (n_nodes, _) = current.take().expect("graph exit after entry");
+                let nth = ops_in_graph.first().map_or(0, |o| o.nth);
+                assert_eq!(nth, 2, "two worker threads");
+                assert_eq!(
+                    ops_in_graph.len(),
+                    n_nodes as usize * nth as usize,
+                    "op entries = nodes × threads in graph {}",
+                    g.graph_id
+                );
+                graphs += 1;
+            }
+            Event::Op(op) => {
+                let tid = op.header.tid;
+                engine_tids.insert(tid);
+                assert_eq!(op.header.pid, pid);
+                if op.header.is_exit() {
+                    assert_eq!(
+                        open_op.remove(&tid),
+                        Some(op.node_addr),
+                        "exit matches entry on tid {tid}"
+                    );
+                    let enter = op_enter.remove(&tid).expect("entry seen");
+                    let bit = 1 << task_clock;
+                    if enter.pmc_ok & bit != 0 && op.pmc_ok & bit != 0 {
+                        let cpu_ns = op.pmc[task_clock].counter - enter.pmc[task_clock].counter;
+                        let wall_ns = op.header.ts_ns - enter.header.ts_ns;
+                        // Thread CPU time cannot exceed wall time (1 µs for clock skew).
+                        assert!(
+                            cpu_ns <= wall_ns + 1000,
+                            "task-clock {cpu_ns} > wall {wall_ns}"
+                        );
+                        op_deltas_checked += 1;
+                    }
+                } else {
+                    assert!(current.is_some(), "op inside a graph computation");
+                    assert_eq!(
+                        open_op.insert(tid, op.node_addr),
+                        None,
+                        "no nested ops on tid {tid}"
+                    );
+                    assert!(!op.name_str().is_empty(), "op has a name");
+                    assert_ne!(
+                        op.detail & common::event::OP_DETAIL_STRUCTURE,
+                        0,
+                        "structure on"
+                    );
+                    ops_in_graph.push(op);
+                    op_enter.insert(tid, op);
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(open_op.is_empty());
+    assert_eq!(graphs, exits.len(), "one graph per decode call");
+    assert!(
+        op_deltas_checked > 100,
+        "counter deltas present ({op_deltas_checked})"
+    );
+
+    // Scheduler level: only the engine's threads.
+    let mut thread_set: HashSet<u32> = HashSet::from([pid]);
+    let mut switches = 0;
+    for e in &evs {
+        match e {
+            Event::Task(t) if t.header.kind == EventKind::TaskNew as u32 => {
+                thread_set.insert(t.child_tid);
+            }
+            Event::SchedSwitch(s) => {
+                assert!(
+                    thread_set.contains(&s.prev_tid) || thread_set.contains(&s.next_tid),
+                    "switch {} → {} involves no engine thread",
+                    s.prev_tid,
+                    s.next_tid
+                );
+                switches += 1;
+            }
+            Event::SchedWakeup(w) => assert!(thread_set.contains(&w.target_tid)),
+            _ => {}
+        }
+    }
+    assert!(switches > 0, "scheduler events recorded");
+    assert!(
+        engine_tids.is_subset(&thread_set),
+        "op threads are in the thread set"
+    );
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
+fn small_ring_buffer_overflows_and_every_loss_is_counted() {
+    require_root!();
+    let out = trace_path("stress");
+    record(&out, &["--ring-bytes", "4096"], 16);
+    let r = TraceReader::open(&out).expect("trace opens");
+    let f = r.footer().expect("footer").clone();
+    assert!(f.events_lost > 0, "a 4 KiB ring must overflow");
+    assert_eq!(f.events_produced, f.events_written + f.events_lost);
+    assert_eq!(f.lost_per_cpu.iter().sum::<u64>(), f.events_lost);
+    let probe_records = events(&r).iter().filter(|e| e.header().kind < 60).count() as u64;
+    assert_eq!(probe_records, f.events_written, "footer matches the file");
+    let loss_records: u64 = events(&r)
+        .iter()
+        .filter_map(|e| {
+            if let Event::Loss(l) = e {
+                Some(l.lost)
+            } else {
+                None
+            }
+        })
+        .sum();
+    assert_eq!(loss_records, f.events_lost);
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
+fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
+    require_root!();
+    let out = trace_path("qos");
+    record(&out, &["--qos-min-tps", "1000000"], 64);
+    let r = TraceReader::open(&out).expect("trace opens");
+    let evs = events(&r);
+    let switch_idx = evs
+        .iter()
+        .position(|e| matches!(e, Event::QosSwitch(_)))
+        .expect("a QoS switch is in the trace");
+    let Event::QosSwitch(q) = &evs[switch_idx] else {
+        unreachable!()
+    };
+    assert_ne!(q.levels_before & common::control::LEVEL_OP, 0);
+    assert_eq!(q.levels_after & common::control::LEVEL_OP, 0);
+    // Within a few tokens: count decode steps before the switch.
+    let steps_before = evs[..switch_idx]
+        .iter()
+        .filter(|e| matches!(e, Event::Decode(d) if d.header.is_exit() && d.n_tokens == 1))
+        .count();
+    assert!(
+        steps_before <= 8,
+        "switched after {steps_before} decode steps"
+    );
+    // Durations of decode steps fully before vs after the switch.
+    let mut enter_ts = None;
+    let (mut with_ops, mut without_ops) = (Vec::new(), Vec::new());
+    let switch_ts = q.header.ts_ns;
+    for e in &evs {
+        if let Event::Decode(d) = e {
+            if d.n_tokens != 1 {
+                continue;
+            }
+            if !d.header.is_exit() {
+                enter_ts = Some(d.header.ts_ns);
+            } else if let Some(t0) = enter_ts.take() {
+                let dur = d.header.ts_ns - t0;
+                if d.header.ts_ns < switch_ts {
+                    with_ops.push(dur);
+                } else if t0 > switch_ts {
+                    without_ops.push(dur);
+                }
+            }
+        }
+    }
+    // The control map is updated before the switch event is stamped, so no operator
+    // entry can follow it (exits of operators already running may).
+    let late_ops = evs
+        .iter()
+        .filter(|e| matches!(e, Event::Op(o) if !o.header.is_exit() && o.header.ts_ns > switch_ts))
+        .count();
+    assert_eq!(late_ops, 0, "operator probes are off");
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+    assert!(!with_ops.is_empty() && !without_ops.is_empty());
+    assert!(
+        mean(&without_ops) < mean(&with_ops),
+        "decoding speeds up: {} ns with ops vs {} ns without",
+        mean(&with_ops),
+        mean(&without_ops)
+    );
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
+fn sigkill_leaves_engine_running_and_trace_readable() {
+    require_root!();
+    let (engine, model) = engine_and_model();
+    let out = trace_path("kill");
+    let mut child = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .arg(engine)
+        .args(["run", "-m"])
+        .arg(model)
+        .args(["-p", "hello", "-n", "200", "-t", "2", "--ignore-eos"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("profinfer starts");
+    // Wait until some event chunks are on disk.
+    let start = Instant::now();
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 1 << 20 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "trace never grew"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let target_pid = TraceReader::open(&out)
+        .expect("header readable")
+        .header()
+        .target
+        .pid;
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    // The engine keeps running and finishes on its own.
+    let proc_dir = PathBuf::from(format!("/proc/{target_pid}"));
+    assert!(
+        proc_dir.exists(),
+        "engine still running after the tracer died"
+    );
+    let start = Instant::now();
+    while proc_dir.exists() {
+        let state = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+        if state.contains(") Z") {
+            break; // finished; a zombie until init reaps it
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "engine did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = TraceReader::open(&out).expect("killed trace opens");
+    assert!(r.footer().is_none());
+    let n = events(&r).len();
+    assert!(n > 0, "events up to the last complete chunk");
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
+fn clear_errors_for_bad_targets() {
+    require_root!();
+    let out = trace_path("err");
+    let o = profinfer()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--pid", "999999999"])
+        .output()
+        .expect("runs");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no process with pid 999999999"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    let o = profinfer()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--", "/bin/true"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("no engine probe symbols"), "{err}");
+}
