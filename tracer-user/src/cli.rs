@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Record a trace of an engine run (`-- CMD ARGS...`) or of a running engine (`--pid`).
-    Record(RecordArgs),
+    Record(Box<RecordArgs>),
     /// List the probe points of an engine binary: first instruction and probe cost.
     Probes {
         /// The engine binary.
@@ -122,8 +122,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 pts.build_id.as_deref().unwrap_or("none")
             );
             println!(
-                "{:<28} {:>10}  {:<28} {:<12} {:>6}  {}",
-                "symbol", "address", "first instruction", "entry cost", "attach", "attach cost"
+                "{:<28} {:>10}  {:<28} {:<12} {:>6}  attach cost",
+                "symbol", "address", "first instruction", "entry cost", "attach"
             );
             for p in &pts.points {
                 println!(
