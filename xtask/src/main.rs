@@ -32,7 +32,7 @@ struct Cli {
 /// The tasks.
 #[derive(Debug, Subcommand)]
 enum Task {
-    /// Install what the project needs (apt packages, nightly rust-src, cargo-fuzz).
+    /// Install what the project needs (apt packages, nightly rust-src, bpf-linker, cargo-fuzz).
     Setup {
         /// Also build/install the llama.cpp oracle (Python venv in `.venv`).
         #[arg(long)]
@@ -74,6 +74,15 @@ enum BenchTask {
         #[arg(short = 'n', long, default_value_t = 128)]
         generate: u32,
     },
+    /// Per-hit uprobe cost of every engine probe point (needs root and bpftrace).
+    Probes {
+        /// Calls per symbol per run.
+        #[arg(long, default_value_t = 200_000)]
+        calls: u64,
+        /// Interleaved repetitions.
+        #[arg(short = 'r', long, default_value_t = 3)]
+        reps: u32,
+    },
 }
 
 fn main() -> ExitCode {
@@ -93,7 +102,7 @@ fn main() -> ExitCode {
                     generate,
                 },
         } => {
-            let config = bench::BenchConfig {
+            let config = bench::llama_cpp::BenchConfig {
                 preset,
                 dtypes,
                 threads,
@@ -101,8 +110,13 @@ fn main() -> ExitCode {
                 prompt,
                 generate,
             };
-            run("bench llama-cpp", |s| bench::run(s, &config))
+            run("bench llama-cpp", |s| bench::llama_cpp::run(s, &config))
         }
+        Task::Bench {
+            which: BenchTask::Probes { calls, reps },
+        } => run("bench probes", |s| {
+            bench::probes::run(s, &bench::probes::ProbesConfig { calls, reps })
+        }),
     };
     eprintln!("{}", steps.summary());
     match result {

@@ -1,6 +1,6 @@
 //! `cargo xtask setup`: installs what building, testing and tracing need on a Debian
-//! machine: apt packages, the nightly `rust-src` component, cargo-fuzz and (with
-//! `--oracle`) the llama.cpp oracle venv.
+//! machine: apt packages, the nightly `rust-src` component, bpf-linker, cargo-fuzz and
+//! (with `--oracle`) the llama.cpp oracle venv.
 
 use std::process::Command;
 
@@ -18,6 +18,7 @@ pub const APT_PACKAGES: &[&str] = &["graphviz", "bpftrace", "linux-perf"];
 pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {
     steps.run("apt packages", apt_packages)?;
     steps.run("nightly rust-src", nightly_rust_src)?;
+    steps.run("bpf-linker", bpf_linker)?;
     steps.run("cargo-fuzz", cargo_fuzz)?;
     if oracle {
         steps.run("llama.cpp oracle venv", oracle_env::ensure)?;
@@ -115,4 +116,28 @@ fn cargo_fuzz() -> Result<()> {
     }
     eprintln!("    installing cargo-fuzz (compiles from source, a few minutes)");
     process::run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
+}
+
+/// bpf-linker version that builds here: it links against rustc's own LLVM. Newer
+/// versions want a system libLLVM that Debian 12 does not ship (`shared/reference.md`).
+pub const BPF_LINKER_VERSION: &str = "0.10.4";
+
+/// Installs bpf-linker (links the eBPF programs of `tracer-ebpf`) unless the pinned
+/// version is already on the PATH.
+fn bpf_linker() -> Result<()> {
+    if let Ok(v) = process::stdout(Command::new("bpf-linker").arg("--version")) {
+        if v.contains(BPF_LINKER_VERSION) {
+            eprintln!("    bpf-linker {BPF_LINKER_VERSION} already installed");
+            return Ok(());
+        }
+    }
+    eprintln!(
+        "    installing bpf-linker {BPF_LINKER_VERSION} (compiles from source, about 5 minutes)"
+    );
+    process::run(Command::new("cargo").args([
+        "install",
+        "bpf-linker",
+        "--version",
+        BPF_LINKER_VERSION,
+    ]))
 }
