@@ -125,11 +125,11 @@ pub const BPF_LINKER_VERSION: &str = "0.10.4";
 /// Installs bpf-linker (links the eBPF programs of `tracer-ebpf`) unless the pinned
 /// version is already on the PATH.
 fn bpf_linker() -> Result<()> {
-    if let Ok(v) = process::stdout(Command::new("bpf-linker").arg("--version")) {
-        if v.contains(BPF_LINKER_VERSION) {
-            eprintln!("    bpf-linker {BPF_LINKER_VERSION} already installed");
-            return Ok(());
-        }
+    if let Ok(v) = process::stdout(Command::new("bpf-linker").arg("--version"))
+        && v.contains(BPF_LINKER_VERSION)
+    {
+        eprintln!("    bpf-linker {BPF_LINKER_VERSION} already installed");
+        return Ok(());
     }
     eprintln!(
         "    installing bpf-linker {BPF_LINKER_VERSION} (compiles from source, about 5 minutes)"
