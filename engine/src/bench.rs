@@ -1,6 +1,7 @@
 //! `engine bench`: prefill and decode throughput measured the way llama-bench does —
 //! prefill is one batch of `n_prompt` tokens into an empty cache; decode is `n_gen`
-//! single-token steps from an empty cache; token ids are random and nothing is sampled.
+//! single-token steps from an empty cache; token ids are random and nothing is sampled;
+//! [`WARMUP_PASSES`] unmeasured passes come first.
 
 use std::time::Instant;
 
@@ -11,6 +12,11 @@ use serde::Serialize;
 use crate::context::Context;
 use crate::error::EngineError;
 use crate::generate::{per_s, prefill};
+
+/// Unmeasured passes of each test before the measured ones: the first touches of the
+/// memory-mapped weights and thread start-up are not what the benchmark is about.
+/// The llama.cpp oracle's bench uses the same number.
+pub const WARMUP_PASSES: usize = 2;
 
 /// Settings of a benchmark run.
 #[derive(Clone, Debug)]
@@ -64,13 +70,13 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
     };
     let mut pp = Vec::new();
     let mut tg = Vec::new();
-    for rep in 0..=p.reps {
+    for rep in 0..p.reps + WARMUP_PASSES {
         if p.n_prompt > 0 {
             let tokens = random_tokens(p.n_prompt);
             ctx.clear();
             let t = Instant::now();
             prefill(ctx, &tokens)?;
-            if rep > 0 {
+            if rep >= WARMUP_PASSES {
                 pp.push(per_s(p.n_prompt, t.elapsed().as_secs_f64() * 1e3));
             }
         }
@@ -81,7 +87,7 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
             for &tok in &tokens {
                 ctx.decode(&[tok])?;
             }
-            if rep > 0 {
+            if rep >= WARMUP_PASSES {
                 tg.push(per_s(p.n_gen, t.elapsed().as_secs_f64() * 1e3));
             }
         }
