@@ -1,4 +1,32 @@
-//! profinfer's analyzer: a pure model built from trace events, and exporters over it.
-//! Filled by the analyzer issue.
+//! profinfer's analyzer: turns a trace into the three views of seed 002 §4.
+//!
+//! Parse → model → export: [`ingest`] streams the trace through a reordering window
+//! into the incremental [`TraceModel`] (tokens, graphs, operator slices and spans,
+//! thread states, QoS switches, losses); [`dag`] rebuilds the ProfDAG of one iteration,
+//! [`stats`] computes the ProfStat tables, and the [`export`] modules write Chrome
+//! Trace Event JSON (ProfTime), DOT/SVG/JSON (ProfDAG), CSV/JSON/SVG (ProfStat),
+//! `summary.json` and `index.html`. Views are described in `docs/views.md`.
+//!
+//! ```no_run
+//! use analyzer::{AnalyzeOptions, run};
+//! let report = run("run.pftrace".as_ref(), "out".as_ref(), &AnalyzeOptions::default())?;
+//! for w in &report.warnings {
+//!     eprintln!("warning: {w}");
+//! }
+//! # Ok::<(), analyzer::AnalyzeError>(())
+//! ```
+
+pub mod dag;
+mod error;
+pub mod export;
+pub mod ingest;
+pub mod model;
+mod run;
+pub mod stats;
 
 pub use common::engine_abi::OpType;
+pub use dag::IterSelector;
+pub use error::AnalyzeError;
+pub use ingest::{NoProgress, Progress};
+pub use model::TraceModel;
+pub use run::{AnalyzeOptions, AnalyzeReport, ColorBy, TimelineFormat, run, run_with_progress};

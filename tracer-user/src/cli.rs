@@ -1,4 +1,4 @@
-//! The command line: `record`, `probes`, `symbols`.
+//! The command line: `record`, `analyze`, `probes`, `symbols`.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -23,6 +23,8 @@ pub struct Cli {
 enum Command {
     /// Record a trace of an engine run (`-- CMD ARGS...`) or of a running engine (`--pid`).
     Record(Box<RecordArgs>),
+    /// Analyze a trace: ProfDAG, ProfTime (Chrome JSON), ProfStat, summary.json, index.html.
+    Analyze(Box<crate::analyze::AnalyzeArgs>),
     /// List the probe points of an engine binary: first instruction and probe cost.
     Probes {
         /// The engine binary.
@@ -138,6 +140,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
         }
+        Command::Analyze(args) => crate::analyze::run(&args)?,
         Command::Record(args) => {
             let file = match &args.config {
                 Some(p) => FileConfig::load(p)?,

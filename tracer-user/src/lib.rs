@@ -6,6 +6,7 @@
 pub static EBPF_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 
+pub mod analyze;
 pub mod cli;
 pub mod config;
 pub mod drain;

@@ -1,0 +1,3 @@
+//! Placeholder: replaced by the ingest benchmark.
+
+fn main() {}

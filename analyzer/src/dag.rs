@@ -1,0 +1,396 @@
+//! ProfDAG (seed 002 §4.1, Algorithm 1): the DAG of one iteration, rebuilt from the
+//! operator spans of its graph — computed nodes in execution order with their time
+//! (first entry to last exit) and counters (summed over threads), edges from the
+//! recorded source addresses, and the sources never computed in the iteration (weights,
+//! KV cache, inputs) as leaf nodes. [`LayerDag`] collapses repeated transformer blocks.
+
+use std::collections::{BTreeMap, HashMap};
+
+use common::engine_abi::{DType, OpType};
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::Serialize;
+
+use crate::model::{NodeInfo, TokenPhase, TraceModel};
+
+/// Which iteration (decode call) to rebuild.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IterSelector {
+    /// The first decode step (the default).
+    #[default]
+    FirstDecode,
+    /// The n-th decode step, 0-based.
+    Decode(usize),
+    /// The first prefill chunk.
+    Prefill,
+}
+
+impl std::str::FromStr for IterSelector {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "prefill" => Ok(IterSelector::Prefill),
+            "first" | "decode" => Ok(IterSelector::FirstDecode),
+            n => n
+                .parse::<usize>()
+                .map(IterSelector::Decode)
+                .map_err(|_| format!("`{n}` is not `prefill` or a decode step number")),
+        }
+    }
+}
+
+/// One node of a ProfDAG.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DagNode {
+    /// Address of the engine node (computed) or of the source tensor (leaf).
+    pub addr: u64,
+    /// Execution order (`None` for leaves).
+    pub order: Option<u32>,
+    /// Node name; leaves are named after their first consumer (`src0 of Qcur-0`).
+    pub name: String,
+    /// Op type name; `LEAF` for leaves.
+    pub op: String,
+    /// Transformer layer or -1.
+    pub layer: i32,
+    /// Shape (`64x8`), `?` if unknown.
+    pub shape: String,
+    /// Element type name, if known.
+    pub dtype: Option<String>,
+    /// First entry to last exit, ns (0 for leaves).
+    pub time_ns: u64,
+    /// Threads that ran it.
+    pub threads: u32,
+    /// Sum of the threads' busy time, ns.
+    pub busy_ns: u64,
+    /// Counter sums over threads, by counter name (absent counters left out).
+    pub counters: BTreeMap<String, u64>,
+    /// Multiply-adds of a `MUL_MAT` (`K·N·M·H`), when `K` is known.
+    pub complexity: Option<u64>,
+    /// Bytes written plus bytes of computed sources read (a lower bound on traffic:
+    /// leaves' sizes are not in the trace).
+    pub bytes: Option<u64>,
+}
+
+impl DagNode {
+    /// Whether the node is a leaf (never computed in the iteration).
+    pub fn is_leaf(&self) -> bool {
+        self.order.is_none()
+    }
+}
+
+/// An edge: `src` slot `slot` of the target node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DagEdge {
+    /// Source slot (0..4).
+    pub slot: u8,
+}
+
+/// The ProfDAG of one iteration.
+#[derive(Clone, Debug)]
+pub struct ProfDag {
+    /// Decode call index.
+    pub token: u32,
+    /// Its phase.
+    pub phase: TokenPhase,
+    /// Its position.
+    pub pos: u32,
+    /// Graph index in the model.
+    pub graph: u32,
+    /// Computed nodes the engine announced for the graph.
+    pub announced_nodes: u32,
+    /// The DAG.
+    pub dag: DiGraph<DagNode, DagEdge>,
+    /// Whether the trace had structure (sources); without it there are no edges.
+    pub has_structure: bool,
+}
+
+/// Why a DAG could not be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DagError {
+    /// The selected iteration is not in the trace.
+    #[error("the trace has no {what}")]
+    NoSuchIteration {
+        /// What was asked for.
+        what: String,
+    },
+    /// The iteration has no graph with operator events.
+    #[error("decode call {token} has no graph with operator events (was the op level on?)")]
+    NoOperators {
+        /// The decode call.
+        token: u32,
+    },
+}
+
+/// Bytes of a tensor of `ne` elements of `dtype`, if the type is known.
+pub fn tensor_bytes(dtype: u32, ne: &[i64; 4]) -> Option<u64> {
+    let t = DType::from_u32(dtype)?;
+    let row = t.row_bytes(usize::try_from(ne[0]).ok()?)? as u64;
+    Some(ne[1..].iter().map(|&d| d.max(0) as u64).product::<u64>() * row)
+}
+
+/// Multiply-adds of a `MUL_MAT` node: `K` (inner dimension of `src1`, read from the
+/// source node `src1_info`) times the elements of the output (`N·M·H`).
+pub fn matmul_complexity(node: &NodeInfo, src1_info: Option<&NodeInfo>) -> Option<u64> {
+    if node.op != OpType::MulMat as u32 || !node.has_structure {
+        return None;
+    }
+    let k = src1_info.filter(|s| s.has_structure)?.ne[0];
+    u64::try_from(k).ok().map(|k| k * node.elements())
+}
+
+/// Picks the decode call for a selector.
+pub fn select_token(model: &TraceModel, sel: IterSelector) -> Result<u32, DagError> {
+    let tok = match sel {
+        IterSelector::FirstDecode => model.decode_step(0),
+        IterSelector::Decode(n) => model.decode_step(n),
+        IterSelector::Prefill => model
+            .tokens()
+            .iter()
+            .find(|t| t.phase == TokenPhase::Prefill),
+    };
+    tok.map(|t| t.index)
+        .ok_or_else(|| DagError::NoSuchIteration {
+            what: match sel {
+                IterSelector::Decode(n) => format!("decode step {n}"),
+                IterSelector::Prefill => "prefill".to_owned(),
+                _ => "decode step".to_owned(),
+            },
+        })
+}
+
+/// Rebuilds the ProfDAG of the selected iteration (Algorithm 1).
+///
+/// # Errors
+/// [`DagError`] if the iteration is missing or has no operator events.
+pub fn build(model: &TraceModel, sel: IterSelector) -> Result<ProfDag, DagError> {
+    let token = select_token(model, sel)?;
+    build_for_token(model, token)
+}
+
+/// Rebuilds the ProfDAG of decode call `token` (its graph with the most node spans).
+///
+/// # Errors
+/// [`DagError::NoOperators`] if none of its graphs has operator events.
+pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagError> {
+    let tok = model
+        .tokens()
+        .get(token as usize)
+        .ok_or_else(|| DagError::NoSuchIteration {
+            what: format!("decode call {token}"),
+        })?;
+    let graph = model
+        .token_graphs(token)
+        .filter(|g| !g.nodes.is_empty())
+        .max_by_key(|g| (g.nodes.len(), std::cmp::Reverse(g.index)))
+        .ok_or(DagError::NoOperators { token })?;
+    let spans = model.graph_node_spans(graph);
+    let nodes = model.nodes();
+    let counters = model.counter_names();
+    let mut dag = DiGraph::new();
+    let mut by_addr: HashMap<u64, NodeIndex> = HashMap::new();
+    let info_by_addr: HashMap<u64, &NodeInfo> = spans
+        .iter()
+        .map(|s| (nodes[s.node as usize].addr, &nodes[s.node as usize]))
+        .collect();
+    let mut has_structure = false;
+    // Nodes in execution order (spans are sorted by index).
+    for span in spans {
+        let info = &nodes[span.node as usize];
+        has_structure |= info.has_structure;
+        let src1 = info.src[1];
+        let complexity = matmul_complexity(info, info_by_addr.get(&src1).copied());
+        let bytes = info.has_structure.then(|| {
+            let own = tensor_bytes(info.dtype, &info.ne).unwrap_or(0);
+            let read: u64 = info
+                .src
+                .iter()
+                .filter(|&&a| a != 0)
+                .filter_map(|a| info_by_addr.get(a))
+                .filter_map(|s| tensor_bytes(s.dtype, &s.ne))
+                .sum();
+            own + read
+        });
+        let n = DagNode {
+            addr: info.addr,
+            order: Some(info.index),
+            name: info.name.clone(),
+            op: info.op_name(),
+            layer: info.layer,
+            shape: info.shape(),
+            dtype: info.has_structure.then(|| {
+                DType::from_u32(info.dtype)
+                    .map_or("?", DType::name)
+                    .to_owned()
+            }),
+            time_ns: span.dur_ns(),
+            threads: span.n_threads,
+            busy_ns: span.busy_ns,
+            counters: counters
+                .iter()
+                .zip(&span.pmc)
+                .filter(|(_, v)| **v != crate::model::PMC_MISSING)
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+            complexity,
+            bytes,
+        };
+        let idx = dag.add_node(n);
+        by_addr.insert(info.addr, idx);
+    }
+    // Edges; sources not computed in the iteration become leaves.
+    for span in spans {
+        let info = &nodes[span.node as usize];
+        let Some(&to) = by_addr.get(&info.addr) else {
+            continue;
+        };
+        for (slot, &src) in info.src.iter().enumerate() {
+            if src == 0 {
+                continue;
+            }
+            let from = match by_addr.get(&src) {
+                Some(&f) => f,
+                None => {
+                    let leaf = dag.add_node(DagNode {
+                        addr: src,
+                        order: None,
+                        name: format!("src{slot} of {}", info.name),
+                        op: "LEAF".to_owned(),
+                        layer: info.layer,
+                        shape: "?".to_owned(),
+                        dtype: None,
+                        time_ns: 0,
+                        threads: 0,
+                        busy_ns: 0,
+                        counters: BTreeMap::new(),
+                        complexity: None,
+                        bytes: None,
+                    });
+                    by_addr.insert(src, leaf);
+                    leaf
+                }
+            };
+            dag.add_edge(from, to, DagEdge { slot: slot as u8 });
+        }
+    }
+    Ok(ProfDag {
+        token,
+        phase: tok.phase,
+        pos: tok.pos,
+        graph: graph.index,
+        announced_nodes: graph.n_nodes,
+        dag,
+        has_structure,
+    })
+}
+
+impl ProfDag {
+    /// Computed (non-leaf) nodes.
+    pub fn computed_nodes(&self) -> usize {
+        self.dag.node_weights().filter(|n| !n.is_leaf()).count()
+    }
+}
+
+/// A node of the per-layer view: one node class across all layers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LayerNode {
+    /// Class (`ffn_up`) or the node name outside layers.
+    pub class: String,
+    /// Op type name.
+    pub op: String,
+    /// Whether it repeats in every transformer block.
+    pub in_block: bool,
+    /// Layers it occurs in.
+    pub layers: u32,
+    /// Time summed over layers, ns.
+    pub time_ns: u64,
+    /// Execution order of its first occurrence.
+    pub first_order: u32,
+}
+
+/// The per-layer view: repeated transformer blocks collapsed into one.
+#[derive(Clone, Debug)]
+pub struct LayerDag {
+    /// Number of transformer layers.
+    pub n_layers: u32,
+    /// The collapsed DAG (leaves left out); edge weight: the edge joins two different
+    /// layers (a residual or the block-to-block hand-over).
+    pub dag: DiGraph<LayerNode, bool>,
+}
+
+/// Collapses every layer's copy of a node class into one node.
+pub fn collapse_layers(p: &ProfDag) -> LayerDag {
+    let mut key_of: HashMap<NodeIndex, String> = HashMap::new();
+    let mut nodes: BTreeMap<String, LayerNode> = BTreeMap::new();
+    let mut layers = std::collections::BTreeSet::new();
+    for idx in p.dag.node_indices() {
+        let n = &p.dag[idx];
+        let Some(order) = n.order else { continue };
+        let in_block = n.layer >= 0;
+        if in_block {
+            layers.insert(n.layer);
+        }
+        let key = if in_block {
+            crate::model::class_of(&n.name).to_owned()
+        } else {
+            n.name.clone()
+        };
+        key_of.insert(idx, key.clone());
+        let e = nodes.entry(key.clone()).or_insert_with(|| LayerNode {
+            class: key,
+            op: n.op.clone(),
+            in_block,
+            layers: 0,
+            time_ns: 0,
+            first_order: order,
+        });
+        e.layers += u32::from(in_block);
+        e.time_ns += n.time_ns;
+        e.first_order = e.first_order.min(order);
+    }
+    let mut ordered: Vec<LayerNode> = nodes.into_values().collect();
+    ordered.sort_by_key(|n| n.first_order);
+    let mut dag = DiGraph::new();
+    let mut idx_of: HashMap<String, NodeIndex> = HashMap::new();
+    for n in ordered {
+        let c = n.class.clone();
+        idx_of.insert(c, dag.add_node(n));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for e in p.dag.edge_indices() {
+        let Some((a, b)) = p.dag.edge_endpoints(e) else {
+            continue;
+        };
+        let (Some(ka), Some(kb)) = (key_of.get(&a), key_of.get(&b)) else {
+            continue;
+        };
+        let cross = p.dag[a].layer != p.dag[b].layer;
+        if ka != kb && seen.insert((ka.clone(), kb.clone(), cross)) {
+            dag.add_edge(idx_of[ka], idx_of[kb], cross);
+        }
+    }
+    LayerDag {
+        n_layers: layers.len() as u32,
+        dag,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensor_bytes_follow_block_sizes() {
+        assert_eq!(tensor_bytes(DType::F32 as u32, &[64, 2, 1, 1]), Some(512));
+        assert_eq!(tensor_bytes(DType::Q8_0 as u32, &[64, 1, 1, 1]), Some(68));
+        assert_eq!(tensor_bytes(DType::Q8_0 as u32, &[33, 1, 1, 1]), None);
+        assert_eq!(tensor_bytes(99, &[1, 1, 1, 1]), None);
+    }
+
+    #[test]
+    fn iter_selector_parses() {
+        assert_eq!("prefill".parse(), Ok(IterSelector::Prefill));
+        assert_eq!("3".parse(), Ok(IterSelector::Decode(3)));
+        assert!("x".parse::<IterSelector>().is_err());
+    }
+}

@@ -1,0 +1,299 @@
+//! ProfTime (seed 002 §4.2): Chrome Trace Event JSON that Perfetto UI and
+//! chrome://tracing open. Streams from the model:
+//!
+//! - one process (the target), one track per thread: token, graph and phase slices on
+//!   the main thread, operator slices on every thread (they nest: op ⊂ graph ⊂ token);
+//! - a second track per thread, tid [`STATE_TID_BASE`] + tid, with its scheduler states
+//!   (`running cpu N`, `runnable`, `sleeping`), so they do not break the nesting;
+//! - counter tracks: decode tokens/s, and each counter's rate per decode call;
+//! - instants: QoS switches and loss records;
+//! - `ts`/`dur` in µs relative to the first event, with ns kept as 3 decimals.
+
+use std::io::{self, Write};
+
+use crate::{
+    export::{json_str, us},
+    model::{NONE_U32, PMC_MISSING, TokenPhase, TraceModel},
+};
+
+/// Thread-state tracks use tid `STATE_TID_BASE + tid`.
+pub const STATE_TID_BASE: u64 = 1_000_000_000;
+
+/// Options of the timeline export.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ChromeOptions {
+    /// Emit operator slices (the bulk of the file).
+    pub ops: bool,
+    /// Emit thread-state slices.
+    pub states: bool,
+}
+
+impl Default for ChromeOptions {
+    fn default() -> Self {
+        ChromeOptions {
+            ops: true,
+            states: true,
+        }
+    }
+}
+
+struct Out<W: Write> {
+    w: W,
+    first: bool,
+    base: u64,
+    pid: u32,
+}
+
+impl<W: Write> Out<W> {
+    fn raw(&mut self, obj: &str) -> io::Result<()> {
+        if self.first {
+            self.first = false;
+        } else {
+            self.w.write_all(b",\n")?;
+        }
+        self.w.write_all(obj.as_bytes())
+    }
+
+    fn ts(&self, ns: u64) -> String {
+        us(ns.saturating_sub(self.base))
+    }
+
+    fn slice(
+        &mut self,
+        tid: u64,
+        name: &str,
+        cat: &str,
+        start: u64,
+        end: u64,
+        args: &str,
+    ) -> io::Result<()> {
+        let s = format!(
+            r#"{{"ph":"X","pid":{},"tid":{tid},"name":{},"cat":"{cat}","ts":{},"dur":{},"args":{args}}}"#,
+            self.pid,
+            json_str(name),
+            self.ts(start),
+            us(end.saturating_sub(start)),
+        );
+        self.raw(&s)
+    }
+}
+
+/// Writes the timeline.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Result<()> {
+    let base = model.first_ns().unwrap_or(0);
+    let mut o = Out {
+        w,
+        first: true,
+        base,
+        pid: model.target_pid(),
+    };
+    o.w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
+    let pid = o.pid;
+    o.raw(&format!(
+        r#"{{"ph":"M","pid":{pid},"name":"process_name","args":{{"name":{}}}}}"#,
+        json_str(&format!("engine (pid {pid})"))
+    ))?;
+    let threads = model.target_threads();
+    for (i, th) in threads.iter().enumerate() {
+        let label = if th.comm.is_empty() {
+            format!("tid {}", th.tid)
+        } else {
+            format!("{} ({})", th.comm, th.tid)
+        };
+        let label = if th.is_main {
+            format!("{label} main")
+        } else {
+            label
+        };
+        for (tid, name, sort) in [
+            (u64::from(th.tid), label.clone(), 2 * i),
+            (
+                STATE_TID_BASE + u64::from(th.tid),
+                format!("{label} sched"),
+                2 * i + 1,
+            ),
+        ] {
+            o.raw(&format!(
+                r#"{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_name","args":{{"name":{}}}}}"#,
+                json_str(&name)
+            ))?;
+            o.raw(&format!(
+                r#"{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_sort_index","args":{{"sort_index":{sort}}}}}"#
+            ))?;
+        }
+    }
+    // Tokens, graphs, phases.
+    for t in model.tokens() {
+        let Some(end) = t.end_ns else { continue };
+        let name = match t.phase {
+            TokenPhase::Prefill => format!("prefill {} tokens @{}", t.n_tokens, t.pos),
+            TokenPhase::Decode => format!("decode @{}", t.pos),
+        };
+        let args = format!(
+            r#"{{"index":{},"n_tokens":{},"pos":{},"phase":"{}","ret":{}}}"#,
+            t.index,
+            t.n_tokens,
+            t.pos,
+            t.phase.name(),
+            t.ret
+        );
+        o.slice(u64::from(t.tid), &name, "token", t.start_ns, end, &args)?;
+    }
+    for g in model.graphs() {
+        let Some(end) = g.end_ns else { continue };
+        let args = format!(
+            r#"{{"graph_id":{},"n_nodes":{},"backend":"{}","backend_id":{},"n_tokens":{},"pos":{}}}"#,
+            g.graph_id,
+            g.n_nodes,
+            g.backend_name(),
+            g.backend_id,
+            g.n_tokens,
+            g.pos
+        );
+        let name = format!("graph {} ({})", g.graph_id, g.backend_name());
+        o.slice(u64::from(g.tid), &name, "graph", g.start_ns, end, &args)?;
+    }
+    for p in model.phases() {
+        let args = format!(r#"{{"arg":{},"ret":{}}}"#, p.arg, p.ret);
+        o.slice(
+            u64::from(p.tid),
+            p.kind.name(),
+            "phase",
+            p.start_ns,
+            p.end_ns,
+            &args,
+        )?;
+    }
+    // Operators.
+    if opts.ops {
+        let nodes = model.nodes();
+        let threads_all = model.threads();
+        let counters = model.counter_names();
+        let backends: Vec<String> = model.graphs().iter().map(|g| g.backend_name()).collect();
+        let mut args = String::new();
+        for s in model.slices() {
+            let n = &nodes[s.node as usize];
+            let tid = threads_all[s.thread as usize].tid;
+            args.clear();
+            args.push_str(&format!(
+                r#"{{"op":"{}","name":{},"layer":{},"shape":"{}","index":{}"#,
+                n.op_name(),
+                json_str(&n.name),
+                n.layer,
+                n.shape(),
+                n.index
+            ));
+            if s.graph != NONE_U32 {
+                args.push_str(&format!(
+                    r#","graph":{},"backend":"{}""#,
+                    s.graph,
+                    backends.get(s.graph as usize).map_or("?", String::as_str)
+                ));
+            }
+            if let Some(deltas) = model.slice_pmc(s) {
+                for (name, &v) in counters.iter().zip(deltas) {
+                    if v != PMC_MISSING {
+                        args.push_str(&format!(",{}:{v}", json_str(name)));
+                    }
+                }
+            }
+            args.push('}');
+            o.slice(
+                u64::from(tid),
+                &n.name,
+                &n.op_name(),
+                s.start_ns,
+                s.end_ns,
+                &args,
+            )?;
+        }
+    }
+    // Thread states.
+    if opts.states {
+        for th in &threads {
+            let tid = STATE_TID_BASE + u64::from(th.tid);
+            for s in th.states.slices() {
+                let name = match s.state {
+                    crate::model::SchedState::Running => format!("running cpu {}", s.cpu),
+                    st => st.name().to_owned(),
+                };
+                let args = format!(r#"{{"cpu":{}}}"#, i64::from(s.cpu as i32));
+                o.slice(tid, &name, "sched", s.start_ns, s.end_ns, &args)?;
+            }
+        }
+    }
+    // Counter tracks.
+    let mut prev_produced: Option<u64> = None;
+    for t in model.tokens() {
+        let p = t.produced_ns();
+        if t.phase == TokenPhase::Decode
+            && let (Some(a), Some(b)) = (prev_produced, p)
+            && b > a
+        {
+            let ts = o.ts(b);
+            o.raw(&format!(
+                r#"{{"ph":"C","pid":{pid},"name":"tokens/s","ts":{ts},"args":{{"tokens/s":{:.3}}}}}"#,
+                1e9 / (b - a) as f64
+            ))?;
+        }
+        prev_produced = p;
+    }
+    let counters = model.counter_names();
+    if !counters.is_empty() {
+        for t in model.tokens() {
+            let Some(end) = t.end_ns else { continue };
+            let dur = end.saturating_sub(t.start_ns);
+            if dur == 0 {
+                continue;
+            }
+            let mut sums = vec![0u64; counters.len()];
+            let mut any = vec![false; counters.len()];
+            for g in model.token_graphs(t.index) {
+                for span in model.graph_node_spans(g) {
+                    for (i, &v) in span.pmc.iter().enumerate() {
+                        if v != PMC_MISSING {
+                            sums[i] = sums[i].saturating_add(v);
+                            any[i] = true;
+                        }
+                    }
+                }
+            }
+            let ts = o.ts(t.start_ns);
+            for (i, name) in counters.iter().enumerate() {
+                if any[i] {
+                    o.raw(&format!(
+                        r#"{{"ph":"C","pid":{pid},"name":{},"ts":{ts},"args":{{"per_s":{:.3}}}}}"#,
+                        json_str(&format!("{name}/s")),
+                        sums[i] as f64 * 1e9 / dur as f64
+                    ))?;
+                }
+            }
+        }
+    }
+    // Instants.
+    for q in model.qos_switches() {
+        let ts = o.ts(q.ts_ns);
+        o.raw(&format!(
+            r#"{{"ph":"i","s":"g","pid":{pid},"tid":0,"name":"QoS levels {:#x} -> {:#x}","ts":{ts},"args":{{"tps":{:.3},"min_tps":{:.3}}}}}"#,
+            q.levels_before,
+            q.levels_after,
+            q.tps_milli as f64 / 1e3,
+            q.min_tps_milli as f64 / 1e3
+        ))?;
+    }
+    for l in model.losses() {
+        let ts = o.ts(l.ts_ns);
+        o.raw(&format!(
+            r#"{{"ph":"i","s":"g","pid":{pid},"tid":0,"name":"lost {} events on cpu {}","ts":{ts},"args":{{"cpu":{},"lost":{}}}}}"#,
+            l.lost, l.cpu, l.cpu, l.lost
+        ))?;
+    }
+    o.w.write_all(b"\n],\"otherData\":{\"base_ns\":")?;
+    o.w.write_all(base.to_string().as_bytes())?;
+    o.w.write_all(b"}}\n")?;
+    o.w.flush()
+}

@@ -1,0 +1,157 @@
+//! ProfStat tables as CSV (RFC 4180 quoting where needed).
+
+use std::io::{self, Write};
+
+use crate::stats::ProfStat;
+
+/// Quotes a field if it contains a comma, quote or newline.
+pub fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |v| format!("{v}"))
+}
+
+/// `iterations.csv`: one row per decode call; one column per node class.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_iterations(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    let mut classes: Vec<&String> = s
+        .iterations
+        .iter()
+        .flat_map(|r| r.class_ms.keys())
+        .collect();
+    classes.sort();
+    classes.dedup();
+    write!(w, "index,phase,pos,n_tokens,start_ms,latency_ms")?;
+    for c in &classes {
+        write!(w, ",{}_ms", field(c))?;
+    }
+    writeln!(w)?;
+    for r in &s.iterations {
+        write!(
+            w,
+            "{},{},{},{},{},{}",
+            r.index,
+            r.phase.name(),
+            r.pos,
+            r.n_tokens,
+            r.start_ms,
+            r.latency_ms
+        )?;
+        for c in &classes {
+            write!(w, ",{}", r.class_ms.get(*c).copied().unwrap_or(0.0))?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// `growth.csv`: node classes by how their time grows with context length.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_growth(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "class,mean_ms,slope_ns_per_pos,intercept_ns,r2,share_of_growth"
+    )?;
+    for r in &s.growth {
+        writeln!(
+            w,
+            "{},{},{},{},{},{}",
+            field(&r.class),
+            r.mean_ms,
+            opt(r.fit.map(|f| f.slope)),
+            opt(r.fit.map(|f| f.intercept)),
+            opt(r.fit.map(|f| f.r2)),
+            opt(r.share_of_growth)
+        )?;
+    }
+    Ok(())
+}
+
+/// `matmul.csv`: matrix products of the DAG iteration, time against complexity.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_matmul(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    writeln!(w, "name,class,layer,complexity,time_ns,attention")?;
+    for r in &s.matmul {
+        writeln!(
+            w,
+            "{},{},{},{},{},{}",
+            field(&r.name),
+            field(&r.class),
+            r.layer,
+            r.complexity,
+            r.time_ns,
+            r.attention
+        )?;
+    }
+    Ok(())
+}
+
+/// `op_types.csv`: per op type over the run.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_op_types(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "op,count,total_ms,mean_us,share_of_token_time,idle_share,miss_bandwidth_gbps,stall_ratio"
+    )?;
+    for r in &s.op_types {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{}",
+            r.op,
+            r.count,
+            r.total_ms,
+            r.mean_us,
+            r.share_of_token_time,
+            r.idle_share,
+            opt(r.miss_bandwidth_gbps),
+            opt(r.stall_ratio)
+        )?;
+    }
+    Ok(())
+}
+
+/// `load_balance.csv`: per node of the DAG iteration and thread.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_load_balance(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    writeln!(w, "order,name,op,tid,busy_ns,span_ns,idle_share")?;
+    for r in &s.load_balance {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{}",
+            r.order,
+            field(&r.name),
+            r.op,
+            r.tid,
+            r.busy_ns,
+            r.span_ns,
+            r.idle_share
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn quoting() {
+        assert_eq!(super::field("a"), "a");
+        assert_eq!(super::field("a,b"), "\"a,b\"");
+        assert_eq!(super::field("a\"b"), "\"a\"\"b\"");
+    }
+}

@@ -1,0 +1,275 @@
+//! ProfDAG as Graphviz DOT (rendered to SVG with `dot -Tsvg` when Graphviz is
+//! installed): nodes coloured by a chosen metric (seed 002 Figs 3-4), and the
+//! per-layer view with repeated transformer blocks collapsed.
+
+use std::io::{self, Write};
+
+use petgraph::visit::EdgeRef;
+
+use crate::dag::{DagNode, LayerDag, ProfDag};
+
+/// What colours the DAG's nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ColorBy {
+    /// Node time.
+    #[default]
+    Time,
+    /// Bytes written and read from computed sources per second of node time.
+    BytesPerSec,
+    /// A recorded counter's sum over threads (by counter name).
+    Counter(String),
+}
+
+impl std::str::FromStr for ColorBy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "time" => Ok(ColorBy::Time),
+            "bandwidth" | "bytes-per-sec" | "bytes_per_s" => Ok(ColorBy::BytesPerSec),
+            c if !c.is_empty() => Ok(ColorBy::Counter(
+                c.strip_prefix("counter:").unwrap_or(c).to_owned(),
+            )),
+            _ => Err("empty metric".to_owned()),
+        }
+    }
+}
+
+impl ColorBy {
+    /// The metric's value for a node (`None` for leaves or when not recorded).
+    pub fn value(&self, n: &DagNode) -> Option<f64> {
+        if n.is_leaf() {
+            return None;
+        }
+        match self {
+            ColorBy::Time => Some(n.time_ns as f64),
+            ColorBy::BytesPerSec => n
+                .bytes
+                .filter(|_| n.time_ns > 0)
+                .map(|b| b as f64 * 1e9 / n.time_ns as f64),
+            ColorBy::Counter(c) => n.counters.get(c).map(|&v| v as f64),
+        }
+    }
+
+    /// Label of the metric.
+    pub fn label(&self) -> String {
+        match self {
+            ColorBy::Time => "time".to_owned(),
+            ColorBy::BytesPerSec => "bytes/s".to_owned(),
+            ColorBy::Counter(c) => c.clone(),
+        }
+    }
+}
+
+/// A white → red colour for `t` in 0..=1 (`YlOrRd`-like).
+pub fn heat(t: f64) -> String {
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let lerp = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        lerp(255.0, 215.0),
+        lerp(255.0, 48.0),
+        lerp(230.0, 39.0)
+    )
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A duration for labels (`12.3 µs`).
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    }
+}
+
+/// Writes the DAG as DOT.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<()> {
+    let values: Vec<f64> = p
+        .dag
+        .node_weights()
+        .filter_map(|n| color.value(n))
+        .collect();
+    let max = values.iter().copied().fold(0.0f64, f64::max);
+    writeln!(w, "digraph profdag {{")?;
+    writeln!(
+        w,
+        "  label=\"ProfDAG: decode call {} ({} @{}), coloured by {}\"; labelloc=t;",
+        p.token,
+        p.phase.name(),
+        p.pos,
+        esc(&color.label())
+    )?;
+    writeln!(
+        w,
+        "  node [shape=box, style=filled, fontname=Helvetica, fontsize=10];"
+    )?;
+    for idx in p.dag.node_indices() {
+        let n = &p.dag[idx];
+        if n.is_leaf() {
+            writeln!(
+                w,
+                "  n{} [label=\"{}\", style=dashed, color=gray, fontcolor=gray];",
+                idx.index(),
+                esc(&n.name)
+            )?;
+            continue;
+        }
+        let v = color.value(n);
+        let fill = v.map_or_else(
+            || "#eeeeee".to_owned(),
+            |v| heat(if max > 0.0 { v / max } else { 0.0 }),
+        );
+        let metric = match (color, v) {
+            (ColorBy::Time, _) | (_, None) => String::new(),
+            (ColorBy::BytesPerSec, Some(v)) => format!("\\n{:.2} GB/s", v / 1e9),
+            (ColorBy::Counter(c), Some(v)) => format!("\\n{}: {v}", esc(c)),
+        };
+        writeln!(
+            w,
+            "  n{} [label=\"#{} {}\\n{} {}\\n{}{}\", fillcolor=\"{fill}\"];",
+            idx.index(),
+            n.order.unwrap_or(0),
+            esc(&n.name),
+            n.op,
+            n.shape,
+            fmt_ns(n.time_ns),
+            metric
+        )?;
+    }
+    for e in p.dag.edge_references() {
+        writeln!(
+            w,
+            "  n{} -> n{} [label=\"{}\", fontsize=8];",
+            e.source().index(),
+            e.target().index(),
+            e.weight().slot
+        )?;
+    }
+    writeln!(w, "}}")
+}
+
+/// Writes the per-layer view as DOT: block nodes inside one cluster labelled `× L`.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_layers(l: &LayerDag, mut w: impl Write) -> io::Result<()> {
+    let max = l.dag.node_weights().map(|n| n.time_ns).max().unwrap_or(0);
+    writeln!(w, "digraph layers {{")?;
+    writeln!(
+        w,
+        "  node [shape=box, style=filled, fontname=Helvetica, fontsize=10];"
+    )?;
+    let node = |w: &mut dyn Write, i: usize, n: &crate::dag::LayerNode| {
+        let fill = heat(if max > 0 {
+            n.time_ns as f64 / max as f64
+        } else {
+            0.0
+        });
+        writeln!(
+            w,
+            "    n{i} [label=\"{}\\n{}\\n{}{}\", fillcolor=\"{fill}\"];",
+            esc(&n.class),
+            n.op,
+            fmt_ns(n.time_ns),
+            if n.in_block {
+                format!(" over {} layers", n.layers)
+            } else {
+                String::new()
+            }
+        )
+    };
+    writeln!(w, "  subgraph cluster_block {{")?;
+    writeln!(
+        w,
+        "    label=\"transformer block × {}\"; style=rounded;",
+        l.n_layers
+    )?;
+    for idx in l.dag.node_indices() {
+        if l.dag[idx].in_block {
+            node(&mut w, idx.index(), &l.dag[idx])?;
+        }
+    }
+    writeln!(w, "  }}")?;
+    for idx in l.dag.node_indices() {
+        if !l.dag[idx].in_block {
+            node(&mut w, idx.index(), &l.dag[idx])?;
+        }
+    }
+    for e in l.dag.edge_references() {
+        let style = if *e.weight() {
+            " [style=dashed, color=gray40, tooltip=\"to the next layer\"]"
+        } else {
+            ""
+        };
+        writeln!(
+            w,
+            "  n{} -> n{}{style};",
+            e.source().index(),
+            e.target().index()
+        )?;
+    }
+    writeln!(w, "}}")
+}
+
+/// Renders a DOT file to SVG with Graphviz's `dot`. Returns a message instead of
+/// failing when `dot` is missing or fails (the DOT file is still there).
+pub fn render_svg(dot_path: &std::path::Path, svg_path: &std::path::Path) -> Result<(), String> {
+    match std::process::Command::new("dot")
+        .arg("-Tsvg")
+        .arg(dot_path)
+        .arg("-o")
+        .arg(svg_path)
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`dot -Tsvg {}` failed: {}",
+            dot_path.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "Graphviz `dot` not available ({e}); render with `dot -Tsvg {} -o {}` (apt install graphviz)",
+            dot_path.display(),
+            svg_path.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heat_spans_white_to_red() {
+        assert_eq!(heat(0.0), "#ffffe6");
+        assert_eq!(heat(1.0), "#d73027");
+        assert_eq!(heat(f64::NAN), "#ffffe6");
+        assert_eq!(heat(7.0), "#d73027");
+    }
+
+    #[test]
+    fn color_by_parses() {
+        assert_eq!("time".parse(), Ok(ColorBy::Time));
+        assert_eq!("bandwidth".parse(), Ok(ColorBy::BytesPerSec));
+        assert_eq!(
+            "counter:cycles".parse(),
+            Ok(ColorBy::Counter("cycles".to_owned()))
+        );
+        assert_eq!(
+            "task-clock".parse(),
+            Ok(ColorBy::Counter("task-clock".to_owned()))
+        );
+    }
+}

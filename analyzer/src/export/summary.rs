@@ -1,0 +1,279 @@
+//! `summary.json`: the machine-readable headline numbers of a run.
+
+use std::io::Write;
+
+use serde::Serialize;
+use trace_format::{TraceFooter, TraceHeader};
+
+use crate::{
+    ingest::IngestInfo,
+    model::{PhaseKind, TokenPhase, TraceModel, Unpaired},
+    stats::{OpTypeRow, percentile},
+};
+
+/// Mean and percentiles of a sample, ms.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Distribution {
+    /// Mean.
+    pub mean: f64,
+    /// Median (nearest rank).
+    pub p50: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: f64,
+    /// Number of samples.
+    pub n: usize,
+}
+
+impl Distribution {
+    /// Of a sample of ms values; `None` if empty.
+    pub fn of(mut v: Vec<f64>) -> Option<Distribution> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(Distribution {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            p50: percentile(&v, 50.0)?,
+            p99: percentile(&v, 99.0)?,
+            n: v.len(),
+        })
+    }
+}
+
+/// Token counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TokenCounts {
+    /// Prompt tokens processed by prefill calls.
+    pub prefill: u64,
+    /// Decode steps (one token each).
+    pub decode: u64,
+    /// Prefill calls (chunks).
+    pub prefill_calls: u64,
+    /// Sampled tokens (sample phases), if the phase level was recorded.
+    pub sampled: Option<u64>,
+}
+
+/// Event totals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct EventTotals {
+    /// Records read from the file.
+    pub read: u64,
+    /// Probe records written (footer), or records read if the footer is missing.
+    pub written: u64,
+    /// Records lost (footer, else the loss records).
+    pub lost: u64,
+    /// Records that arrived later than the reordering window.
+    pub late: u64,
+    /// Records of unknown kinds.
+    pub unknown: u64,
+}
+
+/// The trace file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TraceSection {
+    /// Target executable.
+    pub target: String,
+    /// Target pid.
+    pub pid: u32,
+    /// Whether the footer is present (recording ended cleanly).
+    pub complete: bool,
+    /// Why recording ended (footer).
+    pub end_reason: Option<String>,
+    /// Byte offset of the first broken chunk.
+    pub truncated_at: Option<u64>,
+    /// Counters recorded.
+    pub counters: Vec<String>,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// About the file.
+    pub trace: TraceSection,
+    /// Token counts.
+    pub tokens: TokenCounts,
+    /// Time to first token: first prefill entry to the first token's sampling, ms.
+    pub ttft_ms: Option<f64>,
+    /// Time per output token: interval between consecutive tokens' availability, ms.
+    pub tpot_ms: Option<Distribution>,
+    /// Decode-step latency (entry to exit), ms.
+    pub decode_latency_ms: Option<Distribution>,
+    /// Event totals.
+    pub events: EventTotals,
+    /// Unpaired enter/exit records.
+    pub unpaired: Unpaired,
+    /// Target threads.
+    pub threads: usize,
+    /// Graph computations.
+    pub graphs: usize,
+    /// Graphs per decode call.
+    pub graphs_per_token: f64,
+    /// Node spans (computed nodes with operator events) per graph.
+    pub nodes_per_graph: f64,
+    /// Computed nodes per graph as the engine announced them.
+    pub announced_nodes_per_graph: f64,
+    /// QoS switches.
+    pub qos_switches: usize,
+    /// Per op type.
+    pub op_types: Vec<OpTypeRow>,
+    /// Things the reader should know (truncation, losses, unpaired records...).
+    pub warnings: Vec<String>,
+}
+
+/// Builds the summary.
+pub fn summarize(
+    model: &TraceModel,
+    header: &TraceHeader,
+    footer: Option<&TraceFooter>,
+    ingest: &IngestInfo,
+    op_types: Vec<OpTypeRow>,
+) -> Summary {
+    let tokens = model.tokens();
+    let prefill: Vec<_> = tokens
+        .iter()
+        .filter(|t| t.phase == TokenPhase::Prefill)
+        .collect();
+    let sampled = model
+        .phases()
+        .iter()
+        .filter(|p| p.kind == PhaseKind::Sample)
+        .count() as u64;
+    let first_decode = tokens.iter().position(|t| t.phase == TokenPhase::Decode);
+    let last_prefill = tokens[..first_decode.unwrap_or(tokens.len())]
+        .iter()
+        .rev()
+        .find(|t| t.phase == TokenPhase::Prefill);
+    let ttft_ms = match (tokens.first(), last_prefill.and_then(|t| t.produced_ns())) {
+        (Some(f), Some(p)) if f.phase == TokenPhase::Prefill => {
+            Some(p.saturating_sub(f.start_ns) as f64 / 1e6)
+        }
+        _ => None,
+    };
+    let mut tpot = Vec::new();
+    let mut prev = last_prefill.and_then(|t| t.produced_ns());
+    for t in tokens.iter().skip(first_decode.unwrap_or(tokens.len())) {
+        if t.phase != TokenPhase::Decode {
+            prev = None;
+            continue;
+        }
+        let p = t.produced_ns();
+        if let (Some(a), Some(b)) = (prev, p) {
+            tpot.push(b.saturating_sub(a) as f64 / 1e6);
+        }
+        prev = p;
+    }
+    let decode_lat: Vec<f64> = tokens
+        .iter()
+        .filter(|t| t.phase == TokenPhase::Decode && t.end_ns.is_some())
+        .map(|t| t.dur_ns() as f64 / 1e6)
+        .collect();
+    let graphs = model.graphs();
+    let finished_graphs: Vec<_> = graphs.iter().filter(|g| g.end_ns.is_some()).collect();
+    let mean = |num: f64, den: usize| if den == 0 { 0.0 } else { num / den as f64 };
+    let lost = footer.map_or_else(|| model.lost_from_records(), |f| f.events_lost);
+    let mut warnings = Vec::new();
+    if let Some(off) = ingest.truncated_at {
+        warnings.push(format!(
+            "trace is truncated at byte {off}: analyzed the complete prefix"
+        ));
+    }
+    if footer.is_none() {
+        warnings.push("trace has no footer: recording did not end cleanly".to_owned());
+    }
+    if let Some(e) = &ingest.read_error {
+        warnings.push(format!("reading stopped early: {e}"));
+    }
+    if lost > 0 {
+        warnings.push(format!("{lost} events were lost while recording"));
+    }
+    let u = model.unpaired();
+    if u.total() > 0 {
+        warnings.push(format!(
+            "{} unpaired enter/exit records (op {}+{}, graph {}+{}, token {}+{}, phase {}+{})",
+            u.total(),
+            u.op_enter,
+            u.op_exit,
+            u.graph_enter,
+            u.graph_exit,
+            u.token_enter,
+            u.token_exit,
+            u.phase_enter,
+            u.phase_exit
+        ));
+    }
+    if ingest.late_events > 0 {
+        warnings.push(format!(
+            "{} events arrived later than the reordering window",
+            ingest.late_events
+        ));
+    }
+    let c = model.counts();
+    if c.over_limit > 0 {
+        warnings.push(format!("{} records ignored over limits", c.over_limit));
+    }
+    Summary {
+        trace: TraceSection {
+            target: header.target.path.clone(),
+            pid: model.target_pid(),
+            complete: footer.is_some(),
+            end_reason: footer.map(|f| f.end_reason.clone()),
+            truncated_at: ingest.truncated_at,
+            counters: model.counter_names().to_vec(),
+        },
+        tokens: TokenCounts {
+            prefill: prefill.iter().map(|t| u64::from(t.n_tokens)).sum(),
+            decode: tokens
+                .iter()
+                .filter(|t| t.phase == TokenPhase::Decode)
+                .count() as u64,
+            prefill_calls: prefill.len() as u64,
+            sampled: (sampled > 0).then_some(sampled),
+        },
+        ttft_ms,
+        tpot_ms: Distribution::of(tpot),
+        decode_latency_ms: Distribution::of(decode_lat),
+        events: EventTotals {
+            read: ingest.events_read,
+            written: footer.map_or(ingest.events_read, |f| f.events_written),
+            lost,
+            late: ingest.late_events,
+            unknown: c.unknown,
+        },
+        unpaired: *u,
+        threads: model.target_threads().len(),
+        graphs: graphs.len(),
+        graphs_per_token: mean(graphs.len() as f64, tokens.len()),
+        nodes_per_graph: mean(
+            finished_graphs.iter().map(|g| g.nodes.len() as f64).sum(),
+            finished_graphs.len(),
+        ),
+        announced_nodes_per_graph: mean(
+            finished_graphs.iter().map(|g| f64::from(g.n_nodes)).sum(),
+            finished_graphs.len(),
+        ),
+        qos_switches: model.qos_switches().len(),
+        op_types,
+        warnings,
+    }
+}
+
+/// Writes the summary as pretty JSON.
+pub fn write(summary: &Summary, mut w: impl Write) -> serde_json::Result<()> {
+    serde_json::to_writer_pretty(&mut w, summary)?;
+    w.write_all(b"\n").map_err(serde_json::Error::io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distribution_of_hand_values() {
+        let d = Distribution::of(vec![4.0, 1.0, 3.0, 2.0]).unwrap();
+        assert_eq!(d.mean, 2.5);
+        assert_eq!(d.p50, 2.0);
+        assert_eq!(d.p99, 4.0);
+        assert_eq!(d.n, 4);
+        assert!(Distribution::of(vec![]).is_none());
+    }
+}

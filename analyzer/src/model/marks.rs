@@ -1,0 +1,92 @@
+//! Point events and bookkeeping: QoS switches, losses, unpaired enter/exit counts.
+
+use serde::Serialize;
+
+/// The QoS controller changed the enabled probe levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct QosMark {
+    /// When, ns.
+    pub ts_ns: u64,
+    /// `LEVEL_*` bits before.
+    pub levels_before: u32,
+    /// `LEVEL_*` bits after.
+    pub levels_after: u32,
+    /// Measured decode rate, milli-tokens/s.
+    pub tps_milli: u64,
+    /// Configured minimum, milli-tokens/s.
+    pub min_tps_milli: u64,
+}
+
+/// Events lost on one CPU (cumulative at `ts_ns`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LossMark {
+    /// When the collector noted it, ns.
+    pub ts_ns: u64,
+    /// The CPU.
+    pub cpu: u32,
+    /// Events lost on it so far.
+    pub lost: u64,
+}
+
+/// Enter/exit records that did not pair up (a thread killed mid-op, losses, a probe
+/// level switched on or off in the middle of a call).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Unpaired {
+    /// Decode entries without an exit.
+    pub token_enter: u64,
+    /// Decode exits without an entry.
+    pub token_exit: u64,
+    /// Graph entries without an exit.
+    pub graph_enter: u64,
+    /// Graph exits without an entry.
+    pub graph_exit: u64,
+    /// Operator entries without an exit.
+    pub op_enter: u64,
+    /// Operator exits without an entry (or for another node).
+    pub op_exit: u64,
+    /// Phase entries without an exit.
+    pub phase_enter: u64,
+    /// Phase exits without an entry.
+    pub phase_exit: u64,
+}
+
+impl Unpaired {
+    /// Sum of all counts.
+    pub fn total(&self) -> u64 {
+        self.token_enter
+            + self.token_exit
+            + self.graph_enter
+            + self.graph_exit
+            + self.op_enter
+            + self.op_exit
+            + self.phase_enter
+            + self.phase_exit
+    }
+}
+
+/// How many events of each level the model applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EventCounts {
+    /// All events.
+    pub total: u64,
+    /// Decode records.
+    pub decode: u64,
+    /// Graph records.
+    pub graph: u64,
+    /// Operator records.
+    pub op: u64,
+    /// Phase records.
+    pub phase: u64,
+    /// Scheduler records (switch, wakeup, task).
+    pub sched: u64,
+    /// Collector records (QoS, loss, counter openings).
+    pub collector: u64,
+    /// Records of kinds this analyzer does not know.
+    pub unknown: u64,
+    /// Operator slices that ran while no graph was open.
+    pub ops_outside_graph: u64,
+    /// Operator exits after their graph had ended.
+    pub ops_after_graph: u64,
+    /// Threads or nodes ignored because a limit was reached.
+    pub over_limit: u64,
+}

@@ -1,0 +1,717 @@
+//! The incremental trace model: [`TraceModel::apply`] takes events in timestamp order
+//! (see [`crate::ingest::Reorder`]) and keeps tokens, graphs, operator slices and spans,
+//! thread states, QoS switches and losses. Exporters and the live view read it through
+//! the query methods; per-op-type and per-class aggregates are kept up to date as node
+//! spans complete (at each graph's exit), so a snapshot is cheap.
+//!
+//! Memory: 32 bytes per operator slice (+ 8 bytes per counter when counters were read),
+//! ~100 bytes per node span, plus the (small) token/graph/phase/state records. Node
+//! descriptions are interned; their number is bounded by the model's distinct nodes
+//! and shapes.
+
+mod graph;
+mod marks;
+mod op;
+mod thread;
+mod token;
+
+use std::collections::HashMap;
+
+use common::{
+    engine_abi::OpType,
+    event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent},
+};
+pub use graph::GraphSpan;
+pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
+pub use op::{NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, class_of, op_name};
+pub use thread::{SchedState, StateSlice, StateTimeline, ThreadInfo};
+pub use token::{PhaseKind, PhaseSpan, TokenPhase, TokenSpan};
+use trace_format::{Event, TraceHeader};
+
+/// Most threads the model tracks (further threads are counted in `over_limit`).
+pub const MAX_THREADS: usize = 1 << 16;
+/// Most distinct node descriptions (address × name × shape × sources).
+pub const MAX_NODE_INFOS: usize = 1 << 20;
+/// Most distinct node classes (names without the layer suffix).
+pub const MAX_CLASSES: usize = 1 << 12;
+/// Op-type slots: every known `OpType` plus one for unknown values.
+pub const OP_TYPE_SLOTS: usize = OpType::COUNT as usize + 1;
+
+/// The op-type slot of an op value (unknown values share the last slot).
+pub fn op_slot(op: u32) -> usize {
+    (op as usize).min(OP_TYPE_SLOTS - 1)
+}
+
+/// An operator entry waiting for its exit.
+#[derive(Clone, Copy, Debug)]
+struct OpenOp {
+    start_ns: u64,
+    node_addr: u64,
+    node: u32,
+    graph: u32,
+    pmc_ok: u32,
+    pmc: [u64; MAX_PMC],
+}
+
+/// Per-thread pairing state.
+#[derive(Clone, Debug, Default)]
+struct Pairing {
+    op: Option<OpenOp>,
+    token: Option<u32>,
+    graph: Option<u32>,
+    phase: [Option<(u64, u32)>; PhaseKind::COUNT],
+}
+
+/// The model of one trace.
+#[derive(Clone, Debug, Default)]
+pub struct TraceModel {
+    counter_names: Vec<String>,
+    target_pid: u32,
+    first_ns: Option<u64>,
+    last_ns: u64,
+    tokens: Vec<TokenSpan>,
+    graphs: Vec<GraphSpan>,
+    phases: Vec<PhaseSpan>,
+    nodes: Vec<NodeInfo>,
+    node_by_addr: HashMap<u64, Vec<u32>>,
+    classes: Vec<String>,
+    class_ids: HashMap<String, u32>,
+    slices: Vec<OpSlice>,
+    slice_pmc: Vec<u64>,
+    node_spans: Vec<NodeSpan>,
+    node_slice_ids: Vec<u32>,
+    op_types: Vec<OpAggregate>,
+    class_aggs: Vec<OpAggregate>,
+    threads: Vec<ThreadInfo>,
+    pairing: Vec<Pairing>,
+    thread_idx: HashMap<u32, u32>,
+    forked: Vec<u32>,
+    current_graph: Option<u32>,
+    graph_slices: Vec<u32>,
+    qos: Vec<QosMark>,
+    losses: Vec<LossMark>,
+    unpaired: Unpaired,
+    counts: EventCounts,
+    finished: bool,
+}
+
+impl TraceModel {
+    /// An empty model for a trace with this header (counter names, target pid).
+    pub fn new(header: &TraceHeader) -> TraceModel {
+        TraceModel {
+            counter_names: header
+                .counters
+                .iter()
+                .take(MAX_PMC)
+                .map(|c| c.name.clone())
+                .collect(),
+            target_pid: header.target.pid,
+            op_types: vec![OpAggregate::default(); OP_TYPE_SLOTS],
+            ..TraceModel::default()
+        }
+    }
+
+    /// Applies one event. Events must come in timestamp order (per thread at least;
+    /// across threads for correct graph assignment), as [`crate::ingest::Reorder`]
+    /// delivers them.
+    pub fn apply(&mut self, event: &Event) {
+        let h = event.header();
+        self.counts.total += 1;
+        self.first_ns = Some(self.first_ns.map_or(h.ts_ns, |f| f.min(h.ts_ns)));
+        self.last_ns = self.last_ns.max(h.ts_ns);
+        match event {
+            Event::Decode(e) => {
+                self.counts.decode += 1;
+                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+                    return;
+                };
+                self.threads[t].is_main = true;
+                if self.target_pid == 0 {
+                    self.target_pid = h.pid;
+                }
+                if !h.is_exit() {
+                    if self.pairing[t].token.take().is_some() {
+                        self.unpaired.token_enter += 1;
+                    }
+                    let index = self.tokens.len() as u32;
+                    self.tokens.push(TokenSpan {
+                        index,
+                        tid: h.tid,
+                        n_tokens: e.n_tokens,
+                        pos: e.pos,
+                        phase: TokenPhase::of(e.n_tokens, e.pos),
+                        start_ns: h.ts_ns,
+                        end_ns: None,
+                        ret: 0,
+                        sampled_ns: None,
+                        op_type_ns: vec![0; OP_TYPE_SLOTS],
+                    });
+                    self.pairing[t].token = Some(index);
+                } else if let Some(i) = self.pairing[t].token.take() {
+                    let tok = &mut self.tokens[i as usize];
+                    tok.end_ns = Some(h.ts_ns);
+                    tok.ret = e.ret;
+                } else {
+                    self.unpaired.token_exit += 1;
+                }
+            }
+            Event::Graph(e) => {
+                self.counts.graph += 1;
+                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+                    return;
+                };
+                if !h.is_exit() {
+                    if let Some(open) = self.pairing[t].graph.take() {
+                        self.unpaired.graph_enter += 1;
+                        self.finish_graph(open, None);
+                    }
+                    let index = self.graphs.len() as u32;
+                    let at = self.node_spans.len() as u32;
+                    self.graphs.push(GraphSpan {
+                        index,
+                        token: self.pairing[t].token,
+                        tid: h.tid,
+                        graph_id: e.graph_id,
+                        graph_addr: e.graph_addr,
+                        n_nodes: e.n_nodes,
+                        backend_id: e.backend_id,
+                        backend_kind: e.backend_kind,
+                        n_tokens: e.n_tokens,
+                        pos: e.pos,
+                        start_ns: h.ts_ns,
+                        end_ns: None,
+                        nodes: at..at,
+                    });
+                    self.pairing[t].graph = Some(index);
+                    if let Some(prev) = self.current_graph.replace(index) {
+                        // Another thread's graph is still open: close it (one graph at
+                        // a time per process in this engine).
+                        self.unpaired.graph_enter += 1;
+                        self.finish_graph(prev, None);
+                    }
+                } else if let Some(i) = self.pairing[t].graph.take() {
+                    self.finish_graph(i, Some(h.ts_ns));
+                } else {
+                    self.unpaired.graph_exit += 1;
+                }
+            }
+            Event::Op(e) => {
+                self.counts.op += 1;
+                self.apply_op(e);
+            }
+            Event::Phase(e) => {
+                self.counts.phase += 1;
+                let Some(kind) = EventKind::from_u32(h.kind).and_then(PhaseKind::from_event_kind)
+                else {
+                    return;
+                };
+                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+                    return;
+                };
+                let slot = &mut self.pairing[t].phase[kind as usize];
+                if !h.is_exit() {
+                    if slot.replace((h.ts_ns, e.arg)).is_some() {
+                        self.unpaired.phase_enter += 1;
+                    }
+                } else if let Some((start, arg)) = slot.take() {
+                    let token = self.pairing[t]
+                        .token
+                        .or_else(|| self.tokens.len().checked_sub(1).map(|i| i as u32));
+                    if kind == PhaseKind::Sample
+                        && let Some(tok) = token.and_then(|i| self.tokens.get_mut(i as usize))
+                        && tok.sampled_ns.is_none()
+                    {
+                        tok.sampled_ns = Some(h.ts_ns);
+                    }
+                    self.phases.push(PhaseSpan {
+                        kind,
+                        tid: h.tid,
+                        start_ns: start,
+                        end_ns: h.ts_ns,
+                        arg,
+                        ret: e.ret,
+                        token,
+                    });
+                } else {
+                    self.unpaired.phase_exit += 1;
+                }
+            }
+            Event::SchedSwitch(e) => {
+                self.counts.sched += 1;
+                if e.prev_tid != 0
+                    && let Some(t) = self.thread(e.prev_tid, Some(h.pid))
+                {
+                    let state = if e.prev_state == 0 {
+                        SchedState::Runnable
+                    } else {
+                        SchedState::Sleeping
+                    };
+                    let th = &mut self.threads[t];
+                    th.states.transition(h.ts_ns, state, h.cpu);
+                    set_comm(&mut th.comm, &e.prev_comm);
+                }
+                if e.next_tid != 0
+                    && let Some(t) = self.thread(e.next_tid, None)
+                {
+                    let th = &mut self.threads[t];
+                    th.states.transition(h.ts_ns, SchedState::Running, h.cpu);
+                    set_comm(&mut th.comm, &e.next_comm);
+                }
+            }
+            Event::SchedWakeup(e) => {
+                self.counts.sched += 1;
+                if let Some(t) = self.thread(e.target_tid, None) {
+                    self.threads[t].states.wakeup(h.ts_ns, e.target_cpu);
+                }
+            }
+            Event::Task(e) => {
+                self.counts.sched += 1;
+                if h.kind == EventKind::TaskNew as u32 {
+                    self.forked.push(e.child_tid);
+                    let _ = self.thread(e.child_tid, None);
+                } else if let Some(&t) = self.thread_idx.get(&e.child_tid) {
+                    self.threads[t as usize].states.close(h.ts_ns);
+                }
+            }
+            Event::QosSwitch(e) => {
+                self.counts.collector += 1;
+                self.qos.push(QosMark {
+                    ts_ns: h.ts_ns,
+                    levels_before: e.levels_before,
+                    levels_after: e.levels_after,
+                    tps_milli: e.tps_milli,
+                    min_tps_milli: e.min_tps_milli,
+                });
+            }
+            Event::Loss(e) => {
+                self.counts.collector += 1;
+                self.losses.push(LossMark {
+                    ts_ns: h.ts_ns,
+                    cpu: h.cpu,
+                    lost: e.lost,
+                });
+            }
+            Event::PmcOpen(_) => self.counts.collector += 1,
+            Event::Unknown { .. } => self.counts.unknown += 1,
+        }
+    }
+
+    /// Ends the trace at `end_ns` (footer end time or last event): closes thread state
+    /// timelines and counts entries still open as unpaired. Idempotent.
+    pub fn finish(&mut self, end_ns: Option<u64>) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let end = end_ns.unwrap_or(self.last_ns).max(self.last_ns);
+        if let Some(g) = self.current_graph {
+            self.unpaired.graph_enter += 1;
+            self.finish_graph(g, None);
+        }
+        for p in &mut self.pairing {
+            self.unpaired.op_enter += u64::from(p.op.take().is_some());
+            self.unpaired.token_enter += u64::from(p.token.take().is_some());
+            self.unpaired.graph_enter += u64::from(p.graph.take().is_some());
+            for ph in &mut p.phase {
+                self.unpaired.phase_enter += u64::from(ph.take().is_some());
+            }
+        }
+        for th in &mut self.threads {
+            th.states.close(end);
+        }
+    }
+
+    fn apply_op(&mut self, e: &OpEvent) {
+        let h = &e.header;
+        let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+            return;
+        };
+        if !h.is_exit() {
+            let Some(node) = self.intern_node(e) else {
+                return;
+            };
+            let open = OpenOp {
+                start_ns: h.ts_ns,
+                node_addr: e.node_addr,
+                node,
+                graph: self.current_graph.unwrap_or(NONE_U32),
+                pmc_ok: if e.detail & OP_DETAIL_PMC != 0 {
+                    e.pmc_ok
+                } else {
+                    0
+                },
+                pmc: std::array::from_fn(|i| e.pmc[i].counter),
+            };
+            if self.pairing[t].op.replace(open).is_some() {
+                self.unpaired.op_enter += 1;
+            }
+            return;
+        }
+        let Some(open) = self.pairing[t].op.take() else {
+            self.unpaired.op_exit += 1;
+            return;
+        };
+        if open.node_addr != e.node_addr {
+            self.unpaired.op_enter += 1;
+            self.unpaired.op_exit += 1;
+            return;
+        }
+        let n = self.counter_names.len();
+        let ok = if e.detail & OP_DETAIL_PMC != 0 {
+            open.pmc_ok & e.pmc_ok
+        } else {
+            0
+        };
+        let pmc = if ok != 0 && n > 0 {
+            let at = self.slice_pmc.len() as u32;
+            for i in 0..n {
+                self.slice_pmc.push(if ok & (1 << i) != 0 {
+                    e.pmc[i].counter.wrapping_sub(open.pmc[i])
+                } else {
+                    PMC_MISSING
+                });
+            }
+            at
+        } else {
+            NONE_U32
+        };
+        let slice = OpSlice {
+            start_ns: open.start_ns,
+            end_ns: h.ts_ns.max(open.start_ns),
+            node: open.node,
+            graph: open.graph,
+            thread: t as u32,
+            pmc,
+        };
+        let id = self.slices.len() as u32;
+        self.slices.push(slice);
+        let th = &mut self.threads[t];
+        th.op_slices += 1;
+        th.op_busy_ns += slice.dur_ns();
+        if open.graph == NONE_U32 {
+            self.counts.ops_outside_graph += 1;
+        } else if Some(open.graph) == self.current_graph {
+            self.graph_slices.push(id);
+        } else {
+            self.counts.ops_after_graph += 1;
+        }
+    }
+
+    /// Closes graph `g` (at `end_ns`, if its exit was seen) and turns its operator
+    /// slices into node spans (Algorithm 1).
+    fn finish_graph(&mut self, g: u32, end_ns: Option<u64>) {
+        if self.current_graph == Some(g) {
+            self.current_graph = None;
+        }
+        let mut ids = std::mem::take(&mut self.graph_slices);
+        let nodes = &self.nodes;
+        let slices = &self.slices;
+        ids.sort_by_key(|&i| {
+            let s = &slices[i as usize];
+            let n = &nodes[s.node as usize];
+            (n.index, n.addr, s.start_ns, s.thread)
+        });
+        let first_span = self.node_spans.len() as u32;
+        let n_counters = self.counter_names.len();
+        let token = self.graphs[g as usize].token;
+        let mut i = 0;
+        while i < ids.len() {
+            let s0 = self.slices[ids[i] as usize];
+            let key = {
+                let n = &self.nodes[s0.node as usize];
+                (n.index, n.addr)
+            };
+            let mut j = i;
+            let mut span = NodeSpan {
+                graph: g,
+                node: s0.node,
+                start_ns: u64::MAX,
+                end_ns: 0,
+                busy_ns: 0,
+                n_threads: 0,
+                slices: 0..0,
+                pmc: vec![PMC_MISSING; n_counters],
+            };
+            while j < ids.len() {
+                let s = self.slices[ids[j] as usize];
+                let n = &self.nodes[s.node as usize];
+                if (n.index, n.addr) != key {
+                    break;
+                }
+                span.start_ns = span.start_ns.min(s.start_ns);
+                span.end_ns = span.end_ns.max(s.end_ns);
+                span.busy_ns += s.dur_ns();
+                span.n_threads += 1;
+                if s.pmc != NONE_U32 {
+                    let at = s.pmc as usize;
+                    for (c, sum) in span.pmc.iter_mut().enumerate() {
+                        let v = self.slice_pmc[at + c];
+                        if v != PMC_MISSING {
+                            *sum = if *sum == PMC_MISSING {
+                                v
+                            } else {
+                                sum.saturating_add(v)
+                            };
+                        }
+                    }
+                }
+                j += 1;
+            }
+            let at = self.node_slice_ids.len() as u32;
+            self.node_slice_ids.extend_from_slice(&ids[i..j]);
+            span.slices = at..at + (j - i) as u32;
+            let info = &self.nodes[span.node as usize];
+            let (slot, class) = (op_slot(info.op), info.class as usize);
+            self.op_types[slot].add(&span);
+            if self.class_aggs.len() <= class {
+                self.class_aggs.resize(class + 1, OpAggregate::default());
+            }
+            self.class_aggs[class].add(&span);
+            if let Some(tok) = token.and_then(|t| self.tokens.get_mut(t as usize)) {
+                tok.op_type_ns[slot] += span.dur_ns();
+            }
+            self.node_spans.push(span);
+            i = j;
+        }
+        ids.clear();
+        self.graph_slices = ids;
+        let graph = &mut self.graphs[g as usize];
+        graph.end_ns = end_ns;
+        graph.nodes = first_span..self.node_spans.len() as u32;
+    }
+
+    fn intern_node(&mut self, e: &OpEvent) -> Option<u32> {
+        if let Some(ids) = self.node_by_addr.get(&e.node_addr) {
+            for &id in ids.iter().rev() {
+                if self.nodes[id as usize].matches(e) {
+                    return Some(id);
+                }
+            }
+        }
+        if self.nodes.len() >= MAX_NODE_INFOS {
+            self.counts.over_limit += 1;
+            return None;
+        }
+        let class_name = class_of(e.name_str());
+        let class = match self.class_ids.get(class_name) {
+            Some(&c) => c,
+            None if self.classes.len() < MAX_CLASSES => {
+                let c = self.classes.len() as u32;
+                self.classes.push(class_name.to_owned());
+                self.class_ids.insert(class_name.to_owned(), c);
+                c
+            }
+            None => {
+                self.counts.over_limit += 1;
+                return None;
+            }
+        };
+        let id = self.nodes.len() as u32;
+        self.nodes.push(NodeInfo::from_event(e, class));
+        self.node_by_addr.entry(e.node_addr).or_default().push(id);
+        Some(id)
+    }
+
+    /// Index of thread `tid`, created on first sight (`None` over [`MAX_THREADS`]).
+    fn thread(&mut self, tid: u32, pid: Option<u32>) -> Option<usize> {
+        let idx = match self.thread_idx.get(&tid) {
+            Some(&i) => i as usize,
+            None => {
+                if self.threads.len() >= MAX_THREADS {
+                    self.counts.over_limit += 1;
+                    return None;
+                }
+                let i = self.threads.len();
+                self.threads.push(ThreadInfo {
+                    tid,
+                    ..ThreadInfo::default()
+                });
+                self.pairing.push(Pairing::default());
+                self.thread_idx.insert(tid, i as u32);
+                i
+            }
+        };
+        if let Some(p) = pid
+            && self.threads[idx].pid.is_none()
+        {
+            self.threads[idx].pid = Some(p);
+        }
+        Some(idx)
+    }
+
+    // ---- queries ----
+
+    /// Counter names, in `OpEvent::pmc` order.
+    pub fn counter_names(&self) -> &[String] {
+        &self.counter_names
+    }
+
+    /// The target's process id (from the header, else the first decode event).
+    pub fn target_pid(&self) -> u32 {
+        self.target_pid
+    }
+
+    /// Earliest event time, ns.
+    pub fn first_ns(&self) -> Option<u64> {
+        self.first_ns
+    }
+
+    /// Latest event time, ns.
+    pub fn last_ns(&self) -> u64 {
+        self.last_ns
+    }
+
+    /// Decode calls in order.
+    pub fn tokens(&self) -> &[TokenSpan] {
+        &self.tokens
+    }
+
+    /// Graph computations in order.
+    pub fn graphs(&self) -> &[GraphSpan] {
+        &self.graphs
+    }
+
+    /// Completed phase calls in exit order.
+    pub fn phases(&self) -> &[PhaseSpan] {
+        &self.phases
+    }
+
+    /// Interned node descriptions.
+    pub fn nodes(&self) -> &[NodeInfo] {
+        &self.nodes
+    }
+
+    /// Node classes (names without the layer suffix), by class id.
+    pub fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    /// Every operator slice, in exit order.
+    pub fn slices(&self) -> &[OpSlice] {
+        &self.slices
+    }
+
+    /// The counter deltas of a slice (one per counter, [`PMC_MISSING`] where absent).
+    pub fn slice_pmc(&self, slice: &OpSlice) -> Option<&[u64]> {
+        if slice.pmc == NONE_U32 {
+            return None;
+        }
+        let at = slice.pmc as usize;
+        self.slice_pmc.get(at..at + self.counter_names.len())
+    }
+
+    /// Node spans (one per node per graph computation), graph by graph.
+    pub fn node_spans(&self) -> &[NodeSpan] {
+        &self.node_spans
+    }
+
+    /// Slice ids of node spans (see [`NodeSpan::slices`]).
+    pub fn node_slice_ids(&self) -> &[u32] {
+        &self.node_slice_ids
+    }
+
+    /// The slices of one node span.
+    pub fn span_slices<'a>(&'a self, span: &NodeSpan) -> impl Iterator<Item = &'a OpSlice> + 'a {
+        self.node_slice_ids[span.slices.start as usize..span.slices.end as usize]
+            .iter()
+            .map(|&i| &self.slices[i as usize])
+    }
+
+    /// The node spans of one graph.
+    pub fn graph_node_spans(&self, graph: &GraphSpan) -> &[NodeSpan] {
+        &self.node_spans[graph.nodes.start as usize..graph.nodes.end as usize]
+    }
+
+    /// Aggregates per op type, indexed by [`op_slot`] (last slot: unknown ops).
+    pub fn op_type_aggregates(&self) -> &[OpAggregate] {
+        &self.op_types
+    }
+
+    /// Aggregates per node class, by class id.
+    pub fn class_aggregates(&self) -> &[OpAggregate] {
+        &self.class_aggs
+    }
+
+    /// Every thread seen, in order of first sight.
+    pub fn threads(&self) -> &[ThreadInfo] {
+        &self.threads
+    }
+
+    /// Whether a thread belongs to the target: it ran engine code, carried the target's
+    /// pid in its own events, or was forked by a target thread.
+    pub fn is_target_thread(&self, th: &ThreadInfo) -> bool {
+        th.is_main
+            || th.op_slices > 0
+            || (self.target_pid != 0 && th.pid == Some(self.target_pid))
+            || self.forked.contains(&th.tid)
+    }
+
+    /// The target's threads, by tid.
+    pub fn target_threads(&self) -> Vec<&ThreadInfo> {
+        let mut v: Vec<&ThreadInfo> = self
+            .threads
+            .iter()
+            .filter(|t| self.is_target_thread(t))
+            .collect();
+        v.sort_by_key(|t| t.tid);
+        v
+    }
+
+    /// The engine's main thread (the first that called `engine_decode`).
+    pub fn main_tid(&self) -> Option<u32> {
+        self.tokens.first().map(|t| t.tid)
+    }
+
+    /// QoS switches.
+    pub fn qos_switches(&self) -> &[QosMark] {
+        &self.qos
+    }
+
+    /// Loss records.
+    pub fn losses(&self) -> &[LossMark] {
+        &self.losses
+    }
+
+    /// Events lost per the loss records (the latest cumulative count per CPU, summed).
+    pub fn lost_from_records(&self) -> u64 {
+        let mut per_cpu: HashMap<u32, u64> = HashMap::new();
+        for l in &self.losses {
+            let e = per_cpu.entry(l.cpu).or_default();
+            *e = (*e).max(l.lost);
+        }
+        per_cpu.values().sum()
+    }
+
+    /// Unpaired enter/exit counts.
+    pub fn unpaired(&self) -> &Unpaired {
+        &self.unpaired
+    }
+
+    /// Event counts.
+    pub fn counts(&self) -> &EventCounts {
+        &self.counts
+    }
+
+    /// The n-th decode step (0-based), if any.
+    pub fn decode_step(&self, n: usize) -> Option<&TokenSpan> {
+        self.tokens
+            .iter()
+            .filter(|t| t.phase == TokenPhase::Decode)
+            .nth(n)
+    }
+
+    /// The graphs run inside decode call `token`.
+    pub fn token_graphs(&self, token: u32) -> impl Iterator<Item = &GraphSpan> {
+        self.graphs.iter().filter(move |g| g.token == Some(token))
+    }
+}
+
+fn set_comm(dst: &mut String, comm: &[u8]) {
+    let len = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    if len > 0 {
+        let s = String::from_utf8_lossy(&comm[..len]);
+        if *dst != s {
+            *dst = s.into_owned();
+        }
+    }
+}

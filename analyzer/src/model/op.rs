@@ -1,0 +1,267 @@
+//! Operator level: node descriptions ([`NodeInfo`], interned), per-thread operator
+//! slices ([`OpSlice`], 32 bytes each), per-node spans ([`NodeSpan`], Algorithm 1 of
+//! seed 002: first entry to last exit, counters summed over threads) and incremental
+//! per-op-type / per-class aggregates.
+
+use common::{
+    engine_abi::{MAX_DIMS, MAX_SRC, OpType},
+    event::OpEvent,
+};
+use serde::Serialize;
+
+/// "No index" marker in the compact records.
+pub const NONE_U32: u32 = u32::MAX;
+/// A counter value that was not read on both sides of an operator.
+pub const PMC_MISSING: u64 = u64::MAX;
+
+/// The upper-case name of an op value (`MUL_MAT`), or `OP_<n>` for unknown values.
+pub fn op_name(op: u32) -> String {
+    OpType::from_u32(op).map_or_else(|| format!("OP_{op}"), |o| o.name().to_owned())
+}
+
+/// A computed node as seen at operator entry (nodes with the same address but a
+/// different shape, name or sources are different `NodeInfo`s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeInfo {
+    /// Address of the `EngineNode`.
+    pub addr: u64,
+    /// `OpType` value.
+    pub op: u32,
+    /// Position in the graph's execution order.
+    pub index: u32,
+    /// Transformer layer, or -1.
+    pub layer: i32,
+    /// Node name (`ffn_up-3`), empty if not recorded.
+    pub name: String,
+    /// Class: the name without its `-<layer>` suffix (`ffn_up`), interned id.
+    pub class: u32,
+    /// Whether dtype/shape/sources were recorded (structure parsing on).
+    pub has_structure: bool,
+    /// `DType` value.
+    pub dtype: u32,
+    /// Elements per dimension.
+    pub ne: [i64; MAX_DIMS],
+    /// Source node addresses (0 where unused).
+    pub src: [u64; MAX_SRC],
+}
+
+impl NodeInfo {
+    /// Builds the description from an entry record.
+    pub(crate) fn from_event(e: &OpEvent, class: u32) -> NodeInfo {
+        let s = common::event::OP_DETAIL_STRUCTURE & e.detail != 0;
+        NodeInfo {
+            addr: e.node_addr,
+            op: e.op,
+            index: e.index,
+            layer: e.layer,
+            name: e.name_str().to_owned(),
+            class,
+            has_structure: s,
+            dtype: if s { e.structure.dtype } else { 0 },
+            ne: if s { e.structure.ne } else { [0; MAX_DIMS] },
+            src: if s { e.structure.src } else { [0; MAX_SRC] },
+        }
+    }
+
+    /// Whether this description matches an entry record.
+    pub(crate) fn matches(&self, e: &OpEvent) -> bool {
+        let s = common::event::OP_DETAIL_STRUCTURE & e.detail != 0;
+        self.addr == e.node_addr
+            && self.op == e.op
+            && self.index == e.index
+            && self.layer == e.layer
+            && self.has_structure == s
+            && (!s
+                || (self.dtype == e.structure.dtype
+                    && self.ne == e.structure.ne
+                    && self.src == e.structure.src))
+            && self.name.as_bytes() == e.name_str().as_bytes()
+    }
+
+    /// Op type name (`MUL_MAT`).
+    pub fn op_name(&self) -> String {
+        op_name(self.op)
+    }
+
+    /// Shape without trailing 1s, `64x8` style ("?" without structure).
+    pub fn shape(&self) -> String {
+        if !self.has_structure {
+            return "?".to_owned();
+        }
+        let mut dims: Vec<i64> = self.ne.to_vec();
+        while dims.len() > 1 && dims.last() == Some(&1) {
+            dims.pop();
+        }
+        dims.iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("x")
+    }
+
+    /// Number of elements of the node (product of `ne`), 0 without structure.
+    pub fn elements(&self) -> u64 {
+        if !self.has_structure {
+            return 0;
+        }
+        self.ne.iter().map(|&d| d.max(0) as u64).product()
+    }
+}
+
+/// The class of a node name: the name without a `-<digits>` suffix.
+pub fn class_of(name: &str) -> &str {
+    match name.rsplit_once('-') {
+        Some((base, layer))
+            if !base.is_empty()
+                && !layer.is_empty()
+                && layer.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => name,
+    }
+}
+
+/// One thread's execution of one node: 32 bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct OpSlice {
+    /// Entry, ns.
+    pub start_ns: u64,
+    /// Exit, ns.
+    pub end_ns: u64,
+    /// [`NodeInfo`] id.
+    pub node: u32,
+    /// Graph index, or [`NONE_U32`] when no graph was open.
+    pub graph: u32,
+    /// Thread index in [`crate::TraceModel::threads`].
+    pub thread: u32,
+    /// Offset of its counter deltas in the slice counter arena, or [`NONE_U32`].
+    pub pmc: u32,
+}
+const _: () = assert!(size_of::<OpSlice>() == 32);
+
+impl OpSlice {
+    /// Duration, ns.
+    pub fn dur_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// One node of one graph computation (seed 002 Algorithm 1): from the first thread's
+/// entry to the last thread's exit; counters summed over threads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeSpan {
+    /// Graph index.
+    pub graph: u32,
+    /// [`NodeInfo`] id.
+    pub node: u32,
+    /// First entry, ns.
+    pub start_ns: u64,
+    /// Last exit, ns.
+    pub end_ns: u64,
+    /// Sum of the threads' own durations, ns.
+    pub busy_ns: u64,
+    /// Threads that ran it.
+    pub n_threads: u32,
+    /// Range of its slice ids in [`crate::TraceModel::node_slice_ids`].
+    pub slices: std::ops::Range<u32>,
+    /// Counter sums over threads ([`PMC_MISSING`] where no thread had that counter).
+    pub pmc: Vec<u64>,
+}
+
+impl NodeSpan {
+    /// Duration, ns.
+    pub fn dur_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// Aggregate over every node span of one op type (or one class).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OpAggregate {
+    /// Node executions.
+    pub count: u64,
+    /// Sum of node durations (first entry to last exit), ns.
+    pub total_ns: u64,
+    /// Sum of per-thread busy time, ns.
+    pub busy_ns: u64,
+    /// Sum of `n_threads × duration` (thread time available), ns.
+    pub thread_span_ns: u64,
+    /// Counter sums (index = counter).
+    pub pmc: Vec<u64>,
+    /// Node executions that had each counter.
+    pub pmc_nodes: Vec<u64>,
+}
+
+impl OpAggregate {
+    /// Adds one node span.
+    pub fn add(&mut self, span: &NodeSpan) {
+        self.count += 1;
+        self.total_ns += span.dur_ns();
+        self.busy_ns += span.busy_ns;
+        self.thread_span_ns += span.dur_ns() * u64::from(span.n_threads);
+        if self.pmc.len() < span.pmc.len() {
+            self.pmc.resize(span.pmc.len(), 0);
+            self.pmc_nodes.resize(span.pmc.len(), 0);
+        }
+        for (i, &v) in span.pmc.iter().enumerate() {
+            if v != PMC_MISSING {
+                self.pmc[i] = self.pmc[i].saturating_add(v);
+                self.pmc_nodes[i] += 1;
+            }
+        }
+    }
+
+    /// Mean node duration, ns.
+    pub fn mean_ns(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.total_ns as f64 / self.count as f64
+        }
+    }
+
+    /// Share of the threads' time inside the op that they were idle (waiting at the
+    /// barrier for the slowest thread).
+    pub fn idle_share(&self) -> f64 {
+        if self.thread_span_ns == 0 {
+            0.0
+        } else {
+            1.0 - self.busy_ns as f64 / self.thread_span_ns as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_strips_only_a_numeric_layer_suffix() {
+        assert_eq!(class_of("ffn_up-3"), "ffn_up");
+        assert_eq!(class_of("kq_soft_max-12"), "kq_soft_max");
+        assert_eq!(class_of("result_output"), "result_output");
+        assert_eq!(class_of("a-b"), "a-b");
+        assert_eq!(class_of("-3"), "-3");
+        assert_eq!(class_of("x-"), "x-");
+    }
+
+    #[test]
+    fn aggregate_idle_share_is_one_minus_busy_over_available() {
+        let mut a = OpAggregate::default();
+        // Two threads, span 100: one busy 100, the other 60 → idle 40 of 200.
+        a.add(&NodeSpan {
+            graph: 0,
+            node: 0,
+            start_ns: 0,
+            end_ns: 100,
+            busy_ns: 160,
+            n_threads: 2,
+            slices: 0..2,
+            pmc: vec![5, PMC_MISSING],
+        });
+        assert!((a.idle_share() - 0.2).abs() < 1e-12);
+        assert_eq!(a.pmc, vec![5, 0]);
+        assert_eq!(a.pmc_nodes, vec![1, 0]);
+        assert_eq!(a.mean_ns(), 100.0);
+    }
+}

@@ -1,0 +1,144 @@
+//! Token level: one [`TokenSpan`] per `engine_decode` call (a prefill chunk or a decode
+//! step), and the phases (`engine_phase_*`) around it.
+
+use serde::Serialize;
+
+/// Whether a decode call is part of the prompt (prefill) or generates one token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenPhase {
+    /// A prefill chunk: `n_tokens > 1`, or the first position of the context.
+    Prefill,
+    /// A decode step: one token at `pos > 0`.
+    Decode,
+}
+
+impl TokenPhase {
+    /// The phase of an `engine_decode(n_tokens, pos)` call.
+    pub fn of(n_tokens: u32, pos: u32) -> TokenPhase {
+        if n_tokens > 1 || pos == 0 {
+            TokenPhase::Prefill
+        } else {
+            TokenPhase::Decode
+        }
+    }
+
+    /// `prefill` or `decode`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenPhase::Prefill => "prefill",
+            TokenPhase::Decode => "decode",
+        }
+    }
+}
+
+/// One `engine_decode` call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TokenSpan {
+    /// Position of this call among all decode calls (0-based).
+    pub index: u32,
+    /// Thread that called it (the engine's main thread).
+    pub tid: u32,
+    /// Tokens in the batch.
+    pub n_tokens: u32,
+    /// Position of the batch's first token.
+    pub pos: u32,
+    /// Prefill or decode.
+    pub phase: TokenPhase,
+    /// Entry time, ns (trace clock).
+    pub start_ns: u64,
+    /// Exit time, ns; `None` while open or if the exit was never seen.
+    pub end_ns: Option<u64>,
+    /// Return value.
+    pub ret: i32,
+    /// End of the `engine_phase_sample` that followed this call, if any: when its token
+    /// was produced.
+    pub sampled_ns: Option<u64>,
+    /// Time of each op type's nodes inside this call, ns, indexed by `OpType` value.
+    pub op_type_ns: Vec<u64>,
+}
+
+impl TokenSpan {
+    /// Duration, ns (0 while open).
+    pub fn dur_ns(&self) -> u64 {
+        self.end_ns.map_or(0, |e| e.saturating_sub(self.start_ns))
+    }
+
+    /// When this call's token was available: the end of its sampling, or its exit.
+    pub fn produced_ns(&self) -> Option<u64> {
+        self.sampled_ns.or(self.end_ns)
+    }
+}
+
+/// Which `engine_phase_*` entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseKind {
+    /// Embedding lookup.
+    Embed,
+    /// Logits copied out of the graph.
+    CopyLogits,
+    /// Softmax over the vocabulary.
+    Softmax,
+    /// Sampling.
+    Sample,
+}
+
+impl PhaseKind {
+    /// Number of phase kinds.
+    pub const COUNT: usize = 4;
+
+    /// The kind for an event kind, if it is a phase.
+    pub fn from_event_kind(kind: common::event::EventKind) -> Option<PhaseKind> {
+        use common::event::EventKind as K;
+        match kind {
+            K::PhaseEmbed => Some(PhaseKind::Embed),
+            K::PhaseCopyLogits => Some(PhaseKind::CopyLogits),
+            K::PhaseSoftmax => Some(PhaseKind::Softmax),
+            K::PhaseSample => Some(PhaseKind::Sample),
+            _ => None,
+        }
+    }
+
+    /// Short name (`embed`, `copy_logits`, `softmax`, `sample`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PhaseKind::Embed => "embed",
+            PhaseKind::CopyLogits => "copy_logits",
+            PhaseKind::Softmax => "softmax",
+            PhaseKind::Sample => "sample",
+        }
+    }
+}
+
+/// One phase call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PhaseSpan {
+    /// Which phase.
+    pub kind: PhaseKind,
+    /// Calling thread.
+    pub tid: u32,
+    /// Entry, ns.
+    pub start_ns: u64,
+    /// Exit, ns.
+    pub end_ns: u64,
+    /// Size argument at entry.
+    pub arg: u32,
+    /// Return value (the sampled token for `sample`).
+    pub ret: i32,
+    /// The decode call it belongs to (inside it, or the last one before it).
+    pub token: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_rule_matches_the_probe_abi() {
+        assert_eq!(TokenPhase::of(7, 0), TokenPhase::Prefill);
+        assert_eq!(TokenPhase::of(1, 0), TokenPhase::Prefill);
+        assert_eq!(TokenPhase::of(512, 512), TokenPhase::Prefill);
+        assert_eq!(TokenPhase::of(1, 9), TokenPhase::Decode);
+    }
+}

@@ -1,0 +1,384 @@
+//! The whole analysis: read the trace, build the model, write every view into a
+//! directory. What `profinfer analyze` and `cargo xtask analyze` call.
+
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+};
+
+pub use crate::export::dot::ColorBy;
+use crate::{
+    AnalyzeError, IterSelector,
+    dag::{self, ProfDag},
+    export::{
+        self, chrome,
+        index::OutputFile,
+        summary::{self, Summary},
+    },
+    ingest::{self, IngestInfo, NoProgress, Progress},
+    model::TraceModel,
+    stats::{self, ProfStat},
+};
+
+/// Format of the timeline file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TimelineFormat {
+    /// Chrome Trace Event JSON (`timeline.json`), opened by Perfetto UI and
+    /// chrome://tracing.
+    #[default]
+    Chrome,
+}
+
+/// Options of [`run`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct AnalyzeOptions {
+    /// Iteration of the ProfDAG and the per-node tables.
+    pub iter: IterSelector,
+    /// Metric that colours the DAG.
+    pub color_by: ColorBy,
+    /// Timeline format.
+    pub format: TimelineFormat,
+    /// Render DOT files to SVG with Graphviz.
+    pub render_svg: bool,
+    /// Draw the ProfStat plots.
+    pub plots: bool,
+}
+
+impl Default for AnalyzeOptions {
+    fn default() -> Self {
+        AnalyzeOptions {
+            iter: IterSelector::FirstDecode,
+            color_by: ColorBy::Time,
+            format: TimelineFormat::Chrome,
+            render_svg: true,
+            plots: true,
+        }
+    }
+}
+
+impl AnalyzeOptions {
+    /// Sets the DAG iteration.
+    pub fn with_iter(mut self, iter: IterSelector) -> Self {
+        self.iter = iter;
+        self
+    }
+
+    /// Sets the colouring metric.
+    pub fn with_color_by(mut self, c: ColorBy) -> Self {
+        self.color_by = c;
+        self
+    }
+
+    /// Switches SVG rendering and plots on or off (off keeps tests fast).
+    pub fn with_graphics(mut self, on: bool) -> Self {
+        self.render_svg = on;
+        self.plots = on;
+        self
+    }
+}
+
+/// What [`run`] did.
+#[derive(Clone, Debug)]
+pub struct AnalyzeReport {
+    /// The output directory.
+    pub out_dir: PathBuf,
+    /// Files written.
+    pub files: Vec<OutputFile>,
+    /// The summary (also in `summary.json`).
+    pub summary: Summary,
+    /// Reading details.
+    pub ingest: IngestInfo,
+    /// Computed nodes of the DAG, if one was built.
+    pub dag_nodes: Option<usize>,
+    /// Warnings (also in the summary), including non-fatal export problems.
+    pub warnings: Vec<String>,
+}
+
+/// Analyzes `trace` and writes every view into `out` (created if missing).
+///
+/// # Errors
+/// [`AnalyzeError::Trace`] for a file that is not a readable trace (a truncated trace is
+/// analyzed up to its last complete chunk, with a warning); write errors.
+pub fn run(trace: &Path, out: &Path, opts: &AnalyzeOptions) -> Result<AnalyzeReport, AnalyzeError> {
+    run_with_progress(trace, out, opts, &NoProgress)
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>, AnalyzeError> {
+    File::create(path)
+        .map(BufWriter::new)
+        .map_err(|source| AnalyzeError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> AnalyzeError + '_ {
+    move |source| AnalyzeError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn json_err(path: &Path) -> impl FnOnce(serde_json::Error) -> AnalyzeError + '_ {
+    move |source| AnalyzeError::Json {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Collects output files and warnings while writing.
+struct Outputs<'a> {
+    dir: &'a Path,
+    files: Vec<OutputFile>,
+    warnings: Vec<String>,
+}
+
+impl Outputs<'_> {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn add(&mut self, file: &str, view: &'static str, description: impl Into<String>) {
+        self.files.push(OutputFile {
+            file: file.to_owned(),
+            view,
+            description: description.into(),
+        });
+    }
+
+    fn with_writer(
+        &mut self,
+        file: &str,
+        view: &'static str,
+        description: &str,
+        f: impl FnOnce(&mut BufWriter<File>) -> Result<(), AnalyzeError>,
+    ) -> Result<(), AnalyzeError> {
+        let path = self.path(file);
+        let mut w = create(&path)?;
+        f(&mut w)?;
+        w.flush().map_err(io_err(&path))?;
+        self.add(file, view, description);
+        Ok(())
+    }
+}
+
+/// [`run`] with a progress reporter (called while reading).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with_progress(
+    trace: &Path,
+    out: &Path,
+    opts: &AnalyzeOptions,
+    progress: &dyn Progress,
+) -> Result<AnalyzeReport, AnalyzeError> {
+    let (model, reader, info) = ingest::load(trace, progress)?;
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
+    let mut o = Outputs {
+        dir: out,
+        files: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let dag = match dag::build(&model, opts.iter) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            o.warnings.push(format!("no ProfDAG: {e}"));
+            None
+        }
+    };
+    let stat = stats::compute(&model, dag.as_ref());
+    let mut summary = summary::summarize(
+        &model,
+        reader.header(),
+        reader.footer(),
+        &info,
+        stat.op_types.clone(),
+    );
+
+    write_timeline(&model, opts, &mut o)?;
+    let dag_nodes = match &dag {
+        Some(d) => {
+            write_dag(d, opts, &mut o)?;
+            Some(d.computed_nodes())
+        }
+        None => None,
+    };
+    write_stats(&stat, opts, &mut o)?;
+
+    summary.warnings.extend(o.warnings.iter().cloned());
+    let path = o.path("summary.json");
+    o.with_writer("summary.json", "summary", "machine-readable summary", |w| {
+        summary::write(&summary, w).map_err(json_err(&path))
+    })?;
+    let files = o.files.clone();
+    o.with_writer("index.html", "summary", "this page", |w| {
+        export::index::write(&summary, &files, w).map_err(io_err(&path))
+    })?;
+    Ok(AnalyzeReport {
+        out_dir: out.to_path_buf(),
+        files: o.files,
+        warnings: summary.warnings.clone(),
+        summary,
+        ingest: info,
+        dag_nodes,
+    })
+}
+
+fn write_timeline(
+    model: &TraceModel,
+    opts: &AnalyzeOptions,
+    o: &mut Outputs<'_>,
+) -> Result<(), AnalyzeError> {
+    match opts.format {
+        TimelineFormat::Chrome => {
+            let path = o.path("timeline.json");
+            o.with_writer(
+                "timeline.json",
+                "ProfTime",
+                "Chrome Trace Event JSON: tokens, graphs, phases, operators per thread, \
+                 thread states, counters, QoS and loss marks (open in ui.perfetto.dev)",
+                |w| {
+                    chrome::write(model, &chrome::ChromeOptions::default(), w)
+                        .map_err(io_err(&path))
+                },
+            )
+        }
+    }
+}
+
+fn write_dag(d: &ProfDag, opts: &AnalyzeOptions, o: &mut Outputs<'_>) -> Result<(), AnalyzeError> {
+    let label = format!("decode call {} ({} @{})", d.token, d.phase.name(), d.pos);
+    let path = o.path("dag.dot");
+    o.with_writer(
+        "dag.dot",
+        "ProfDAG",
+        &format!("DAG of {label}, coloured by {}", opts.color_by.label()),
+        |w| export::dot::write_dag(d, &opts.color_by, w).map_err(io_err(&path)),
+    )?;
+    let path = o.path("dag.json");
+    o.with_writer(
+        "dag.json",
+        "ProfDAG",
+        &format!("DAG of {label} as JSON"),
+        |w| export::json::write_dag(d, w).map_err(json_err(&path)),
+    )?;
+    let layers = dag::collapse_layers(d);
+    let path = o.path("dag_layers.dot");
+    o.with_writer(
+        "dag_layers.dot",
+        "ProfDAG",
+        &format!(
+            "per-layer view: {} transformer blocks collapsed",
+            layers.n_layers
+        ),
+        |w| export::dot::write_layers(&layers, w).map_err(io_err(&path)),
+    )?;
+    let path = o.path("dag_layers.json");
+    o.with_writer(
+        "dag_layers.json",
+        "ProfDAG",
+        "per-layer view as JSON",
+        |w| export::json::write_layers(&layers, w).map_err(json_err(&path)),
+    )?;
+    if opts.render_svg {
+        for name in ["dag", "dag_layers"] {
+            let (dot, svg) = (
+                o.path(&format!("{name}.dot")),
+                o.path(&format!("{name}.svg")),
+            );
+            match export::dot::render_svg(&dot, &svg) {
+                Ok(()) => o.add(
+                    &format!("{name}.svg"),
+                    "ProfDAG",
+                    format!("{name}.dot rendered by Graphviz"),
+                ),
+                Err(e) => o.warnings.push(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn write_stats(
+    s: &ProfStat,
+    opts: &AnalyzeOptions,
+    o: &mut Outputs<'_>,
+) -> Result<(), AnalyzeError> {
+    let path = o.path("stats.json");
+    o.with_writer(
+        "stats.json",
+        "ProfStat",
+        "every ProfStat table and fit",
+        |w| export::json::write_stats(s, w).map_err(json_err(&path)),
+    )?;
+    type CsvFn = fn(&ProfStat, &mut BufWriter<File>) -> std::io::Result<()>;
+    let tables: [(&str, &str, CsvFn); 5] = [
+        (
+            "iterations.csv",
+            "latency per decode call and time per node class",
+            |s, w| export::csv::write_iterations(s, w),
+        ),
+        (
+            "growth.csv",
+            "node classes by growth of their time with context length",
+            |s, w| export::csv::write_growth(s, w),
+        ),
+        (
+            "matmul.csv",
+            "matrix products: time against K·N·M·H",
+            |s, w| export::csv::write_matmul(s, w),
+        ),
+        (
+            "op_types.csv",
+            "per op type: count, time, share, idle share, counter metrics",
+            |s, w| export::csv::write_op_types(s, w),
+        ),
+        (
+            "load_balance.csv",
+            "per node and thread: busy time and idle share",
+            |s, w| export::csv::write_load_balance(s, w),
+        ),
+    ];
+    for (file, desc, f) in tables {
+        let path = o.path(file);
+        o.with_writer(file, "ProfStat", desc, |w| f(s, w).map_err(io_err(&path)))?;
+    }
+    if opts.plots {
+        type PlotFn = fn(&ProfStat, &Path) -> Result<(), String>;
+        let plots: [(&str, &str, PlotFn); 4] = [
+            (
+                "latency.svg",
+                "latency per iteration",
+                export::plot::latency,
+            ),
+            (
+                "growth.svg",
+                "node classes' time over context length",
+                export::plot::growth,
+            ),
+            (
+                "matmul.svg",
+                "MUL_MAT time against complexity with a linear fit",
+                export::plot::matmul,
+            ),
+            (
+                "load_balance.svg",
+                "thread idle share per op type",
+                export::plot::load_balance,
+            ),
+        ];
+        for (file, desc, f) in plots {
+            let path = o.path(file);
+            match f(s, &path) {
+                Ok(()) => o.add(file, "ProfStat", desc),
+                Err(message) => o
+                    .warnings
+                    .push(AnalyzeError::Plot { path, message }.to_string()),
+            }
+        }
+    }
+    Ok(())
+}

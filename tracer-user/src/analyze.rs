@@ -1,0 +1,103 @@
+//! `profinfer analyze TRACE -o DIR`: clap arguments converted into
+//! [`analyzer::AnalyzeOptions`], a progress bar, and a short report. The work is done by
+//! the `analyzer` library.
+
+use std::path::PathBuf;
+
+use analyzer::{AnalyzeOptions, ColorBy, IterSelector, Progress};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Timeline formats on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FormatArg {
+    /// Chrome Trace Event JSON (Perfetto UI, chrome://tracing).
+    Chrome,
+    /// Perfetto's protobuf format (not available yet; use chrome).
+    Perfetto,
+}
+
+/// Arguments of `profinfer analyze`.
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    /// The trace file.
+    pub trace: PathBuf,
+    /// Output directory (created if missing).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Iteration of the ProfDAG: a decode step number (0 = first decode step) or `prefill`.
+    #[arg(long, default_value = "0")]
+    pub iter: IterSelector,
+    /// Metric that colours the DAG: time, bandwidth, or a counter name (task-clock, cycles...).
+    #[arg(long, default_value = "time")]
+    pub color_by: ColorBy,
+    /// Timeline format.
+    #[arg(long, value_enum, default_value = "chrome")]
+    pub format: FormatArg,
+    /// Do not render SVGs (DAG via Graphviz, plots).
+    #[arg(long)]
+    pub no_graphics: bool,
+}
+
+impl AnalyzeArgs {
+    /// The library options.
+    pub fn options(&self) -> anyhow::Result<AnalyzeOptions> {
+        if let FormatArg::Perfetto = self.format {
+            anyhow::bail!(
+                "--format perfetto is not implemented yet; the Chrome JSON (--format chrome) opens in ui.perfetto.dev"
+            );
+        }
+        Ok(AnalyzeOptions::default()
+            .with_iter(self.iter)
+            .with_color_by(self.color_by.clone())
+            .with_graphics(!self.no_graphics))
+    }
+}
+
+/// A progress bar over the events read.
+struct Bar(ProgressBar);
+
+impl Progress for Bar {
+    fn update(&self, events: u64, expected: Option<u64>) {
+        if let Some(total) = expected
+            && self.0.length() != Some(total)
+        {
+            self.0.set_length(total);
+        }
+        self.0.set_position(events);
+    }
+}
+
+/// Runs the analysis and prints where the outputs are.
+pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
+    let opts = args.options()?;
+    let bar = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("reading {bar:40} {pos}/{len} events ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let report = analyzer::run_with_progress(&args.trace, &args.output, &opts, &Bar(bar.clone()))?;
+    bar.finish_and_clear();
+    for w in &report.warnings {
+        eprintln!("profinfer: warning: {w}");
+    }
+    let s = &report.summary;
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3} ms"));
+    eprintln!(
+        "tokens: prefill {} decode {} | TTFT {} | TPOT mean {} p50 {} p99 {} | events {} lost {}",
+        s.tokens.prefill,
+        s.tokens.decode,
+        ms(s.ttft_ms),
+        ms(s.tpot_ms.map(|d| d.mean)),
+        ms(s.tpot_ms.map(|d| d.p50)),
+        ms(s.tpot_ms.map(|d| d.p99)),
+        s.events.written,
+        s.events.lost
+    );
+    eprintln!(
+        "wrote {} files to {} (open {})",
+        report.files.len(),
+        report.out_dir.display(),
+        report.out_dir.join("index.html").display()
+    );
+    Ok(())
+}
