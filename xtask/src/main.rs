@@ -74,6 +74,28 @@ enum BenchTask {
         #[arg(short = 'n', long, default_value_t = 128)]
         generate: u32,
     },
+    /// Slowdown of the engine under `profinfer record`, per tracing configuration
+    /// (seed 002 Table 5; needs root).
+    Overhead {
+        /// Model preset.
+        #[arg(long, default_value = "llama3.2-1b")]
+        preset: String,
+        /// Weight type.
+        #[arg(long, default_value = "q8_0")]
+        dtype: String,
+        /// Engine threads.
+        #[arg(short = 't', long, default_value_t = 2)]
+        threads: u32,
+        /// Interleaved repetitions.
+        #[arg(short = 'r', long, default_value_t = 3)]
+        reps: u32,
+        /// Prompt tokens of the prefill test.
+        #[arg(short = 'p', long, default_value_t = 128)]
+        prompt: u32,
+        /// Decode steps of the decode test.
+        #[arg(short = 'n', long, default_value_t = 32)]
+        generate: u32,
+    },
     /// Per-hit uprobe cost of every engine probe point (needs root and bpftrace).
     Probes {
         /// Calls per symbol per run.
@@ -112,6 +134,27 @@ fn main() -> ExitCode {
             };
             run("bench llama-cpp", |s| bench::llama_cpp::run(s, &config))
         }
+        Task::Bench {
+            which:
+                BenchTask::Overhead {
+                    preset,
+                    dtype,
+                    threads,
+                    reps,
+                    prompt,
+                    generate,
+                },
+        } => run("bench overhead", |s| {
+            let config = bench::overhead::OverheadConfig {
+                preset,
+                dtype,
+                threads,
+                reps,
+                prompt,
+                generate,
+            };
+            bench::overhead::run(s, &config)
+        }),
         Task::Bench {
             which: BenchTask::Probes { calls, reps },
         } => run("bench probes", |s| {

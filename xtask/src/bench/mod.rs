@@ -2,4 +2,5 @@
 //! repetitions on the same machine), reported as Markdown tables under `out/bench/`.
 
 pub mod llama_cpp;
+pub mod overhead;
 pub mod probes;

@@ -1,0 +1,246 @@
+//! `cargo xtask bench overhead`: what tracing costs the traced engine — the rows of seed
+//! 002's Table 5. `engine bench` runs untraced and under `profinfer record` with more and
+//! more switched on (token+graph; +operator and phase; +structure; +scheduler; +PMC;
+//! everything with the perf buffer instead of the ring buffer), interleaved so that every
+//! configuration sees the same machine; the slowdown is reported per configuration as the
+//! relative drop of decode and prefill tokens/s against the untraced runs of the same
+//! repetitions.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use crate::engine;
+use crate::paths;
+use crate::process;
+use crate::steps::Steps;
+
+/// Seed of the benchmarked model.
+const SEED: u64 = 1;
+
+/// One traced configuration: a name and the `profinfer record` flags.
+struct Setting {
+    name: &'static str,
+    flags: &'static [&'static str],
+}
+
+/// The configurations, after the untraced baseline.
+const SETTINGS: &[Setting] = &[
+    Setting {
+        name: "token+graph",
+        flags: &["--levels", "token,graph", "--no-structure", "--no-pmc"],
+    },
+    Setting {
+        name: "+operator, phase",
+        flags: &[
+            "--levels",
+            "token,graph,op,phase",
+            "--no-structure",
+            "--no-pmc",
+        ],
+    },
+    Setting {
+        name: "+structure",
+        flags: &[
+            "--levels",
+            "token,graph,op,phase",
+            "--structure",
+            "--no-pmc",
+        ],
+    },
+    Setting {
+        name: "+scheduler",
+        flags: &[
+            "--levels",
+            "token,graph,op,phase,sched",
+            "--structure",
+            "--no-pmc",
+        ],
+    },
+    Setting {
+        name: "+PMC (everything)",
+        flags: &[
+            "--levels",
+            "token,graph,op,phase,sched",
+            "--structure",
+            "--pmc",
+        ],
+    },
+    Setting {
+        name: "everything, perf buffer",
+        flags: &[
+            "--levels",
+            "token,graph,op,phase,sched",
+            "--structure",
+            "--pmc",
+            "--buffer",
+            "perf",
+        ],
+    },
+];
+
+/// What the benchmark runs.
+#[derive(Debug, Clone)]
+pub struct OverheadConfig {
+    /// Model preset.
+    pub preset: String,
+    /// Weight type.
+    pub dtype: String,
+    /// Engine threads.
+    pub threads: u32,
+    /// Interleaved repetitions.
+    pub reps: u32,
+    /// Prompt tokens of the prefill test.
+    pub prompt: u32,
+    /// Decode steps of the decode test.
+    pub generate: u32,
+}
+
+#[derive(Debug, Deserialize)]
+struct Throughput {
+    prefill_tokens_per_s: f64,
+    decode_tokens_per_s: f64,
+}
+
+fn bench_args(model: &Path, cfg: &OverheadConfig) -> Vec<String> {
+    let mut v: Vec<String> = vec!["bench".into(), "-m".into(), model.display().to_string()];
+    for (flag, value) in [
+        ("-t", cfg.threads),
+        ("-p", cfg.prompt),
+        ("-n", cfg.generate),
+        ("-r", 1),
+    ] {
+        v.push(flag.into());
+        v.push(value.to_string());
+    }
+    v.push("--json".into());
+    v
+}
+
+fn untraced(engine: &Path, model: &Path, cfg: &OverheadConfig) -> Result<Throughput> {
+    process::json(Command::new(engine).args(bench_args(model, cfg)))
+}
+
+fn traced(
+    profinfer: &Path,
+    engine: &Path,
+    model: &Path,
+    cfg: &OverheadConfig,
+    s: &Setting,
+) -> Result<(Throughput, String)> {
+    let trace = paths::out_dir().join("bench").join("overhead.pftrace");
+    let mut cmd = Command::new(profinfer);
+    cmd.arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(s.flags)
+        .arg("--")
+        .arg(engine)
+        .args(bench_args(model, cfg));
+    process::announce(&cmd);
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {}", process::display(&cmd)))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        bail!(
+            "`{}` failed with {}:\n{stderr}",
+            process::display(&cmd),
+            out.status
+        );
+    }
+    let t: Throughput = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "parsing the engine's JSON under `{}`",
+            process::display(&cmd)
+        )
+    })?;
+    let summary = stderr
+        .lines()
+        .find(|l| l.contains("events produced"))
+        .unwrap_or("")
+        .to_owned();
+    Ok((t, summary))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+/// Builds the engine and the tracer, runs every configuration and writes
+/// `out/bench/overhead.md`.
+pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
+    let engine = steps.run("build engine", engine::build_release)?;
+    let profinfer = steps.run("build profinfer", || {
+        process::run(process::in_dir("cargo", &paths::repo_root()).args([
+            "build",
+            "--release",
+            "-p",
+            "tracer-user",
+        ]))?;
+        Ok(paths::target_dir().join("release").join("profinfer"))
+    })?;
+    let model = steps.run("model", || {
+        engine::ensure_model(&engine, &cfg.preset, &cfg.dtype, SEED)
+    })?;
+    // Warm the page cache and the engine once, unmeasured.
+    untraced(&engine, &model, cfg)?;
+    let mut base: Vec<Throughput> = Vec::new();
+    let mut runs: Vec<Vec<Throughput>> = SETTINGS.iter().map(|_| Vec::new()).collect();
+    let mut summaries: Vec<String> = vec![String::new(); SETTINGS.len()];
+    for rep in 1..=cfg.reps {
+        steps.run(&format!("rep {rep}/{}", cfg.reps), || {
+            for (i, s) in SETTINGS.iter().enumerate() {
+                base.push(untraced(&engine, &model, cfg)?);
+                let (t, summary) = traced(&profinfer, &engine, &model, cfg, s)?;
+                runs[i].push(t);
+                summaries[i] = summary;
+            }
+            Ok(())
+        })?;
+    }
+    let base_dec = median(base.iter().map(|t| t.decode_tokens_per_s).collect());
+    let base_pre = median(base.iter().map(|t| t.prefill_tokens_per_s).collect());
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "Tracing overhead on `{}` {} at {} threads (pp{} / tg{}; median of {} interleaved runs; \
+         untraced: prefill {base_pre:.2} tok/s, decode {base_dec:.2} tok/s).\n",
+        cfg.preset, cfg.dtype, cfg.threads, cfg.prompt, cfg.generate, cfg.reps
+    );
+    let _ = writeln!(
+        table,
+        "| configuration | decode tok/s | decode slowdown | prefill tok/s | prefill slowdown | events (last run) |"
+    );
+    let _ = writeln!(table, "|---|---:|---:|---:|---:|---|");
+    for (i, s) in SETTINGS.iter().enumerate() {
+        let dec = median(runs[i].iter().map(|t| t.decode_tokens_per_s).collect());
+        let pre = median(runs[i].iter().map(|t| t.prefill_tokens_per_s).collect());
+        let events = summaries[i].trim_start_matches("profinfer: ");
+        let events = events.split_once(": ").map_or(events, |(_, rest)| rest);
+        let _ = writeln!(
+            table,
+            "| {} | {dec:.2} | {:+.2} % | {pre:.2} | {:+.2} % | {} |",
+            s.name,
+            100.0 * (base_dec - dec) / base_dec,
+            100.0 * (base_pre - pre) / base_pre,
+            events.split(';').next().unwrap_or("")
+        );
+    }
+    let _ = writeln!(
+        table,
+        "\nCommand: `cargo xtask bench overhead --preset {} --dtype {} -t {} -r {} -p {} -n {}`",
+        cfg.preset, cfg.dtype, cfg.threads, cfg.reps, cfg.prompt, cfg.generate
+    );
+    println!("\n{table}");
+    let out = paths::out_dir().join("bench");
+    paths::create_dir(&out)?;
+    let file = out.join("overhead.md");
+    std::fs::write(&file, &table).with_context(|| format!("writing {}", file.display()))?;
+    eprintln!("wrote {}", file.display());
+    Ok(())
+}
