@@ -23,6 +23,7 @@ pub mod ingest;
 pub mod model;
 mod run;
 pub mod stats;
+pub mod synthetic;
 
 pub use common::engine_abi::OpType;
 pub use dag::IterSelector;

@@ -1,0 +1,153 @@
+//! Golden tests on traces recorded from the engine (`tests/data/README.md`): independent
+//! checks against the raw events and the run's known shape, then `summary.json` and the
+//! canonical DAG JSON against checked-in expected files (regression pins; regenerate
+//! deliberately with `UPDATE_GOLDEN=1`).
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+
+use analyzer::{IterSelector, dag, export::json::dag_json};
+use common::event::{EventKind, PhaseEvent};
+use pretty_assertions::assert_eq;
+use support::{analyze, data, output, read_all};
+use trace_format::Event;
+
+/// Both traces: `engine run -p hello -n 3 --ignore-eos` (5 prompt tokens, 3 sampled).
+const TRACES: [&str; 2] = ["tiny_t2.pftrace", "tiny_t1.pftrace"];
+
+fn golden(name: &str, actual: &str) {
+    let path = data(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).expect("golden file exists");
+    assert_eq!(expected, actual, "{name}");
+}
+
+#[test]
+fn summaries_match_the_run_and_the_raw_events() {
+    for t in TRACES {
+        let (_, _, events) = read_all(&data(t));
+        let (dir, report) = analyze(&data(t));
+        let s = &report.summary;
+        // The engine printed: prompt 5 tokens, generated 3.
+        assert_eq!(s.tokens.prefill, 5, "{t}");
+        assert_eq!(s.tokens.sampled, Some(3), "{t}");
+        assert_eq!(s.tokens.decode, 2, "{t}");
+        assert_eq!(s.events.lost, 0);
+        assert_eq!(s.unpaired.total(), 0, "{t}");
+        // TTFT from the raw records: first decode entry → first sample exit.
+        let first = events
+            .iter()
+            .find(|e| matches!(e, Event::Decode(_)))
+            .map(|e| e.header().ts_ns)
+            .expect("a decode event");
+        let sample_exit = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Phase(PhaseEvent { header, .. })
+                    if header.kind == EventKind::PhaseSample as u32 && header.is_exit() =>
+                {
+                    Some(header.ts_ns)
+                }
+                _ => None,
+            })
+            .min()
+            .expect("a sample exit");
+        let ttft = (sample_exit - first) as f64 / 1e6;
+        assert!((s.ttft_ms.expect("ttft") - ttft).abs() < 1e-9, "{t}");
+        // Threads with op events = the -t setting.
+        let tids: HashSet<u32> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Op(o) => Some(o.header.tid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(s.threads, tids.len(), "{t}");
+        golden(
+            &t.replace(".pftrace", ".summary.json"),
+            &output(&dir, "summary.json"),
+        );
+    }
+}
+
+#[test]
+fn dag_matches_the_raw_events() {
+    for t in TRACES {
+        let (header, _, events) = read_all(&data(t));
+        let model = {
+            let (m, _, _) = analyzer::ingest::load(&data(t), &analyzer::NoProgress).expect("load");
+            m
+        };
+        let d = dag::build(&model, IterSelector::FirstDecode).expect("dag");
+        // The graph's announced node count (from its own event) = computed DAG nodes.
+        let graph_events: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Graph(g) if !g.header.is_exit() => Some(*g),
+                _ => None,
+            })
+            .collect();
+        let g = graph_events[d.graph as usize];
+        assert_eq!(g.pos, d.pos);
+        assert_eq!(d.computed_nodes(), g.n_nodes as usize, "{t}");
+        // Edges = the source addresses in the graph's op entry records.
+        let (start, end) = (
+            g.header.ts_ns,
+            events
+                .iter()
+                .find_map(|e| match e {
+                    Event::Graph(x) if x.header.is_exit() && x.header.ts_ns > g.header.ts_ns => {
+                        Some(x.header.ts_ns)
+                    }
+                    _ => None,
+                })
+                .expect("graph exit"),
+        );
+        let mut want: HashSet<(u64, u64, u8)> = HashSet::new();
+        let mut names: HashMap<u64, String> = HashMap::new();
+        for e in &events {
+            if let Event::Op(o) = e
+                && !o.header.is_exit()
+                && (start..end).contains(&o.header.ts_ns)
+            {
+                names.insert(o.node_addr, o.name_str().to_owned());
+                for (slot, &s) in o.structure.src.iter().enumerate() {
+                    if s != 0 {
+                        want.insert((s, o.node_addr, slot as u8));
+                    }
+                }
+            }
+        }
+        let got: HashSet<(u64, u64, u8)> = d
+            .dag
+            .edge_indices()
+            .map(|e| {
+                let (a, b) = d.dag.edge_endpoints(e).expect("edge");
+                (d.dag[a].addr, d.dag[b].addr, d.dag[e].slot)
+            })
+            .collect();
+        assert_eq!(got, want, "{t}");
+        // Relations the engine's graph builder makes (engine/src/model/build.rs).
+        let by_name: HashMap<&str, u64> = names.iter().map(|(a, n)| (n.as_str(), *a)).collect();
+        for (src, dst, slot) in [
+            ("kq-0", "kq_soft_max-0", 0),
+            ("ffn_gate-0", "ffn_swiglu-0", 0),
+            ("ffn_up-0", "ffn_swiglu-0", 1),
+            ("Qcur_rope-0", "kq-0", 1),
+        ] {
+            assert!(
+                want.contains(&(by_name[src], by_name[dst], slot)),
+                "{t}: {src} → {dst}"
+            );
+        }
+        let _ = header;
+        golden(
+            &t.replace(".pftrace", ".dag.json"),
+            &(serde_json::to_string_pretty(&dag_json(&d, false)).expect("json") + "\n"),
+        );
+    }
+}
