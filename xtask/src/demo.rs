@@ -1,5 +1,5 @@
-//! `cargo xtask demo`: build, generate the default model, run it and show the timings and
-//! where the outputs are. Organised as steps so tracing (record + analyze) can be added.
+//! `cargo xtask demo`: build, generate the default model, run it, trace a run of it with
+//! `profinfer record`, analyze the trace, and show the timings and where the outputs are.
 
 use std::process::Command;
 
@@ -80,8 +80,74 @@ pub fn run(steps: &mut Steps) -> Result<()> {
         println!();
         Ok(())
     })?;
+    let profinfer = steps.run("build profinfer", crate::tracer::build_release)?;
+    let trace = demo_dir.join("trace.pftrace");
+    let analysis = demo_dir.join("analysis");
+    let traced = if crate::setup::is_root() {
+        steps.run("trace a run (profinfer record)", || {
+            process::run(
+                Command::new(&profinfer)
+                    .arg("record")
+                    .arg("-o")
+                    .arg(&trace)
+                    .arg("--")
+                    .arg(&engine_bin)
+                    .arg("run")
+                    .arg("-m")
+                    .arg(&model)
+                    .args([
+                        "-p",
+                        PROMPT,
+                        "-n",
+                        &N_GENERATE.to_string(),
+                        "-t",
+                        &THREADS.to_string(),
+                    ])
+                    .arg("--self-profile")
+                    .arg(demo_dir.join("self-profile.jsonl")),
+            )
+        })?;
+        steps.run("analyze the trace (profinfer analyze)", || {
+            process::run(
+                Command::new(&profinfer)
+                    .arg("analyze")
+                    .arg(&trace)
+                    .arg("-o")
+                    .arg(&analysis),
+            )
+        })?;
+        true
+    } else {
+        let reason = "tracing needs root (CAP_BPF, CAP_PERFMON): run `sudo -E cargo xtask demo`";
+        eprintln!("\n!!! {reason}\n");
+        steps.skip("trace and analyze", reason);
+        false
+    };
     println!("outputs are in {}:", paths::out_dir().display());
-    println!("  model:      {}", model.display());
-    println!("  run (JSON): {}", run_json.display());
+    println!("  model:            {}", model.display());
+    println!("  run (JSON):       {}", run_json.display());
+    if traced {
+        println!("  trace:            {}", trace.display());
+        println!(
+            "  engine ground truth (--self-profile): {}",
+            demo_dir.join("self-profile.jsonl").display()
+        );
+        println!(
+            "  analysis:         {}",
+            analysis.join("index.html").display()
+        );
+        for (what, file) in [
+            (
+                "timeline (open in https://ui.perfetto.dev)",
+                "timeline.json",
+            ),
+            ("summary", "summary.json"),
+        ] {
+            let path = analysis.join(file);
+            if path.exists() {
+                println!("  {what}: {}", path.display());
+            }
+        }
+    }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod process;
 mod setup;
 mod steps;
 mod test;
+mod tracer;
 
 use std::process::ExitCode;
 
@@ -42,6 +43,17 @@ enum Task {
     Test,
     /// Build, generate the default model, run it and print the timings.
     Demo,
+    /// Analyze a trace into every view (runs `profinfer analyze`; extra options pass through).
+    Analyze {
+        /// The trace file.
+        trace: std::path::PathBuf,
+        /// Output directory.
+        #[arg(short, long)]
+        output: std::path::PathBuf,
+        /// Further `profinfer analyze` options (e.g. `--iter prefill --color-by bandwidth`).
+        #[arg(last = true)]
+        rest: Vec<String>,
+    },
     /// Benchmarks.
     Bench {
         /// Which benchmark.
@@ -113,6 +125,23 @@ fn main() -> ExitCode {
         Task::Setup { oracle } => run("setup", |s| setup::run(s, oracle)),
         Task::Test => run("test", test::run),
         Task::Demo => run("demo", demo::run),
+        Task::Analyze {
+            trace,
+            output,
+            rest,
+        } => run("analyze", |s| {
+            let profinfer = s.run("build profinfer", tracer::build_release)?;
+            s.run("profinfer analyze", || {
+                process::run(
+                    std::process::Command::new(&profinfer)
+                        .arg("analyze")
+                        .arg(&trace)
+                        .arg("-o")
+                        .arg(&output)
+                        .args(&rest),
+                )
+            })
+        }),
         Task::Bench {
             which:
                 BenchTask::LlamaCpp {

@@ -74,7 +74,8 @@ fn dpkg_installed(package: &str) -> bool {
 }
 
 /// Whether we run as root (so apt needs no sudo).
-fn is_root() -> bool {
+/// Whether this process runs as root (apt installs and tracing need it).
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
