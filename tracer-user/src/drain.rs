@@ -3,12 +3,41 @@
 
 use std::os::fd::{AsFd, AsRawFd};
 
-use anyhow::Context as _;
 use aya::maps::{
     MapData, PerfEventArray, RingBuf,
-    perf::{PerfEvent, PerfEventArrayBuffer},
+    perf::{PerfBufferError, PerfEvent, PerfEventArrayBuffer},
 };
 use tokio::io::unix::AsyncFd;
+
+/// Why an event source could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// The ring buffer's fd could not be registered with the tokio reactor.
+    #[error("registering the ring buffer with tokio failed")]
+    RegisterRing {
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `/sys/devices/system/cpu/online` could not be read or parsed.
+    #[error("listing online CPUs failed")]
+    OnlineCpus {
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The perf buffer of one CPU could not be opened (size or memory limit).
+    #[error("opening the perf buffer of CPU {cpu} ({pages} pages) failed")]
+    OpenPerfBuffer {
+        /// The CPU.
+        cpu: u32,
+        /// Pages asked for.
+        pages: u32,
+        /// aya's error.
+        #[source]
+        source: PerfBufferError,
+    },
+}
 
 /// Where events come from.
 pub enum EventSource {
@@ -20,26 +49,25 @@ pub enum EventSource {
 
 impl EventSource {
     /// Wraps the ring buffer map (call inside a tokio runtime context).
-    pub fn ring(ring: RingBuf<MapData>) -> anyhow::Result<EventSource> {
+    pub fn ring(ring: RingBuf<MapData>) -> Result<EventSource, DrainError> {
         // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until the
         // `RingBuf` (owned by the `AsyncFd`) is dropped.
-        let fd = unsafe { AsyncFd::register(ring) }
-            .map_err(std::io::Error::from)
-            .context("registering the ring buffer with tokio")?;
+        let fd = unsafe { AsyncFd::register(ring) }.map_err(|e| DrainError::RegisterRing {
+            source: std::io::Error::from(e),
+        })?;
         Ok(EventSource::Ring(Box::new(fd)))
     }
 
     /// Opens a perf buffer of `pages` pages on every online CPU.
-    pub fn perf(mut array: PerfEventArray<MapData>, pages: u32) -> anyhow::Result<EventSource> {
-        let cpus = aya::util::online_cpus()
-            .map_err(|(_, e)| e)
-            .context("listing online CPUs")?;
+    pub fn perf(mut array: PerfEventArray<MapData>, pages: u32) -> Result<EventSource, DrainError> {
+        let cpus =
+            aya::util::online_cpus().map_err(|(_, source)| DrainError::OnlineCpus { source })?;
         let mut bufs = Vec::new();
         for cpu in cpus {
             bufs.push(
                 array
                     .open(cpu, Some(pages as usize))
-                    .with_context(|| format!("opening the perf buffer of CPU {cpu}"))?,
+                    .map_err(|source| DrainError::OpenPerfBuffer { cpu, pages, source })?,
             );
         }
         Ok(EventSource::Perf(bufs))

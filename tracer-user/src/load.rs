@@ -1,12 +1,11 @@
 //! Loading the eBPF object and attaching its programs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use aya::{
-    Ebpf, EbpfLoader,
+    Ebpf, EbpfError, EbpfLoader,
     programs::{
-        TracePoint, UProbe,
+        ProgramError, TracePoint, UProbe,
         uprobe::{UProbeAttachLocation, UProbeScope},
     },
 };
@@ -18,6 +17,71 @@ use common::{
 use trace_format::ProbeInfo;
 
 use crate::{config::BufferKind, probe_points::ProbePoints};
+
+/// Why the probes could not be loaded or attached.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The pinned per-thread counter map could not be created (bpffs missing?).
+    #[error(
+        "creating the per-thread counter map at {} failed (needs bpffs: mount -t bpf bpf /sys/fs/bpf)",
+        pin.display()
+    )]
+    CounterMap {
+        /// Where it was to be pinned.
+        pin: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kernel refused the eBPF object (maps or programs).
+    #[error(
+        "loading the eBPF probes failed (is this kernel built with BPF, uprobes and ring buffers?)"
+    )]
+    Object {
+        /// aya's error.
+        #[source]
+        source: EbpfError,
+    },
+    /// The object lacks a program the loader expects (tracer-ebpf and tracer-user disagree).
+    #[error("program {program} is missing from the eBPF object")]
+    ProgramMissing {
+        /// The program name.
+        program: &'static str,
+    },
+    /// A program could not be verified/loaded, or is not of the expected type.
+    #[error("loading program {program} failed")]
+    ProgramLoad {
+        /// The program name.
+        program: &'static str,
+        /// aya's error (the verifier log for a rejected program).
+        #[source]
+        source: ProgramError,
+    },
+    /// A uprobe or uretprobe could not be attached to the target binary.
+    #[error("attaching {attach} to {}:{symbol} failed", exe.display())]
+    UprobeAttach {
+        /// `uprobe` or `uretprobe`.
+        attach: &'static str,
+        /// The target binary.
+        exe: PathBuf,
+        /// The probed symbol.
+        symbol: &'static str,
+        /// aya's error.
+        #[source]
+        source: ProgramError,
+    },
+    /// A tracepoint could not be attached (tracefs not mounted?).
+    #[error("attaching tracepoint {category}:{name} failed")]
+    TracepointAttach {
+        /// Tracepoint category.
+        category: &'static str,
+        /// Tracepoint name.
+        name: &'static str,
+        /// aya's error.
+        #[source]
+        source: ProgramError,
+    },
+}
 
 /// One uprobe/uretprobe pair of the engine probe ABI.
 struct UprobeSpec {
@@ -131,12 +195,15 @@ const TRACEPOINTS: [(&str, &str, &str, EventKind, bool); 5] = [
 /// Loads the probes with the buffer sizes of `buffer`. The per-thread counter map is
 /// created and pinned first (see [`crate::pmc::create_pinned_counter_map`]), reused by
 /// the loader, and unpinned again.
-pub fn load(buffer: BufferKind) -> anyhow::Result<Ebpf> {
-    let pin = std::path::PathBuf::from(crate::pmc::BPFFS)
-        .join(format!("profinfer-counters-{}", std::process::id()));
+pub fn load(buffer: BufferKind) -> Result<Ebpf, LoadError> {
+    let pin =
+        PathBuf::from(crate::pmc::BPFFS).join(format!("profinfer-counters-{}", std::process::id()));
     let _ = std::fs::remove_file(&pin);
     let _counters = crate::pmc::create_pinned_counter_map(MAX_PMC_THREADS * MAX_PMC as u32, &pin)
-        .context("creating the per-thread counter map (needs bpffs at /sys/fs/bpf: mount -t bpf bpf /sys/fs/bpf)")?;
+        .map_err(|source| LoadError::CounterMap {
+        pin: pin.clone(),
+        source,
+    })?;
     let mut loader = EbpfLoader::new();
     loader.map_pin_path("COUNTERS", pin.as_path());
     let ring = match buffer {
@@ -144,21 +211,51 @@ pub fn load(buffer: BufferKind) -> anyhow::Result<Ebpf> {
         BufferKind::Perf { .. } => 4096,
     };
     loader.map_max_entries("EVENTS", ring);
-    let ebpf = loader.load(crate::EBPF_OBJECT).context(
-        "loading the eBPF probes failed (is this kernel built with BPF, uprobes and ring buffers?)",
-    );
+    let ebpf = loader
+        .load(crate::EBPF_OBJECT)
+        .map_err(|source| LoadError::Object { source });
     let _ = std::fs::remove_file(&pin);
     ebpf
 }
 
-/// Attaches the uprobes of the enabled `levels` to `exe` and the scheduler tracepoints.
-/// Returns the probe table for the trace header.
+/// Which processes the uprobes trap in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UprobeScope {
+    /// Every process that maps the binary (the programs filter by tgid).
+    AllProcesses,
+    /// Only this process (a per-task perf event; the kernel installs the breakpoints
+    /// only in its address space, so other processes of the same binary run untrapped).
+    /// Pid 0 means every process.
+    OneProcess(u32),
+}
+
+impl UprobeScope {
+    fn to_aya(self) -> UProbeScope {
+        match self {
+            UprobeScope::AllProcesses => UProbeScope::AllProcesses,
+            UprobeScope::OneProcess(pid) => std::num::NonZeroU32::new(pid)
+                .map_or(UProbeScope::AllProcesses, UProbeScope::OneProcess),
+        }
+    }
+}
+
+fn program<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut aya::programs::Program, LoadError> {
+    ebpf.program_mut(name)
+        .ok_or(LoadError::ProgramMissing { program: name })
+}
+
+/// Attaches the uprobes of the enabled `levels` to `exe` (in the processes `scope` says)
+/// and the scheduler tracepoints. Returns the probe table for the trace header.
 pub fn attach(
     ebpf: &mut Ebpf,
     exe: &Path,
     points: &ProbePoints,
     levels: u32,
-) -> anyhow::Result<Vec<ProbeInfo>> {
+    scope: UprobeScope,
+) -> Result<Vec<ProbeInfo>, LoadError> {
     let mut table = Vec::new();
     for spec in &UPROBES {
         if levels & spec.level == 0 {
@@ -176,23 +273,23 @@ pub fn attach(
             (spec.enter, "uprobe", point.attach_offset),
             (spec.exit, "uretprobe", 0),
         ] {
-            let p: &mut UProbe = ebpf
-                .program_mut(prog)
-                .with_context(|| format!("program {prog} missing from the eBPF object"))?
-                .try_into()?;
-            p.load().with_context(|| format!("loading {prog} failed"))?;
+            let load_err = |source| LoadError::ProgramLoad {
+                program: prog,
+                source,
+            };
+            let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(load_err)?;
+            p.load().map_err(load_err)?;
             let location = if offset == 0 {
                 UProbeAttachLocation::Symbol(spec.symbol)
             } else {
                 UProbeAttachLocation::SymbolOffset(spec.symbol, offset)
             };
-            p.attach(location, exe, UProbeScope::AllProcesses)
-                .with_context(|| {
-                    format!(
-                        "attaching {attach_kind} to {}:{} failed",
-                        exe.display(),
-                        spec.symbol
-                    )
+            p.attach(location, exe, scope.to_aya())
+                .map_err(|source| LoadError::UprobeAttach {
+                    attach: attach_kind,
+                    exe: exe.to_path_buf(),
+                    symbol: spec.symbol,
+                    source,
                 })?;
             let (insn, cost) = if attach_kind == "uprobe" {
                 (
@@ -217,13 +314,18 @@ pub fn attach(
         if is_sched_level && levels & LEVEL_SCHED == 0 {
             continue;
         }
-        let p: &mut TracePoint = ebpf
-            .program_mut(prog)
-            .with_context(|| format!("program {prog} missing from the eBPF object"))?
-            .try_into()?;
-        p.load().with_context(|| format!("loading {prog} failed"))?;
+        let load_err = |source| LoadError::ProgramLoad {
+            program: prog,
+            source,
+        };
+        let p: &mut TracePoint = program(ebpf, prog)?.try_into().map_err(load_err)?;
+        p.load().map_err(load_err)?;
         p.attach(category, name)
-            .with_context(|| format!("attaching tracepoint {category}:{name} failed"))?;
+            .map_err(|source| LoadError::TracepointAttach {
+                category,
+                name,
+                source,
+            })?;
         table.push(ProbeInfo {
             id: kind as u32,
             attach: "tracepoint".into(),

@@ -23,11 +23,12 @@ pub enum EnvError {
     },
     /// tracefs is not mounted and mounting it failed.
     #[error(
-        "tracefs is not mounted at {TRACEFS} and mounting it failed ({reason}); run: mount -t tracefs tracefs {TRACEFS}"
+        "tracefs is not mounted at {TRACEFS} and mounting it failed (run: mount -t tracefs tracefs {TRACEFS})"
     )]
     TracefsMissing {
         /// Why the mount failed.
-        reason: String,
+        #[source]
+        source: std::io::Error,
     },
 }
 
@@ -79,7 +80,7 @@ pub fn ensure_tracefs() -> Result<(), EnvError> {
     };
     if rc != 0 {
         return Err(EnvError::TracefsMissing {
-            reason: std::io::Error::last_os_error().to_string(),
+            source: std::io::Error::last_os_error(),
         });
     }
     Ok(())

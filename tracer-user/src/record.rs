@@ -7,8 +7,9 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, bail};
-use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, PerfEventArray, RingBuf};
+use aya::maps::{
+    Array, HashMap as BpfHashMap, Map, MapData, MapError, PerCpuArray, PerfEventArray, RingBuf,
+};
 use common::{
     control::{
         CONTROL_INDEX, DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF, OUTPUT_RING_BUF,
@@ -17,16 +18,108 @@ use common::{
     event::{EVENT_FLAG_EXIT, EventHeader, EventKind, LossEvent, PmcOpenEvent, QosSwitchEvent},
 };
 use tokio::io::unix::AsyncFd;
-use trace_format::{TargetInfo, TraceFooter, TraceHeader, TraceWriter, event_kind_table};
+use trace_format::{
+    TargetInfo, TraceError, TraceFooter, TraceHeader, TraceWriter, event_kind_table,
+};
 
 use crate::{
     config::{BufferKind, TracerConfig},
-    drain::EventSource,
-    pmc::PmcSet,
-    privileges, probe_points,
+    drain::{DrainError, EventSource},
+    load::LoadError,
+    pmc::{PmcError, PmcSet},
+    privileges::{self, EnvError},
+    probe_points::{self, ProbePointError},
     qos::{QosController, QosDecision},
-    target::{self, HeldChild},
+    target::{self, HeldChild, TargetError},
 };
+
+/// Why a recording could not start or did not finish cleanly. Each message is one line;
+/// the `#[source]` chain adds the OS or library detail.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Missing privileges or tracefs (see [`EnvError`]).
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// `TargetSpec::Command` with an empty argv.
+    #[error("no command given after --")]
+    NoCommand,
+    /// The target could not be started or found.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// The target binary has no usable probe points.
+    #[error(transparent)]
+    ProbePoints(#[from] ProbePointError),
+    /// The probes could not be loaded or attached.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// Counter setup failed.
+    #[error(transparent)]
+    Pmc(#[from] PmcError),
+    /// The event source could not be opened.
+    #[error(transparent)]
+    Drain(#[from] DrainError),
+    /// A field of a tracepoint's format file could not be found in tracefs.
+    #[error("cannot read field {field} of tracepoint {tracepoint} from tracefs")]
+    TracepointFormat {
+        /// `category:name`.
+        tracepoint: &'static str,
+        /// The field.
+        field: &'static str,
+    },
+    /// The eBPF object lacks a map the collector expects.
+    #[error("map {name} is missing from the eBPF object")]
+    MapMissing {
+        /// The map name.
+        name: &'static str,
+    },
+    /// A map has another type than the collector expects.
+    #[error("map {name} is not a {expected}")]
+    MapType {
+        /// The map name.
+        name: &'static str,
+        /// The expected type.
+        expected: &'static str,
+    },
+    /// A map operation (type check, read, update) failed.
+    #[error("map {name}: operation failed")]
+    Map {
+        /// The map name.
+        name: &'static str,
+        /// aya's error.
+        #[source]
+        source: MapError,
+    },
+    /// The async runtime or the target watch could not be set up.
+    #[error("{what} failed")]
+    Runtime {
+        /// What was being set up.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the trace file failed.
+    #[error("writing the trace {} failed", path.display())]
+    Write {
+        /// The trace file.
+        path: PathBuf,
+        /// The writer's error.
+        #[source]
+        source: TraceError,
+    },
+}
+
+fn map_err(name: &'static str) -> impl FnOnce(MapError) -> RecordError {
+    move |source| RecordError::Map { name, source }
+}
+
+fn take_map(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<Map, RecordError> {
+    ebpf.take_map(name).ok_or(RecordError::MapMissing { name })
+}
+
+fn map_mut<'a>(ebpf: &'a mut aya::Ebpf, name: &'static str) -> Result<&'a mut Map, RecordError> {
+    ebpf.map_mut(name).ok_or(RecordError::MapMissing { name })
+}
 
 /// What to trace.
 #[derive(Clone, Debug)]
@@ -138,12 +231,12 @@ fn uname() -> (String, String) {
 }
 
 /// Records until the target exits, Ctrl-C, or the configured duration.
-pub fn record(req: RecordRequest) -> anyhow::Result<RecordSummary> {
+pub fn record(req: RecordRequest) -> Result<RecordSummary, RecordError> {
     privileges::check_capabilities()?;
     privileges::ensure_tracefs()?;
     let (exe, args, mut held, pid) = match &req.target {
         TargetSpec::Command(argv) => {
-            let cmd = argv.first().context("no command given after --")?;
+            let cmd = argv.first().ok_or(RecordError::NoCommand)?;
             let exe = target::which(cmd).ok_or_else(|| target::TargetError::NotFound {
                 command: cmd.clone(),
             })?;
@@ -174,8 +267,12 @@ fn record_inner(
     args: Vec<String>,
     held: Option<&mut HeldChild>,
     pid: u32,
-) -> anyhow::Result<RecordSummary> {
+) -> Result<RecordSummary, RecordError> {
     let cfg = &req.config;
+    let write_err = |source| RecordError::Write {
+        path: req.output.clone(),
+        source,
+    };
     let points = probe_points::resolve(&exe)?;
     let mut ebpf = crate::load::load(cfg.buffer)?;
     let mut pmcs = if cfg.pmc && cfg.levels & LEVEL_OP != 0 {
@@ -187,11 +284,19 @@ fn record_inner(
         eprintln!("profinfer: {note}");
     }
     let fork_parent =
-        privileges::tracepoint_field_offset("sched", "sched_process_fork", "parent_pid")
-            .context("cannot read sched_process_fork's format from tracefs")?;
+        privileges::tracepoint_field_offset("sched", "sched_process_fork", "parent_pid").ok_or(
+            RecordError::TracepointFormat {
+                tracepoint: "sched:sched_process_fork",
+                field: "parent_pid",
+            },
+        )?;
     let fork_child =
-        privileges::tracepoint_field_offset("sched", "sched_process_fork", "child_pid")
-            .context("cannot read sched_process_fork's format from tracefs")?;
+        privileges::tracepoint_field_offset("sched", "sched_process_fork", "child_pid").ok_or(
+            RecordError::TracepointFormat {
+                tracepoint: "sched:sched_process_fork",
+                field: "child_pid",
+            },
+        )?;
     let mut op_detail = 0;
     if cfg.structure {
         op_detail |= DETAIL_STRUCTURE;
@@ -221,25 +326,41 @@ fn record_inner(
     };
     {
         let mut set: BpfHashMap<_, u32, u32> =
-            BpfHashMap::try_from(ebpf.map_mut("TIDS").context("TIDS map missing")?)?;
+            BpfHashMap::try_from(map_mut(&mut ebpf, "TIDS")?).map_err(map_err("TIDS"))?;
         for &t in &tids {
-            set.insert(t, 1, 0)?;
+            set.insert(t, 1, 0).map_err(map_err("TIDS"))?;
         }
     }
-    let counters_fd: OwnedFd = match ebpf.map("COUNTERS").context("COUNTERS map missing")? {
-        Map::PerfEventArray(data) => data.fd().as_fd().try_clone_to_owned()?,
-        _ => bail!("COUNTERS is not a perf event array"),
+    let counters_fd: OwnedFd = match ebpf
+        .map("COUNTERS")
+        .ok_or(RecordError::MapMissing { name: "COUNTERS" })?
+    {
+        Map::PerfEventArray(data) => {
+            data.fd()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|source| RecordError::Runtime {
+                    what: "duplicating the COUNTERS map fd",
+                    source,
+                })?
+        }
+        _ => {
+            return Err(RecordError::MapType {
+                name: "COUNTERS",
+                expected: "perf event array",
+            });
+        }
     };
     let mut pmc_events = Vec::new();
     let open_pmcs = |pmcs: &mut PmcSet,
                      ebpf: &mut aya::Ebpf,
                      tid: u32,
                      out: &mut Vec<PmcOpenEvent>|
-     -> anyhow::Result<()> {
+     -> Result<(), RecordError> {
         if let Some((slot, mask)) = pmcs.open_thread(tid, counters_fd.as_fd())? {
             let mut slots: BpfHashMap<_, u32, u32> =
-                BpfHashMap::try_from(ebpf.map_mut("PMC_SLOTS").context("PMC_SLOTS map missing")?)?;
-            slots.insert(tid, slot, 0)?;
+                BpfHashMap::try_from(map_mut(ebpf, "PMC_SLOTS")?).map_err(map_err("PMC_SLOTS"))?;
+            slots.insert(tid, slot, 0).map_err(map_err("PMC_SLOTS"))?;
             out.push(PmcOpenEvent {
                 header: collector_header(EventKind::PmcOpen, pid, tid, u32::MAX),
                 slot,
@@ -252,28 +373,35 @@ fn record_inner(
         open_pmcs(&mut pmcs, &mut ebpf, t, &mut pmc_events)?;
     }
 
-    let probes = crate::load::attach(&mut ebpf, &exe, &points, cfg.levels)?;
+    let probes = crate::load::attach(
+        &mut ebpf,
+        &exe,
+        &points,
+        cfg.levels,
+        crate::load::UprobeScope::AllProcesses,
+    )?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("starting the tokio runtime")?;
+        .map_err(|source| RecordError::Runtime {
+            what: "starting the tokio runtime",
+            source,
+        })?;
     let _rt_guard = rt.enter();
     let mut source = match cfg.buffer {
-        BufferKind::Ring { .. } => EventSource::ring(RingBuf::try_from(
-            ebpf.take_map("EVENTS").context("EVENTS map missing")?,
-        )?),
+        BufferKind::Ring { .. } => EventSource::ring(
+            RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?).map_err(map_err("EVENTS"))?,
+        ),
         BufferKind::Perf { pages } => EventSource::perf(
-            PerfEventArray::try_from(
-                ebpf.take_map("PERF_EVENTS")
-                    .context("PERF_EVENTS map missing")?,
-            )?,
+            PerfEventArray::try_from(take_map(&mut ebpf, "PERF_EVENTS")?)
+                .map_err(map_err("PERF_EVENTS"))?,
             pages,
         ),
     }?;
     let mut control_map: Array<MapData, TracerControl> =
-        Array::try_from(ebpf.take_map("CONTROL").context("CONTROL map missing")?)?;
+        Array::try_from(take_map(&mut ebpf, "CONTROL")?).map_err(map_err("CONTROL"))?;
     let stats: PerCpuArray<MapData, u64> =
-        PerCpuArray::try_from(ebpf.take_map("STATS").context("STATS map missing")?)?;
+        PerCpuArray::try_from(take_map(&mut ebpf, "STATS")?).map_err(map_err("STATS"))?;
 
     let (host, kernel) = uname();
     let (mono, real) = clocks();
@@ -297,15 +425,17 @@ fn record_inner(
         settings: cfg.settings(),
         strings: Vec::new(),
     };
-    let mut writer = TraceWriter::create(&req.output, &header)?;
+    let mut writer = TraceWriter::create(&req.output, &header).map_err(write_err)?;
     writer.set_chunk_bytes(cfg.chunk_bytes);
     for ev in &pmc_events {
-        writer.push(ev)?;
+        writer.push(ev).map_err(write_err)?;
     }
     let mut collector_events = pmc_events.len() as u64;
     pmc_events.clear();
 
-    control_map.set(CONTROL_INDEX, control, 0)?;
+    control_map
+        .set(CONTROL_INDEX, control, 0)
+        .map_err(map_err("CONTROL"))?;
     let pidfd = target::pidfd_open(pid)?;
     let is_child = held.is_some();
     if let Some(child) = held {
@@ -315,13 +445,14 @@ fn record_inner(
     let mut qos = cfg.qos.clone().map(QosController::new);
     let mut qos_switches = 0u32;
     let mut written = 0u64;
-    let mut write_error: Option<trace_format::TraceError> = None;
+    let mut write_error: Option<TraceError> = None;
     let duration = cfg.duration;
     let end_reason = rt.block_on(async {
         // SAFETY: the pidfd is owned by the `AsyncFd` and stays open until it is dropped.
-        let pid_ready = unsafe { AsyncFd::register(pidfd) }
-            .map_err(std::io::Error::from)
-            .context("watching the target")?;
+        let pid_ready = unsafe { AsyncFd::register(pidfd) }.map_err(|e| RecordError::Runtime {
+            what: "watching the target's pidfd",
+            source: std::io::Error::from(e),
+        })?;
         let deadline = async {
             match duration {
                 Some(d) => tokio::time::sleep(d).await,
@@ -366,7 +497,7 @@ fn record_inner(
                 open_pmcs(&mut pmcs, &mut ebpf, tid, &mut pmc_events)?;
             }
             for ev in pmc_events.drain(..) {
-                writer.push(&ev)?;
+                writer.push(&ev).map_err(write_err)?;
                 collector_events += 1;
             }
             if let Some(q) = qos.as_mut() {
@@ -383,7 +514,9 @@ fn record_inner(
                     } else {
                         control.levels &= !LEVEL_OP;
                     }
-                    control_map.set(CONTROL_INDEX, control, 0)?;
+                    control_map
+                        .set(CONTROL_INDEX, control, 0)
+                        .map_err(map_err("CONTROL"))?;
                     qos_switches += 1;
                     eprintln!(
                         "profinfer: QoS: {:.1} tokens/s {} {:.1}: operator probes {}",
@@ -392,23 +525,25 @@ fn record_inner(
                         q_min(cfg),
                         if on { "on" } else { "off" }
                     );
-                    writer.push(&QosSwitchEvent {
-                        header: collector_header(EventKind::QosSwitch, pid, 0, u32::MAX),
-                        levels_before: before,
-                        levels_after: control.levels,
-                        tps_milli: (tps * 1000.0) as u64,
-                        min_tps_milli: (q_min(cfg) * 1000.0) as u64,
-                    })?;
+                    writer
+                        .push(&QosSwitchEvent {
+                            header: collector_header(EventKind::QosSwitch, pid, 0, u32::MAX),
+                            levels_before: before,
+                            levels_after: control.levels,
+                            tps_milli: (tps * 1000.0) as u64,
+                            min_tps_milli: (q_min(cfg) * 1000.0) as u64,
+                        })
+                        .map_err(write_err)?;
                     collector_events += 1;
                 }
             }
             if let Some(e) = write_error.take() {
-                return Err(anyhow::Error::new(e).context("writing the trace failed"));
+                return Err(write_err(e));
             }
             tokio::select! {
                 _ = source.readable() => {}
                 _ = tick.tick() => {
-                    writer.flush_chunk()?;
+                    writer.flush_chunk().map_err(write_err)?;
                 }
                 r = pid_ready.readable() => {
                     if let Ok(mut g) = r { g.clear_ready(); }
@@ -421,9 +556,11 @@ fn record_inner(
         };
         // Stop producing, let in-flight programs finish, then drain what is left.
         control.target_tgid = 0;
-        control_map.set(CONTROL_INDEX, control, 0)?;
+        control_map
+            .set(CONTROL_INDEX, control, 0)
+            .map_err(map_err("CONTROL"))?;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        anyhow::Ok(reason)
+        Ok::<_, RecordError>(reason)
     })?;
     source.drain(|bytes| {
         let kind = bytes
@@ -438,31 +575,43 @@ fn record_inner(
         }
     });
     if let Some(e) = write_error {
-        return Err(anyhow::Error::new(e).context("writing the trace failed"));
+        return Err(write_err(e));
     }
-    let produced_per_cpu: Vec<u64> = stats.get(&STAT_PRODUCED, 0)?.iter().copied().collect();
-    let lost_per_cpu: Vec<u64> = stats.get(&STAT_LOST, 0)?.iter().copied().collect();
+    let per_cpu = |slot: u32| -> Result<Vec<u64>, RecordError> {
+        Ok(stats
+            .get(&slot, 0)
+            .map_err(map_err("STATS"))?
+            .iter()
+            .copied()
+            .collect())
+    };
+    let produced_per_cpu = per_cpu(STAT_PRODUCED)?;
+    let lost_per_cpu = per_cpu(STAT_LOST)?;
     for (cpu, &lost) in lost_per_cpu.iter().enumerate() {
         if lost > 0 {
-            writer.push(&LossEvent {
-                header: collector_header(EventKind::Loss, pid, 0, cpu as u32),
-                lost,
-            })?;
+            writer
+                .push(&LossEvent {
+                    header: collector_header(EventKind::Loss, pid, 0, cpu as u32),
+                    lost,
+                })
+                .map_err(write_err)?;
             collector_events += 1;
         }
     }
     let produced: u64 = produced_per_cpu.iter().sum();
     let lost: u64 = lost_per_cpu.iter().sum();
-    writer.finish(&TraceFooter {
-        events_produced: produced,
-        events_written: written,
-        events_lost: lost,
-        produced_per_cpu,
-        lost_per_cpu: lost_per_cpu.clone(),
-        collector_events,
-        end_reason: end_reason.clone(),
-        end_ts_ns: clocks().0,
-    })?;
+    writer
+        .finish(&TraceFooter {
+            events_produced: produced,
+            events_written: written,
+            events_lost: lost,
+            produced_per_cpu,
+            lost_per_cpu: lost_per_cpu.clone(),
+            collector_events,
+            end_reason: end_reason.clone(),
+            end_ts_ns: clocks().0,
+        })
+        .map_err(write_err)?;
     drop(ebpf);
     Ok(RecordSummary {
         output: req.output.clone(),
@@ -478,4 +627,52 @@ fn record_inner(
 
 fn q_min(cfg: &TracerConfig) -> f64 {
     cfg.qos.as_ref().map_or(0.0, |q| q.min_tps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message and its whole `source` chain stays on one line.
+    #[test]
+    fn error_chains_are_one_line() {
+        let errors = [
+            RecordError::NoCommand,
+            RecordError::from(TargetError::NoSuchProcess { pid: 42 }),
+            RecordError::from(TargetError::ExeUnreadable {
+                pid: 42,
+                source: std::io::Error::from_raw_os_error(libc::EACCES),
+            }),
+            RecordError::TracepointFormat {
+                tracepoint: "sched:sched_process_fork",
+                field: "child_pid",
+            },
+            RecordError::MapMissing { name: "STATS" },
+            RecordError::Runtime {
+                what: "starting the tokio runtime",
+                source: std::io::Error::from_raw_os_error(libc::EMFILE),
+            },
+            RecordError::from(EnvError::TracefsMissing {
+                source: std::io::Error::from_raw_os_error(libc::EPERM),
+            }),
+        ];
+        for e in &errors {
+            let mut line = e.to_string();
+            let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(e);
+            while let Some(s) = cur {
+                line.push_str(": ");
+                line.push_str(&s.to_string());
+                cur = s.source();
+            }
+            assert!(!line.contains('\n'), "{line}");
+            assert!(!line.is_empty());
+        }
+        assert_eq!(errors[1].to_string(), "no process with pid 42");
+        // `transparent` keeps the inner error's source (EACCES) in the chain.
+        let src = std::error::Error::source(&errors[2]).map(ToString::to_string);
+        assert_eq!(
+            src,
+            Some(std::io::Error::from_raw_os_error(libc::EACCES).to_string())
+        );
+    }
 }

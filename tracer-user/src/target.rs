@@ -32,6 +32,22 @@ pub enum TargetError {
         /// The pid.
         pid: u32,
     },
+    /// `/proc/PID/exe` exists but cannot be read (EACCES/EPERM: another user's process
+    /// without CAP_SYS_PTRACE, or a kernel thread, which has no executable).
+    #[error("cannot read the executable of pid {pid} (/proc/{pid}/exe)")]
+    ExeUnreadable {
+        /// The pid.
+        pid: u32,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The process exists but has no executable (a kernel thread, or a zombie).
+    #[error("pid {pid} has no executable (a kernel thread or an exited process)")]
+    NoExecutable {
+        /// The pid.
+        pid: u32,
+    },
     /// A system call failed.
     #[error("{call} failed")]
     Sys {
@@ -205,9 +221,23 @@ pub fn check_pid(pid: u32) -> Result<(), TargetError> {
     Ok(())
 }
 
+/// Classifies a failure to read `/proc/PID/exe`. ESRCH, or ENOENT while `/proc/PID` is
+/// gone too (`proc_dir_exists` false), is [`TargetError::NoSuchProcess`]; ENOENT while
+/// the process is still listed is [`TargetError::NoExecutable`] (kernel thread, zombie);
+/// anything else (EACCES, EPERM, ...) is [`TargetError::ExeUnreadable`] with the OS error.
+pub fn exe_error(pid: u32, source: std::io::Error, proc_dir_exists: bool) -> TargetError {
+    match source.raw_os_error() {
+        Some(libc::ESRCH) => TargetError::NoSuchProcess { pid },
+        Some(libc::ENOENT) if !proc_dir_exists => TargetError::NoSuchProcess { pid },
+        Some(libc::ENOENT) => TargetError::NoExecutable { pid },
+        _ => TargetError::ExeUnreadable { pid, source },
+    }
+}
+
 /// The executable of a running process.
 pub fn exe_of(pid: u32) -> Result<PathBuf, TargetError> {
-    std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|_| TargetError::NoSuchProcess { pid })
+    let dir = PathBuf::from(format!("/proc/{pid}"));
+    std::fs::read_link(dir.join("exe")).map_err(|e| exe_error(pid, e, dir.exists()))
 }
 
 /// The thread ids of a running process.
@@ -246,4 +276,62 @@ pub fn reap(pid: u32) -> Option<String> {
     } else {
         "target ended".to_owned()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(code: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn exe_errors_are_classified_by_errno() {
+        assert!(matches!(
+            exe_error(7, os(libc::ESRCH), true),
+            TargetError::NoSuchProcess { pid: 7 }
+        ));
+        assert!(matches!(
+            exe_error(7, os(libc::ENOENT), false),
+            TargetError::NoSuchProcess { pid: 7 }
+        ));
+        assert!(matches!(
+            exe_error(7, os(libc::ENOENT), true),
+            TargetError::NoExecutable { pid: 7 }
+        ));
+        for code in [libc::EACCES, libc::EPERM, libc::ELOOP] {
+            let e = exe_error(7, os(code), true);
+            let TargetError::ExeUnreadable { pid: 7, source } = &e else {
+                panic!("errno {code} classified as {e:?}");
+            };
+            assert_eq!(source.raw_os_error(), Some(code));
+            assert_eq!(
+                e.to_string(),
+                "cannot read the executable of pid 7 (/proc/7/exe)"
+            );
+        }
+    }
+
+    #[test]
+    fn exe_of_self_is_the_test_binary_and_kernel_threads_have_none() {
+        let own = exe_of(std::process::id()).expect("own /proc/self/exe is readable");
+        assert_eq!(own, std::env::current_exe().expect("current_exe"));
+        // pid 2 is kthreadd on Linux: listed in /proc but without an executable.
+        if Path::new("/proc/2/stat").exists() {
+            let e = exe_of(2).expect_err("kthreadd has no exe");
+            assert!(
+                matches!(
+                    e,
+                    TargetError::NoExecutable { pid: 2 }
+                        | TargetError::ExeUnreadable { pid: 2, .. }
+                ),
+                "{e:?}"
+            );
+        }
+        assert!(matches!(
+            exe_of(u32::MAX - 1),
+            Err(TargetError::NoSuchProcess { .. })
+        ));
+    }
 }
