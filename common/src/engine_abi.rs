@@ -83,7 +83,7 @@ impl DType {
 
     /// Bytes taken by a row of `n` elements; `None` if `n` is not a whole number of blocks.
     pub const fn row_bytes(self, n: usize) -> Option<usize> {
-        if n % self.block_len() != 0 {
+        if !n.is_multiple_of(self.block_len()) {
             return None;
         }
         Some(n / self.block_len() * self.block_bytes())
@@ -248,7 +248,11 @@ impl EngineNode {
 
     /// The name up to its first NUL (empty if it is not UTF-8).
     pub fn name_str(&self) -> &str {
-        let len = self.name.iter().position(|&b| b == 0).unwrap_or(NODE_NAME_LEN);
+        let len = self
+            .name
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(NODE_NAME_LEN);
         core::str::from_utf8(&self.name[..len]).unwrap_or("")
     }
 
@@ -376,7 +380,7 @@ mod tests {
         assert_eq!(n.name_str(), "attn_q-3");
         let long = "é".repeat(40); // 80 bytes
         n.set_name(&long);
-        assert!(n.name_str().len() <= NODE_NAME_LEN - 1);
+        assert!(n.name_str().len() < NODE_NAME_LEN);
         assert!(n.name_str().chars().all(|c| c == 'é'));
     }
 }

@@ -469,20 +469,20 @@ impl ArenaPlan {
         // Merge neighbours.
         let mut merged: Vec<(usize, usize)> = Vec::with_capacity(self.free.len());
         for (o, s) in self.free.drain(..) {
-            if let Some(last) = merged.last_mut() {
-                if last.0 + last.1 == o {
-                    last.1 += s;
-                    continue;
-                }
+            if let Some(last) = merged.last_mut()
+                && last.0 + last.1 == o
+            {
+                last.1 += s;
+                continue;
             }
             merged.push((o, s));
         }
         // A free block at the top shrinks the arena.
-        if let Some(&(o, s)) = merged.last() {
-            if o + s == self.top {
-                self.top = o;
-                merged.pop();
-            }
+        if let Some(&(o, s)) = merged.last()
+            && o + s == self.top
+        {
+            self.top = o;
+            merged.pop();
         }
         self.free = merged;
     }

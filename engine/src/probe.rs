@@ -20,6 +20,10 @@ use common::engine_abi::{EngineGraph, EngineNode};
 macro_rules! probe_entry {
     ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $imp:path) => {
         $(#[$meta])*
+        ///
+        /// # Safety
+        /// Pointer arguments must be valid for what the body reads and writes, as
+        /// `docs/probe-abi.md` describes; null context/graph/model pointers are refused.
         #[unsafe(no_mangle)]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {

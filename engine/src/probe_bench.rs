@@ -60,9 +60,9 @@ pub fn run(calls: u64) -> Vec<ProbeCost> {
     let np = &node as *const EngineNode;
     let pp = &params as *const ComputeParams as *mut c_void;
     let sp = &mut sampler as *mut Sampler as *mut c_void;
-    // SAFETY (all closures below): each entry point gets arguments for which its body
-    // returns without dereferencing anything invalid: null context/graph/model pointers
-    // are checked first, a NONE node computes nothing, zero-length buffers are not read.
+    // Each entry point gets arguments for which its body returns without dereferencing
+    // anything invalid: null context/graph/model pointers are checked first, a NONE node
+    // computes nothing, zero-length buffers are not read.
     vec![
         time("engine_probe_ref_nop", calls, || {
             probe::engine_probe_ref_nop()
@@ -71,28 +71,42 @@ pub fn run(calls: u64) -> Vec<ProbeCost> {
             probe::engine_probe_ref_singlestep()
         }),
         time("engine_decode", calls, || {
+            // SAFETY: a null context is refused before any dereference.
             black_box(unsafe {
                 probe::engine_decode(std::ptr::null_mut(), 0, 0, std::ptr::null())
             });
         }),
         time("engine_graph_compute", calls, || {
+            // SAFETY: a null graph is refused before any dereference.
             black_box(unsafe {
                 probe::engine_graph_compute(std::ptr::null(), 0, 0, 0, std::ptr::null())
             });
         }),
-        time("engine_op_compute", calls, || unsafe {
-            probe::engine_op_compute(black_box(np), 0, 1, pp)
+        time("engine_op_compute", calls, || {
+            // SAFETY: a live NONE node (nothing to compute) and live single-thread params.
+            unsafe { probe::engine_op_compute(black_box(np), 0, 1, pp) }
         }),
-        time("engine_phase_embed", calls, || unsafe {
-            probe::engine_phase_embed(std::ptr::null(), std::ptr::null(), 0, std::ptr::null_mut())
+        time("engine_phase_embed", calls, || {
+            // SAFETY: a null model and zero tokens return before any dereference.
+            unsafe {
+                probe::engine_phase_embed(
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    0,
+                    std::ptr::null_mut(),
+                )
+            }
         }),
-        time("engine_phase_copy_logits", calls, || unsafe {
-            probe::engine_phase_copy_logits(buf.as_mut_ptr(), src.as_ptr(), 0)
+        time("engine_phase_copy_logits", calls, || {
+            // SAFETY: two live buffers, zero elements copied.
+            unsafe { probe::engine_phase_copy_logits(buf.as_mut_ptr(), src.as_ptr(), 0) }
         }),
-        time("engine_phase_softmax", calls, || unsafe {
-            probe::engine_phase_softmax(src.as_ptr(), buf.as_mut_ptr(), 0, 1.0)
+        time("engine_phase_softmax", calls, || {
+            // SAFETY: two live buffers, zero elements read or written.
+            unsafe { probe::engine_phase_softmax(src.as_ptr(), buf.as_mut_ptr(), 0, 1.0) }
         }),
         time("engine_phase_sample", calls, || {
+            // SAFETY: a live sampler and an empty probability vector.
             black_box(unsafe { probe::engine_phase_sample(sp, src.as_ptr(), 0) });
         }),
     ]

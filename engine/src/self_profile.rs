@@ -151,16 +151,12 @@ impl Span {
 
     /// A graph-level span.
     #[inline]
-    pub fn graph(graph: *const EngineGraph) -> Span {
-        Span::start(|| {
-            // SAFETY: called with the live graph passed to engine_graph_compute.
-            let g = unsafe { &*graph };
-            Record {
-                graph: g.graph_id,
-                index: g.n_nodes,
-                pos: g.pos,
-                ..Span::blank(Level::Graph)
-            }
+    pub fn graph(g: &EngineGraph) -> Span {
+        Span::start(|| Record {
+            graph: g.graph_id,
+            index: g.n_nodes,
+            pos: g.pos,
+            ..Span::blank(Level::Graph)
         })
     }
 

@@ -192,7 +192,7 @@ fn worker_loop(s: &Shared, ith: u32) {
                 return;
             }
             spins = spins.wrapping_add(1);
-            if spins % 256 != 0 || started.elapsed() < POLL_BEFORE_SLEEP {
+            if !spins.is_multiple_of(256) || started.elapsed() < POLL_BEFORE_SLEEP {
                 std::hint::spin_loop();
                 continue;
             }
@@ -257,7 +257,8 @@ pub(crate) extern "C" fn graph_compute_entry(
     if graph.is_null() || backend.is_null() || backend_kind != BackendKind::Cpu as u32 {
         return -1;
     }
-    let _span = crate::self_profile::Span::graph(graph);
+    // SAFETY: `graph` is the live graph `CpuBackend::compute` passed in (checked non-null).
+    let _span = crate::self_profile::Span::graph(unsafe { &*graph });
     // SAFETY: `backend` is the `CpuBackend` that `CpuBackend::compute` passed in.
     let backend = unsafe { &*(backend as *const CpuBackend) };
     backend.run(graph);

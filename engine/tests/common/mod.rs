@@ -1,6 +1,11 @@
 //! Shared helpers of the engine's integration tests: running the `engine` binary and the
 //! llama.cpp oracle (`scripts/oracle/llama_oracle.py` in the project venv), and generating
 //! the tiny test models once per test run.
+// Each test binary uses a different subset of these helpers.
+#![allow(
+    dead_code,
+    reason = "shared by several test binaries, each using a subset"
+)]
 
 use std::collections::HashMap;
 use std::io::Write as _;
