@@ -15,6 +15,9 @@ pub const REORDER_WINDOW_NS: u64 = 50_000_000;
 /// older than those already released are counted as late).
 pub const REORDER_MAX_EVENTS: usize = 1 << 20;
 
+/// Out-of-order events this close to the end of the window are inserted in place.
+const INSERT_DISTANCE: usize = 64;
+
 /// The total order events are applied in: time, then thread, kind, side, CPU — a key
 /// that does not depend on file order.
 fn order_key(e: &Event) -> (u64, u32, u32, u32, u32) {
@@ -31,6 +34,8 @@ pub struct Reorder {
     newest_ns: u64,
     released_ns: u64,
     late: u64,
+    /// Whether `buf` is sorted (events arrived in order since the last sort).
+    sorted: bool,
 }
 
 impl Default for Reorder {
@@ -49,6 +54,7 @@ impl Reorder {
             newest_ns: 0,
             released_ns: 0,
             late: 0,
+            sorted: true,
         }
     }
 
@@ -60,7 +66,22 @@ impl Reorder {
             self.late += 1;
         }
         self.newest_ns = self.newest_ns.max(ts);
-        self.buf.push(event);
+        let key = order_key(&event);
+        match self.buf.last() {
+            Some(last) if self.sorted && order_key(last) > key => {
+                // Slightly out of order (another CPU's record): insert it in place if
+                // it belongs among the last few; otherwise sort at the next release.
+                let from = self.buf.len().saturating_sub(INSERT_DISTANCE);
+                let at = from + self.buf[from..].partition_point(|e| order_key(e) <= key);
+                if at > from || from == 0 {
+                    self.buf.insert(at, event);
+                } else {
+                    self.sorted = false;
+                    self.buf.push(event);
+                }
+            }
+            _ => self.buf.push(event),
+        }
         let oldest = self.buf.first().map_or(0, |e| e.header().ts_ns);
         if self.buf.len() >= self.max_events
             || self.newest_ns.saturating_sub(oldest) >= 2 * self.window_ns
@@ -80,8 +101,12 @@ impl Reorder {
     }
 
     fn release(&mut self, upto_ns: u64, out: &mut impl FnMut(&Event)) {
-        // Mostly sorted already: the stable merge sort runs in ~linear time.
-        self.buf.sort_by_key(order_key);
+        // The key is a total order (ties are identical records), so an unstable sort
+        // gives the same result whatever the arrival order.
+        if !self.sorted {
+            self.buf.sort_unstable_by_key(order_key);
+            self.sorted = true;
+        }
         let mut cut = self.buf.partition_point(|e| e.header().ts_ns <= upto_ns);
         if cut == 0 && self.buf.len() >= self.max_events {
             cut = self.buf.len() / 2;
