@@ -33,8 +33,14 @@ pub const CONTROL_INDEX: u32 = 0;
 pub const STAT_PRODUCED: u32 = 0;
 /// Per-CPU statistics slot: events that did not fit in the buffer.
 pub const STAT_LOST: u32 = 1;
+/// Per-CPU statistics slot: probe hits whose `EngineNode`/`EngineGraph` carried an
+/// `abi_version` other than `engine_abi::ENGINE_ABI_VERSION` (structure not recorded).
+pub const STAT_ABI_MISMATCH: u32 = 2;
+/// Per-CPU statistics slot: the last mismatching `abi_version` seen on that CPU (0 if
+/// none), for the collector's message.
+pub const STAT_ABI_SEEN: u32 = 3;
 /// Number of per-CPU statistics slots.
-pub const STAT_COUNT: u32 = 2;
+pub const STAT_COUNT: u32 = 4;
 
 /// Maximum number of target threads with their own counters.
 pub const MAX_PMC_THREADS: u32 = 256;

@@ -240,6 +240,10 @@ pub const OP_DETAIL_NAME: u32 = 1 << 0;
 pub const OP_DETAIL_STRUCTURE: u32 = 1 << 1;
 /// [`OpEvent::detail`]: `pmc` holds counter readings (see `pmc_ok`).
 pub const OP_DETAIL_PMC: u32 = 1 << 2;
+/// [`OpEvent::detail`]: the node's `abi_version` was not
+/// [`crate::engine_abi::ENGINE_ABI_VERSION`]; only the probe arguments (`ith`, `nth`,
+/// `node_addr`) and the timestamp are valid, `op`/`index` are `u32::MAX`, `layer` -1.
+pub const OP_DETAIL_ABI_MISMATCH: u32 = 1 << 3;
 
 /// The tensor structure of an operator's node, read from the `EngineNode`.
 #[repr(C)]

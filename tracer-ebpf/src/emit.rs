@@ -11,7 +11,11 @@ use aya_ebpf::{
     },
 };
 use common::{
-    control::{CONTROL_INDEX, OUTPUT_PERF_BUF, STAT_LOST, STAT_PRODUCED, TracerControl},
+    control::{
+        CONTROL_INDEX, OUTPUT_PERF_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST,
+        STAT_PRODUCED, TracerControl,
+    },
+    engine_abi::ENGINE_ABI_VERSION,
     event::{EventHeader, EventKind, MAX_PMC, OpEvent},
 };
 
@@ -79,6 +83,23 @@ pub fn bump(slot: u32) {
         // same CPU could race, which at worst loses one count).
         unsafe { *p += 1 };
     }
+}
+
+/// Whether a structure's leading `abi_version` is the layout these probes were built
+/// for; if not, counts the hit in `STAT_ABI_MISMATCH` and remembers the version in
+/// `STAT_ABI_SEEN` (the collector reports both once).
+#[inline(always)]
+pub fn abi_ok(abi_version: u32) -> bool {
+    if abi_version == ENGINE_ABI_VERSION {
+        return true;
+    }
+    bump(STAT_ABI_MISMATCH);
+    if let Some(p) = STATS.get_ptr_mut(STAT_ABI_SEEN) {
+        // SAFETY: `p` points into this CPU's value of a per-CPU array; a plain store of
+        // a version number (any interleaving leaves one of the written versions).
+        unsafe { *p = u64::from(abi_version) };
+    }
+    false
 }
 
 /// Emits `ev` (a whole record) to the configured output and counts it as produced, or as

@@ -13,7 +13,7 @@ use aya::maps::{
 use common::{
     control::{
         CONTROL_INDEX, DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF, OUTPUT_RING_BUF,
-        STAT_LOST, STAT_PRODUCED, TracerControl,
+        STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED, TracerControl,
     },
     event::{EVENT_FLAG_EXIT, EventHeader, EventKind, LossEvent, PmcOpenEvent, QosSwitchEvent},
 };
@@ -158,6 +158,10 @@ pub struct RecordSummary {
     pub lost_per_cpu: Vec<u64>,
     /// QoS switches made.
     pub qos_switches: u32,
+    /// Probe hits whose engine structure had another ABI version (fields not recorded).
+    pub abi_mismatches: u64,
+    /// The mismatching ABI version seen (0 if none).
+    pub abi_seen: u32,
     /// Why recording ended.
     pub end_reason: String,
 }
@@ -177,6 +181,13 @@ impl std::fmt::Display for RecordSummary {
         }
         if self.qos_switches > 0 {
             write!(f, "; {} QoS switches", self.qos_switches)?;
+        }
+        if self.abi_mismatches > 0 {
+            write!(
+                f,
+                "; {} probe hits with engine ABI version {}",
+                self.abi_mismatches, self.abi_seen
+            )?;
         }
         write!(f, "; {}", self.end_reason)
     }
@@ -444,6 +455,7 @@ fn record_inner(
 
     let mut qos = cfg.qos.clone().map(QosController::new);
     let mut qos_switches = 0u32;
+    let mut abi_reported = false;
     let mut written = 0u64;
     let mut write_error: Option<TraceError> = None;
     let duration = cfg.duration;
@@ -544,6 +556,16 @@ fn record_inner(
                 _ = source.readable() => {}
                 _ = tick.tick() => {
                     writer.flush_chunk().map_err(write_err)?;
+                    if !abi_reported
+                        && let Ok(hits) = stats.get(&STAT_ABI_MISMATCH, 0)
+                        && hits.iter().any(|&n| n > 0)
+                    {
+                        let seen = stats
+                            .get(&STAT_ABI_SEEN, 0)
+                            .map_or(0, |v| v.iter().copied().max().unwrap_or(0));
+                        eprintln!("profinfer: {}", abi_mismatch_message(seen as u32));
+                        abi_reported = true;
+                    }
                 }
                 r = pid_ready.readable() => {
                     if let Ok(mut g) = r { g.clear_ready(); }
@@ -587,6 +609,11 @@ fn record_inner(
     };
     let produced_per_cpu = per_cpu(STAT_PRODUCED)?;
     let lost_per_cpu = per_cpu(STAT_LOST)?;
+    let abi_mismatches: u64 = per_cpu(STAT_ABI_MISMATCH)?.iter().sum();
+    let abi_seen = per_cpu(STAT_ABI_SEEN)?.iter().copied().max().unwrap_or(0) as u32;
+    if abi_mismatches > 0 && !abi_reported {
+        eprintln!("profinfer: {}", abi_mismatch_message(abi_seen));
+    }
     for (cpu, &lost) in lost_per_cpu.iter().enumerate() {
         if lost > 0 {
             writer
@@ -621,8 +648,18 @@ fn record_inner(
         lost,
         lost_per_cpu,
         qos_switches,
+        abi_mismatches,
+        abi_seen,
         end_reason,
     })
+}
+
+/// The one-line report of structures of another engine ABI version.
+pub fn abi_mismatch_message(seen: u32) -> String {
+    format!(
+        "engine ABI version {seen}, expected {}: structure fields not recorded",
+        common::engine_abi::ENGINE_ABI_VERSION
+    )
 }
 
 fn q_min(cfg: &TracerConfig) -> f64 {

@@ -3,101 +3,18 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::Command,
-    sync::OnceLock,
     time::{Duration, Instant},
 };
 
 use common::event::{EventKind, OpEvent};
 use trace_format::{Event, TraceReader};
 
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+#[macro_use]
+mod support;
 
-macro_rules! require_root {
-    () => {
-        if !is_root() {
-            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-            eprintln!("!!! SKIPPED: profinfer record tests need root (eBPF). CI runs as root.");
-            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
-            return;
-        }
-    };
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Builds the engine once and makes a tiny model; returns (engine, model).
-fn engine_and_model() -> &'static (PathBuf, PathBuf) {
-    static ONCE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        let ws = workspace();
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--release", "-p", "engine"])
-            .current_dir(&ws)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the engine failed");
-        let engine = ws.join("target/release/engine");
-        let model =
-            std::env::temp_dir().join(format!("profinfer-test-{}.gguf", std::process::id()));
-        let status = Command::new(&engine)
-            .args([
-                "gen-model",
-                "--preset",
-                "tiny-llama",
-                "--dtype",
-                "q8_0",
-                "-o",
-            ])
-            .arg(&model)
-            .status()
-            .expect("engine runs");
-        assert!(status.success(), "gen-model failed");
-        (engine, model)
-    })
-}
-
-fn trace_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "profinfer-test-{}-{name}.pftrace",
-        std::process::id()
-    ))
-}
-
-fn profinfer() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_profinfer"))
-}
-
-/// `profinfer record -o out [extra] -- engine run ... -n tokens -t 2`.
-fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
-    let (engine, model) = engine_and_model();
-    let n = tokens.to_string();
-    let output = profinfer()
-        .arg("record")
-        .arg("-o")
-        .arg(out)
-        .args(extra)
-        .arg("--")
-        .arg(engine)
-        .args(["run", "-m"])
-        .arg(model)
-        .args(["-p", "hello world", "-n", &n, "-t", "2", "--ignore-eos"])
-        .output()
-        .expect("profinfer runs");
-    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "record failed");
-    output
-}
-
-fn events(r: &TraceReader) -> Vec<Event> {
-    r.events().collect::<Result<_, _>>().expect("trace decodes")
-}
+use support::{engine_and_model, events, profinfer, record, trace_path};
 
 #[test]
 fn record_tiny_model_two_threads() {
@@ -423,4 +340,90 @@ fn clear_errors_for_bad_targets() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("no engine probe symbols"), "{err}");
+}
+
+/// The stand-in engine of `examples/abi_mismatch_target.rs`, built once.
+fn abi_mismatch_target() -> PathBuf {
+    let ws = support::workspace();
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "tracer-user",
+            "--example",
+            "abi_mismatch_target",
+        ])
+        .current_dir(&ws)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the example failed");
+    ws.join("target/release/examples/abi_mismatch_target")
+}
+
+#[test]
+fn foreign_engine_abi_version_is_counted_and_its_fields_are_not_recorded() {
+    require_root!();
+    let target = abi_mismatch_target();
+    let out = trace_path("abi");
+    let o = profinfer()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--levels", "token,graph,op", "--no-pmc", "--"])
+        .arg(&target)
+        .output()
+        .expect("profinfer runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let expected = format!(
+        "engine ABI version {}, expected {}: structure fields not recorded",
+        common::engine_abi::ENGINE_ABI_VERSION + 1,
+        common::engine_abi::ENGINE_ABI_VERSION
+    );
+    assert_eq!(err.matches(&expected).count(), 1, "reported once: {err}");
+    // The example makes 4 decodes of layout N+1, then 1 of layout N; each decode
+    // computes one graph of 3 nodes on one thread: 4 × (1 graph + 3 ops) foreign hits.
+    assert!(
+        err.contains("16 probe hits with engine ABI version"),
+        "{err}"
+    );
+    let r = TraceReader::open(&out).expect("trace opens");
+    let evs = events(&r);
+    let graphs: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Graph(g) if !g.header.is_exit() => Some(*g),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(graphs.len(), 5, "every call is still recorded");
+    // Foreign layout: the graph's own fields are left out (graph_id 0), the probe's
+    // arguments (n_nodes) are kept. Current layout: graph_id = pos + 1 as the example sets.
+    for g in &graphs[..4] {
+        assert_eq!((g.graph_id, g.n_tokens, g.n_nodes), (0, 0, 3));
+    }
+    assert_eq!((graphs[4].graph_id, graphs[4].n_tokens), (5, 1));
+    let ops: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Op(o) => Some(**o),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ops.len(), 5 * 3 * 2, "entry and exit of every op");
+    let mismatch = common::event::OP_DETAIL_ABI_MISMATCH;
+    for (i, op) in ops.iter().enumerate() {
+        let foreign = i < 4 * 3 * 2;
+        assert_eq!(op.detail & mismatch != 0, foreign, "op record {i}");
+        if foreign {
+            assert_eq!((op.op, op.index, op.layer), (u32::MAX, u32::MAX, -1));
+            assert!(op.name_str().is_empty());
+            assert_eq!(op.detail & common::event::OP_DETAIL_STRUCTURE, 0);
+        } else {
+            assert_eq!(op.op, common::engine_abi::OpType::Add as u32);
+            assert_eq!(op.index as usize, (i - 24) / 2);
+        }
+    }
+    assert_eq!(ops[24].name_str(), "node-0");
+    std::fs::remove_file(&out).ok();
 }

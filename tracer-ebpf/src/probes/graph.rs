@@ -15,7 +15,7 @@ use common::{
 };
 
 use crate::{
-    emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
+    emit::{ProbeResult, abi_ok, current_tid, emit, enabled_for_target, header},
     maps::GRAPH_STASH,
 };
 
@@ -31,8 +31,7 @@ fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
         return Ok(());
     }
     let graph: *const EngineGraph = ctx.arg(0).ok_or(-1i64)?;
-    // SAFETY: reads user memory through the helper, which checks the address.
-    let g = unsafe { bpf_probe_read_user(graph) }.unwrap_or(EngineGraph {
+    let unknown = EngineGraph {
         abi_version: 0,
         n_nodes: 0,
         nodes: 0,
@@ -41,7 +40,11 @@ fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
         backend_kind: 0,
         n_tokens: 0,
         pos: 0,
-    });
+    };
+    // SAFETY: reads user memory through the helper, which checks the address.
+    let g = unsafe { bpf_probe_read_user(graph) }.unwrap_or(unknown);
+    // Another layout: only the probe arguments are trustworthy, not the fields.
+    let g = if abi_ok(g.abi_version) { g } else { unknown };
     let ev = GraphEvent {
         header: header(EventKind::GraphCompute, 0),
         graph_addr: graph as u64,

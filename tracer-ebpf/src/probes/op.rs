@@ -15,11 +15,14 @@ use aya_ebpf::{
 use common::{
     control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP},
     engine_abi::{EngineNode, MAX_DIMS, MAX_SRC},
-    event::{EVENT_FLAG_EXIT, EventKind, OP_DETAIL_NAME, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE},
+    event::{
+        EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_PMC,
+        OP_DETAIL_STRUCTURE,
+    },
 };
 
 use crate::{
-    emit::{ProbeResult, current_tid, emit_op, enabled_for_target, header, read_pmcs},
+    emit::{ProbeResult, abi_ok, current_tid, emit_op, enabled_for_target, header, read_pmcs},
     maps::{CONTROL, OP_STASH, OpStash},
 };
 
@@ -51,17 +54,23 @@ fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
     let nth: u32 = ctx.arg(2).ok_or(-1i64)?;
     // SAFETY: the helper validates the user address; a failed read returns Err.
     let head = unsafe { bpf_probe_read_user(node.cast::<[u32; NODE_HEAD_WORDS]>()) }?;
-    // SAFETY: as above.
-    let tail = unsafe {
-        bpf_probe_read_user(
-            node.wrapping_add(offset_of!(EngineNode, layer))
-                .cast::<[u32; 2]>(),
-        )
-    }?;
+    // Another layout: record the call (timing, thread) but no field of the node.
+    let layout_ok = abi_ok(head[0]);
+    let tail = if layout_ok {
+        // SAFETY: as above.
+        unsafe {
+            bpf_probe_read_user(
+                node.wrapping_add(offset_of!(EngineNode, layer))
+                    .cast::<[u32; 2]>(),
+            )
+        }?
+    } else {
+        [u32::MAX, u32::MAX]
+    };
     let tid = current_tid();
     let stash = OpStash {
         node_addr: node as u64,
-        op: head[1],
+        op: if layout_ok { head[1] } else { u32::MAX },
         ith,
         nth,
         index: tail[1],
@@ -78,18 +87,21 @@ fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
         ev.index = stash.index;
         ev.layer = stash.layer;
         let mut detail = 0;
-        // SAFETY: the helper validates the user address and writes at most the slice.
-        if unsafe {
-            bpf_probe_read_user_buf(
-                node.wrapping_add(offset_of!(EngineNode, name)),
-                &mut ev.name,
-            )
+        if layout_ok {
+            // SAFETY: the helper validates the user address and writes at most the slice.
+            let name = unsafe {
+                bpf_probe_read_user_buf(
+                    node.wrapping_add(offset_of!(EngineNode, name)),
+                    &mut ev.name,
+                )
+            };
+            if name.is_ok() {
+                detail |= OP_DETAIL_NAME;
+            }
+        } else {
+            detail |= OP_DETAIL_ABI_MISMATCH;
         }
-        .is_ok()
-        {
-            detail |= OP_DETAIL_NAME;
-        }
-        if control.op_detail & DETAIL_STRUCTURE != 0 {
+        if layout_ok && control.op_detail & DETAIL_STRUCTURE != 0 {
             // SAFETY: as above.
             let shape = unsafe {
                 bpf_probe_read_user(
@@ -138,10 +150,17 @@ fn try_op_exit(ctx: &RetProbeContext) -> ProbeResult {
         ev.nth = stash.nth;
         ev.index = stash.index;
         ev.layer = stash.layer;
+        // The entry stored `op = u32::MAX` for a node of another layout.
+        let mut detail = if stash.op == u32::MAX {
+            OP_DETAIL_ABI_MISMATCH
+        } else {
+            0
+        };
         if stash.pmc != 0 {
             read_pmcs(ev, n_pmc, tid);
-            ev.detail = OP_DETAIL_PMC;
+            detail |= OP_DETAIL_PMC;
         }
+        ev.detail = detail;
     });
     Ok(())
 }

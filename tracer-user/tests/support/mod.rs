@@ -1,0 +1,103 @@
+//! Helpers shared by the root-only integration tests: root check with a loud SKIPPED
+//! banner, the engine and a tiny model built once, `profinfer` invocations.
+
+#![allow(
+    dead_code,
+    reason = "each test crate includes this module and uses a different subset"
+)]
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::OnceLock,
+};
+
+use trace_format::{Event, TraceReader};
+
+pub fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Returns from the test with a loud banner unless running as root.
+macro_rules! require_root {
+    () => {
+        if !support::is_root() {
+            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+            eprintln!("!!! SKIPPED: profinfer record tests need root (eBPF). CI runs as root.");
+            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+            return;
+        }
+    };
+}
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Builds the engine once and makes a tiny model; returns (engine, model).
+pub fn engine_and_model() -> &'static (PathBuf, PathBuf) {
+    static ONCE: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let ws = workspace();
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--release", "-p", "engine"])
+            .current_dir(&ws)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the engine failed");
+        let engine = ws.join("target/release/engine");
+        let model =
+            std::env::temp_dir().join(format!("profinfer-test-{}.gguf", std::process::id()));
+        let status = Command::new(&engine)
+            .args([
+                "gen-model",
+                "--preset",
+                "tiny-llama",
+                "--dtype",
+                "q8_0",
+                "-o",
+            ])
+            .arg(&model)
+            .status()
+            .expect("engine runs");
+        assert!(status.success(), "gen-model failed");
+        (engine, model)
+    })
+}
+
+pub fn trace_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "profinfer-test-{}-{name}.pftrace",
+        std::process::id()
+    ))
+}
+
+pub fn profinfer() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_profinfer"))
+}
+
+/// `profinfer record -o out [extra] -- engine run ... -n tokens -t 2`.
+pub fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
+    let (engine, model) = engine_and_model();
+    let n = tokens.to_string();
+    let output = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(out)
+        .args(extra)
+        .arg("--")
+        .arg(engine)
+        .args(["run", "-m"])
+        .arg(model)
+        .args(["-p", "hello world", "-n", &n, "-t", "2", "--ignore-eos"])
+        .output()
+        .expect("profinfer runs");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "record failed");
+    output
+}
+
+pub fn events(r: &TraceReader) -> Vec<Event> {
+    r.events().collect::<Result<_, _>>().expect("trace decodes")
+}
