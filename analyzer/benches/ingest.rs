@@ -4,6 +4,11 @@
 //! `cargo bench -p analyzer --bench ingest`; `INGEST_EVENTS` sets the trace size
 //! (default 500,000 events, ~200 MB in the temp directory, removed afterwards).
 
+#![expect(
+    missing_docs,
+    reason = "criterion_group! generates an undocumented pub fn"
+)]
+
 use std::hint::black_box;
 
 use analyzer::{

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum AnalyzeError {
     /// The trace could not be opened or is not a valid profinfer trace.
-    #[error("cannot read trace `{path}`: {source}")]
+    #[error("cannot read trace `{path}`")]
     Trace {
         /// The trace file.
         path: PathBuf,
@@ -18,7 +18,7 @@ pub enum AnalyzeError {
     #[error(transparent)]
     Dag(#[from] crate::dag::DagError),
     /// An output file could not be written.
-    #[error("cannot write `{path}`: {source}")]
+    #[error("cannot write `{path}`")]
     Write {
         /// The output file.
         path: PathBuf,
@@ -27,7 +27,7 @@ pub enum AnalyzeError {
         source: std::io::Error,
     },
     /// A JSON output could not be serialised.
-    #[error("cannot serialise `{path}`: {source}")]
+    #[error("cannot serialise `{path}`")]
     Json {
         /// The output file.
         path: PathBuf,

@@ -18,7 +18,16 @@ fn run_err(path: &std::path::Path) -> String {
         &AnalyzeOptions::default().with_graphics(false),
     ) {
         Ok(_) => panic!("{} analyzed without error", path.display()),
-        Err(e) => e.to_string(),
+        // The whole chain, as the CLI prints it (`{:#}` of anyhow).
+        Err(e) => {
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            msg
+        }
     }
 }
 

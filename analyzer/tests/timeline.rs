@@ -9,8 +9,11 @@ use support::{analyze, data, output};
 
 /// Checks that the `X` slices of each (pid, tid) nest: sorted by start (longer first),
 /// each slice ends before the enclosing open slice ends.
+/// A slice: start ns, end ns, name.
+type Slice = (u64, u64, String);
+
 fn check_nesting(events: &[Value]) -> usize {
-    let mut tracks: HashMap<(i64, i64), Vec<(u64, u64, String)>> = HashMap::new();
+    let mut tracks: HashMap<(i64, i64), Vec<Slice>> = HashMap::new();
     for e in events.iter().filter(|e| e["ph"] == "X") {
         // ts/dur are µs with 3 decimals: back to integer ns exactly.
         let ns = |v: &Value| (v.as_f64().expect("number") * 1000.0).round() as u64;
@@ -26,7 +29,7 @@ fn check_nesting(events: &[Value]) -> usize {
     let mut n = 0;
     for (track, mut slices) in tracks {
         slices.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
-        let mut stack: Vec<(u64, u64, String)> = Vec::new();
+        let mut stack: Vec<Slice> = Vec::new();
         for s in slices {
             while stack.last().is_some_and(|top| top.1 <= s.0) {
                 stack.pop();
