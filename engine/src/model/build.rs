@@ -60,7 +60,9 @@ pub fn build_graph(
         1.0f32.to_bits(),
     ];
     let kq_scale = (1.0 / (hd as f32).sqrt()).to_bits();
-    let mm = |m: usize, h: usize| [LAYOUT_ROWS, LAYOUT_ROWS, m as u32, h as u32];
+    // MUL_MAT op params: src1 layout, dst layout, M, H, K (see ops::mul_mat).
+    let mm =
+        |m: usize, h: usize, k: usize| [LAYOUT_ROWS, LAYOUT_ROWS, m as u32, h as u32, k as u32];
 
     let inp_embd = g.leaf_input("inp_embd", DType::F32, ne(e, t))?;
     let inp_pos = g.leaf_input("inp_pos", DType::I32, ne(t, 1))?;
@@ -97,7 +99,7 @@ pub fn build_graph(
             DType::F32,
             ne(e, t),
             &[lw.wq, cur],
-            &mm(t, 1),
+            &mm(t, 1, e),
         )?;
         let mut k = g.op(
             OpType::MulMat,
@@ -106,7 +108,7 @@ pub fn build_graph(
             DType::F32,
             ne(ekv, t),
             &[lw.wk, cur],
-            &mm(t, 1),
+            &mm(t, 1, e),
         )?;
         let mut v = g.op(
             OpType::MulMat,
@@ -115,7 +117,7 @@ pub fn build_graph(
             DType::F32,
             ne(ekv, t),
             &[lw.wv, cur],
-            &mm(t, 1),
+            &mm(t, 1, e),
         )?;
         if let (Some(bq), Some(bk), Some(bv)) = (lw.bq, lw.bk, lw.bv) {
             q = g.op(
@@ -215,7 +217,13 @@ pub fn build_graph(
             DType::F32,
             ne3(n_kv, t, nh),
             &[k_view, q, k_store],
-            &[LAYOUT_HEADS_INNER, LAYOUT_ROWS, t as u32, nh as u32],
+            &[
+                LAYOUT_HEADS_INNER,
+                LAYOUT_ROWS,
+                t as u32,
+                nh as u32,
+                hd as u32,
+            ],
         )?;
         let kq = g.op(
             OpType::SoftMax,
@@ -233,7 +241,13 @@ pub fn build_graph(
             DType::F32,
             ne3(hd, nh, t),
             &[v_view, kq, v_store],
-            &[LAYOUT_ROWS, LAYOUT_HEADS_INNER, t as u32, nh as u32],
+            &[
+                LAYOUT_ROWS,
+                LAYOUT_HEADS_INNER,
+                t as u32,
+                nh as u32,
+                n_kv as u32,
+            ],
         )?;
         let mut cur = g.op(
             OpType::MulMat,
@@ -242,7 +256,7 @@ pub fn build_graph(
             DType::F32,
             ne(e, t),
             &[lw.wo, kqv],
-            &mm(t, 1),
+            &mm(t, 1, e),
         )?;
         let mut inp_sa = inp_sa;
         let mut rows = t;
@@ -305,7 +319,7 @@ pub fn build_graph(
             DType::F32,
             ne(ff, rows),
             &[lw.ffn_gate, cur],
-            &mm(rows, 1),
+            &mm(rows, 1, e),
         )?;
         let up = g.op(
             OpType::MulMat,
@@ -314,7 +328,7 @@ pub fn build_graph(
             DType::F32,
             ne(ff, rows),
             &[lw.ffn_up, cur],
-            &mm(rows, 1),
+            &mm(rows, 1, e),
         )?;
         let act = g.op(
             OpType::SwiGlu,
@@ -332,7 +346,7 @@ pub fn build_graph(
             DType::F32,
             ne(e, rows),
             &[lw.ffn_down, act],
-            &mm(rows, 1),
+            &mm(rows, 1, ff),
         )?;
         inp_l = g.op(
             OpType::Add,
@@ -369,7 +383,7 @@ pub fn build_graph(
         DType::F32,
         ne(cfg.n_vocab, 1),
         &[w.output, cur],
-        &mm(1, 1),
+        &mm(1, 1, e),
     )?;
     g.mark_output(logits);
     Ok(BatchNodes {

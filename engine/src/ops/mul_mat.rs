@@ -6,7 +6,8 @@
 //! `src1` and `dst` are contiguous; how their rows are ordered is given by op params:
 //! 0 = src1 layout (0: rows `[K, M, H1]`; 1: stored `[K, H1, M]`, the Q of attention
 //! straight out of RoPE), 1 = dst layout (0: `[N, M, H1]`; 1: stored `[N, H1, M]`, KQV
-//! straight into the `[head_dim, n_head, n_tokens]` layout), 2 = M, 3 = H1. A `src[2]`,
+//! straight into the `[head_dim, n_head, n_tokens]` layout), 2 = M, 3 = H1, 4 = K (the
+//! inner dimension, so a trace of the node alone gives the product's size). A `src[2]`,
 //! if set, is an ordering dependency (the KV-cache store an attention product reads).
 //!
 //! Like ggml, `src1` is first converted to the weights' dot-product type (q8_0 for
@@ -35,6 +36,7 @@ struct Dims {
 fn dims(node: &EngineNode) -> Dims {
     // SAFETY: sources of a node of the graph being built or computed.
     let w = unsafe { src(node.src[0]) };
+    debug_assert_eq!(node.op_params[4] as i64, w.ne[0], "op param 4 is K");
     Dims {
         k: w.ne[0] as usize,
         n: w.ne[1] as usize,
