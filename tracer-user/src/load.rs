@@ -249,6 +249,10 @@ fn program<'a>(
 
 /// Attaches the uprobes of the enabled `levels` to `exe` (in the processes `scope` says)
 /// and the scheduler tracepoints. Returns the probe table for the trace header.
+///
+/// A per-process attachment the kernel refuses falls back to every process (with a note
+/// on stderr): the probes filter by the target's tgid anyway, only other processes of
+/// the same binary then pay the trap.
 pub fn attach(
     ebpf: &mut Ebpf,
     exe: &Path,
@@ -257,6 +261,7 @@ pub fn attach(
     scope: UprobeScope,
 ) -> Result<Vec<ProbeInfo>, LoadError> {
     let mut table = Vec::new();
+    let fell_back = &mut false;
     for spec in &UPROBES {
         if levels & spec.level == 0 {
             continue;
@@ -279,18 +284,32 @@ pub fn attach(
             };
             let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(load_err)?;
             p.load().map_err(load_err)?;
-            let location = if offset == 0 {
-                UProbeAttachLocation::Symbol(spec.symbol)
-            } else {
-                UProbeAttachLocation::SymbolOffset(spec.symbol, offset)
+            let location = || {
+                if offset == 0 {
+                    UProbeAttachLocation::Symbol(spec.symbol)
+                } else {
+                    UProbeAttachLocation::SymbolOffset(spec.symbol, offset)
+                }
             };
-            p.attach(location, exe, scope.to_aya())
-                .map_err(|source| LoadError::UprobeAttach {
-                    attach: attach_kind,
-                    exe: exe.to_path_buf(),
-                    symbol: spec.symbol,
-                    source,
-                })?;
+            let attached = match p.attach(location(), exe, scope.to_aya()) {
+                Err(e) if scope != UprobeScope::AllProcesses => {
+                    if !*fell_back {
+                        eprintln!(
+                            "profinfer: note: per-process uprobes failed ({e}); probing every process that runs {} (filtered by pid in the probes)",
+                            exe.display()
+                        );
+                        *fell_back = true;
+                    }
+                    p.attach(location(), exe, UProbeScope::AllProcesses)
+                }
+                r => r,
+            };
+            attached.map_err(|source| LoadError::UprobeAttach {
+                attach: attach_kind,
+                exe: exe.to_path_buf(),
+                symbol: spec.symbol,
+                source,
+            })?;
             let (insn, cost) = if attach_kind == "uprobe" {
                 (
                     point.attach_insn.clone(),

@@ -26,6 +26,7 @@ use crate::{
     config::{BufferKind, TracerConfig},
     drain::{DrainError, EventSource},
     load::LoadError,
+    observe::{CollectorStatus, NoObserver, RecordObserver, effective_levels},
     pmc::{PmcError, PmcSet},
     privileges::{self, EnvError},
     probe_points::{self, ProbePointError},
@@ -243,6 +244,15 @@ fn uname() -> (String, String) {
 
 /// Records until the target exits, Ctrl-C, or the configured duration.
 pub fn record(req: RecordRequest) -> Result<RecordSummary, RecordError> {
+    record_observed(req, &mut NoObserver)
+}
+
+/// [`record`], handing every record, and a status on every tick, to `observer` (the live
+/// view), which can switch probe levels and stop the recording.
+pub fn record_observed(
+    req: RecordRequest,
+    observer: &mut dyn RecordObserver,
+) -> Result<RecordSummary, RecordError> {
     privileges::check_capabilities()?;
     privileges::ensure_tracefs()?;
     let (exe, args, mut held, pid) = match &req.target {
@@ -263,7 +273,7 @@ pub fn record(req: RecordRequest) -> Result<RecordSummary, RecordError> {
             (target::exe_of(*pid)?, Vec::new(), None, *pid)
         }
     };
-    let result = record_inner(&req, exe, args, held.as_mut(), pid);
+    let result = record_inner(&req, exe, args, held.as_mut(), pid, observer);
     if result.is_err()
         && let Some(child) = held.as_mut()
     {
@@ -278,6 +288,7 @@ fn record_inner(
     args: Vec<String>,
     held: Option<&mut HeldChild>,
     pid: u32,
+    observer: &mut dyn RecordObserver,
 ) -> Result<RecordSummary, RecordError> {
     let cfg = &req.config;
     let write_err = |source| RecordError::Write {
@@ -389,7 +400,9 @@ fn record_inner(
         &exe,
         &points,
         cfg.levels,
-        crate::load::UprobeScope::AllProcesses,
+        // Only the target traps (the held child keeps its per-task events across exec);
+        // the in-program tgid filter stays as the second guard.
+        crate::load::UprobeScope::OneProcess(pid),
     )?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -438,8 +451,10 @@ fn record_inner(
     };
     let mut writer = TraceWriter::create(&req.output, &header).map_err(write_err)?;
     writer.set_chunk_bytes(cfg.chunk_bytes);
+    observer.on_start(&header);
     for ev in &pmc_events {
         writer.push(ev).map_err(write_err)?;
+        observer.on_record(trace_format::record_bytes(ev));
     }
     let mut collector_events = pmc_events.len() as u64;
     pmc_events.clear();
@@ -455,6 +470,11 @@ fn record_inner(
 
     let mut qos = cfg.qos.clone().map(QosController::new);
     let mut qos_switches = 0u32;
+    // Levels: attached (cfg.levels) ∩ wanted by the user (live view) − op while QoS has
+    // it off (see `observe::effective_levels`).
+    let mut user_levels = cfg.levels;
+    let mut qos_op_on = true;
+    let mut bytes_drained = 0u64;
     let mut abi_reported = false;
     let mut written = 0u64;
     let mut write_error: Option<TraceError> = None;
@@ -492,6 +512,8 @@ fn record_inner(
                     write_error.get_or_insert(e);
                 }
                 written += 1;
+                bytes_drained += record.len() as u64;
+                observer.on_record(record);
                 let word = |o: usize| {
                     u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]])
                 };
@@ -510,6 +532,7 @@ fn record_inner(
             }
             for ev in pmc_events.drain(..) {
                 writer.push(&ev).map_err(write_err)?;
+                observer.on_record(trace_format::record_bytes(&ev));
                 collector_events += 1;
             }
             if let Some(q) = qos.as_mut() {
@@ -521,11 +544,8 @@ fn record_inner(
                         QosDecision::SwitchOn { tps } => (tps, true),
                     };
                     let before = control.levels;
-                    if on {
-                        control.levels |= cfg.levels & LEVEL_OP;
-                    } else {
-                        control.levels &= !LEVEL_OP;
-                    }
+                    qos_op_on = on;
+                    control.levels = effective_levels(cfg.levels, user_levels, qos_op_on);
                     control_map
                         .set(CONTROL_INDEX, control, 0)
                         .map_err(map_err("CONTROL"))?;
@@ -537,15 +557,15 @@ fn record_inner(
                         q_min(cfg),
                         if on { "on" } else { "off" }
                     );
-                    writer
-                        .push(&QosSwitchEvent {
-                            header: collector_header(EventKind::QosSwitch, pid, 0, u32::MAX),
-                            levels_before: before,
-                            levels_after: control.levels,
-                            tps_milli: (tps * 1000.0) as u64,
-                            min_tps_milli: (q_min(cfg) * 1000.0) as u64,
-                        })
-                        .map_err(write_err)?;
+                    let switch = QosSwitchEvent {
+                        header: collector_header(EventKind::QosSwitch, pid, 0, u32::MAX),
+                        levels_before: before,
+                        levels_after: control.levels,
+                        tps_milli: (tps * 1000.0) as u64,
+                        min_tps_milli: (q_min(cfg) * 1000.0) as u64,
+                    };
+                    writer.push(&switch).map_err(write_err)?;
+                    observer.on_record(trace_format::record_bytes(&switch));
                     collector_events += 1;
                 }
             }
@@ -565,6 +585,41 @@ fn record_inner(
                             .map_or(0, |v| v.iter().copied().max().unwrap_or(0));
                         eprintln!("profinfer: {}", abi_mismatch_message(seen as u32));
                         abi_reported = true;
+                    }
+                    if observer.is_live() {
+                        let sum = |slot: u32| {
+                            stats.get(&slot, 0).map_or(0, |v| v.iter().sum::<u64>())
+                        };
+                        let status = CollectorStatus {
+                            attached_levels: cfg.levels,
+                            user_levels,
+                            effective_levels: control.levels,
+                            qos_enabled: qos.is_some(),
+                            qos_op_on,
+                            qos_switches,
+                            produced: sum(STAT_PRODUCED),
+                            lost: sum(STAT_LOST),
+                            written,
+                            bytes_drained,
+                            ring_bytes: match cfg.buffer {
+                                BufferKind::Ring { bytes } => Some(u64::from(bytes)),
+                                BufferKind::Perf { .. } => None,
+                            },
+                        };
+                        let reply = observer.on_tick(&status);
+                        if let Some(wanted) = reply.user_levels {
+                            user_levels = wanted & cfg.levels;
+                            let levels = effective_levels(cfg.levels, user_levels, qos_op_on);
+                            if levels != control.levels {
+                                control.levels = levels;
+                                control_map
+                                    .set(CONTROL_INDEX, control, 0)
+                                    .map_err(map_err("CONTROL"))?;
+                            }
+                        }
+                        if reply.stop {
+                            break "stopped from the live view; target left running".to_owned();
+                        }
                     }
                 }
                 r = pid_ready.readable() => {
@@ -594,6 +649,7 @@ fn record_inner(
                 write_error.get_or_insert(e);
             }
             written += 1;
+            observer.on_record(record);
         }
     });
     if let Some(e) = write_error {
@@ -616,12 +672,12 @@ fn record_inner(
     }
     for (cpu, &lost) in lost_per_cpu.iter().enumerate() {
         if lost > 0 {
-            writer
-                .push(&LossEvent {
-                    header: collector_header(EventKind::Loss, pid, 0, cpu as u32),
-                    lost,
-                })
-                .map_err(write_err)?;
+            let loss = LossEvent {
+                header: collector_header(EventKind::Loss, pid, 0, cpu as u32),
+                lost,
+            };
+            writer.push(&loss).map_err(write_err)?;
+            observer.on_record(trace_format::record_bytes(&loss));
             collector_events += 1;
         }
     }

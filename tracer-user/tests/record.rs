@@ -427,3 +427,133 @@ fn foreign_engine_abi_version_is_counted_and_its_fields_are_not_recorded() {
     assert_eq!(ops[24].name_str(), "node-0");
     std::fs::remove_file(&out).ok();
 }
+
+/// Address of `symbol`'s first byte in process `pid`, from its file offset in `exe` and
+/// the process's mapping of that offset (`/proc/PID/maps`).
+fn symbol_address_in(pid: u32, exe: &std::path::Path, symbol: &str) -> u64 {
+    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
+    let data = std::fs::read(exe).expect("engine readable");
+    let file = object::File::parse(&*data).expect("ELF");
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(symbol))
+        .expect("symbol present");
+    let section = file
+        .section_by_index(sym.section_index().expect("defined"))
+        .expect("section");
+    let (sec_off, _) = section.file_range().expect("in the file");
+    let file_off = sym.address() - section.address() + sec_off;
+    let canon = std::fs::canonicalize(exe).expect("canonical");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps readable");
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 6 || std::path::Path::new(f[5]) != canon {
+            continue;
+        }
+        let (lo, hi) = f[0].split_once('-').expect("range");
+        let lo = u64::from_str_radix(lo, 16).expect("hex");
+        let hi = u64::from_str_radix(hi, 16).expect("hex");
+        let off = u64::from_str_radix(f[2], 16).expect("hex");
+        if (off..off + (hi - lo)).contains(&file_off) {
+            return lo + (file_off - off);
+        }
+    }
+    panic!("{symbol} (file offset {file_off:#x}) not mapped in {pid}");
+}
+
+/// The first byte of `symbol` as process `pid` sees it: 0xCC where a uprobe is installed.
+fn first_byte_in(pid: u32, exe: &std::path::Path, symbol: &str) -> u8 {
+    use std::os::unix::fs::FileExt as _;
+    let addr = symbol_address_in(pid, exe, symbol);
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem readable as root");
+    let mut b = [0u8];
+    mem.read_exact_at(&mut b, addr).expect("byte readable");
+    b[0]
+}
+
+/// A child that lives until killed, waited for on drop.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
+/// With a single target, only the target's address space gets the breakpoints: another
+/// engine process running the same binary keeps the original first instruction.
+#[test]
+fn uprobes_trap_only_in_the_target_process() {
+    require_root!();
+    let (engine, model) = engine_and_model();
+    let engine_cmd = |n: &str| {
+        let mut c = Command::new(engine);
+        c.args(["run", "-m"])
+            .arg(model)
+            .args(["-p", "hello", "-n", n, "-t", "1", "--ignore-eos"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c
+    };
+    let bystander = KillOnDrop(engine_cmd("400").spawn().expect("engine starts"));
+    let by_pid = bystander.0.id();
+    // Once it has exec'd (its maps show the engine), stop it so it outlives the check.
+    let engine_abs = std::fs::canonicalize(engine).expect("engine path");
+    let start = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{by_pid}/maps"))
+        .unwrap_or_default()
+        .contains(engine_abs.to_str().expect("UTF-8 path"))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "bystander never ran"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: plain kill(2) of our own child.
+    unsafe { libc::kill(by_pid as i32, libc::SIGSTOP) };
+    let out = trace_path("scope");
+    let mut rec = profinfer();
+    rec.arg("record")
+        .arg("-o")
+        .arg(&out)
+        .args(["--levels", "token,graph,op", "--"])
+        .arg(engine)
+        .args(["run", "-m"])
+        .arg(model)
+        .args(["-p", "hello", "-n", "400", "-t", "1", "--ignore-eos"])
+        .stdout(std::process::Stdio::null());
+    let recorder = KillOnDrop(rec.spawn().expect("profinfer starts"));
+    let start = Instant::now();
+    // The header is written after the probes are attached: from then on the target's
+    // breakpoints are in place. Stop the target so it outlives the check too.
+    let target = loop {
+        if let Ok(r) = TraceReader::open(&out) {
+            break r.header().target.pid;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no trace header");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    // SAFETY: plain kill(2) of the engine this test started (through profinfer).
+    unsafe { libc::kill(target as i32, libc::SIGSTOP) };
+    for sym in ["engine_decode", "engine_op_compute"] {
+        // int3 (0xCC), or on kernels that optimize uprobes on a 5-byte nop (6.18+ x86-64)
+        // a call (0xE8) into the uprobe trampoline.
+        let probed = first_byte_in(target, &engine_abs, sym);
+        assert!(
+            probed == 0xCC || probed == 0xE8,
+            "{sym} probed in the target: first byte {probed:#x}"
+        );
+        assert_eq!(
+            first_byte_in(by_pid, &engine_abs, sym),
+            0x0F,
+            "{sym} untouched in the bystander (first byte of the 5-byte nop)"
+        );
+    }
+    drop(recorder); // SIGKILL: the target would run on; end it too.
+    // SAFETY: plain kill(2) of the engine this test started (through profinfer).
+    unsafe { libc::kill(target as i32, libc::SIGKILL) };
+    drop(bystander);
+    std::fs::remove_file(&out).ok();
+}
