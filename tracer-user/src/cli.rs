@@ -1,4 +1,4 @@
-//! The command line: `record`, `analyze`, `probes`, `symbols`.
+//! The command line: `record`, `live`, `analyze`, `probes`, `symbols`.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -23,6 +23,9 @@ pub struct Cli {
 enum Command {
     /// Record a trace of an engine run (`-- CMD ARGS...`) or of a running engine (`--pid`).
     Record(Box<RecordArgs>),
+    /// Record and watch live: tokens/s, phases, operators, threads, probe levels (`q` quits
+    /// and leaves the target running).
+    Live(Box<LiveArgs>),
     /// Analyze a trace: ProfDAG, ProfTime (Chrome JSON), ProfStat, summary.json, index.html.
     Analyze(Box<crate::analyze::AnalyzeArgs>),
     /// List the probe points of an engine binary: first instruction and probe cost.
@@ -39,6 +42,25 @@ struct RecordArgs {
     /// Trace file to write.
     #[arg(short, long)]
     output: PathBuf,
+    /// Show the live view while recording (as `profinfer live`).
+    #[arg(long)]
+    tui: bool,
+    #[command(flatten)]
+    capture: CaptureArgs,
+}
+
+#[derive(Args, Debug)]
+struct LiveArgs {
+    /// Trace file to write (default: a new file in the temporary directory, shown at exit).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    capture: CaptureArgs,
+}
+
+/// What to record and how: shared by `record` and `live`.
+#[derive(Args, Debug)]
+struct CaptureArgs {
     /// TOML configuration (see tracer.example.toml); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -86,7 +108,7 @@ struct RecordArgs {
     command: Vec<String>,
 }
 
-impl RecordArgs {
+impl CaptureArgs {
     fn overrides(&self) -> Overrides {
         let flag = |on: bool, off: bool| match (on, off) {
             (true, _) => Some(true),
@@ -142,24 +164,63 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Analyze(args) => crate::analyze::run(&args)?,
         Command::Record(args) => {
-            let file = match &args.config {
-                Some(p) => FileConfig::load(p)?,
-                None => FileConfig::default(),
-            };
-            let config = TracerConfig::build(&file, &args.overrides())?;
-            let target = match (args.pid, args.command.is_empty()) {
-                (Some(pid), _) => TargetSpec::Pid(pid),
-                (None, false) => TargetSpec::Command(args.command.clone()),
-                (None, true) => anyhow::bail!("give a command after `--` or --pid PID"),
-            };
-            let summary = record(RecordRequest {
-                output: args.output.clone(),
-                config,
-                target,
-            })
-            .context("record failed")?;
-            eprintln!("{summary}");
+            let req = args.capture.request(args.output.clone())?;
+            if args.tui {
+                live(req)?;
+            } else {
+                let summary = record(req).context("record failed")?;
+                eprintln!("{summary}");
+            }
+        }
+        Command::Live(args) => {
+            let output = args.output.clone().unwrap_or_else(default_live_trace);
+            live(args.capture.request(output)?)?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+impl CaptureArgs {
+    fn request(&self, output: PathBuf) -> anyhow::Result<RecordRequest> {
+        let file = match &self.config {
+            Some(p) => FileConfig::load(p)?,
+            None => FileConfig::default(),
+        };
+        let config = TracerConfig::build(&file, &self.overrides())?;
+        let target = match (self.pid, self.command.is_empty()) {
+            (Some(pid), _) => TargetSpec::Pid(pid),
+            (None, false) => TargetSpec::Command(self.command.clone()),
+            (None, true) => anyhow::bail!("give a command after `--` or --pid PID"),
+        };
+        Ok(RecordRequest {
+            output,
+            config,
+            target,
+        })
+    }
+}
+
+/// `profinfer live`'s trace when no `-o` is given: a new file in the temporary directory.
+fn default_live_trace() -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    std::env::temp_dir().join(format!(
+        "profinfer-live-{secs}-{}.pftrace",
+        std::process::id()
+    ))
+}
+
+/// The live view over a recording; prints where the trace and the target's output are.
+fn live(req: RecordRequest) -> anyhow::Result<()> {
+    let log = PathBuf::from(format!("{}.target.log", req.output.display()));
+    let outcome = crate::tui::run(req, log).context("live view failed")?;
+    eprintln!("{}", outcome.summary);
+    eprintln!(
+        "profinfer: trace {} (profinfer analyze {} -o DIR); target output {}",
+        outcome.summary.output.display(),
+        outcome.summary.output.display(),
+        outcome.target_log.display()
+    );
+    Ok(())
 }

@@ -10,6 +10,7 @@
 //! and shapes.
 
 mod graph;
+mod latency;
 mod marks;
 mod op;
 mod thread;

@@ -1,0 +1,444 @@
+//! Drawing the live view: free functions taking `&App`; [`ui`] lays out the frame
+//! (title, tokens/s sparkline, latest token's phases, thread states, operator table,
+//! levels and buffer status, help line). Fits 80×24.
+
+use analyzer::model::SchedState;
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+    widgets::{Block, Borders, Clear, Paragraph, Row, Sparkline, Table, Wrap},
+};
+
+use super::{
+    app::{App, LevelState, Mode, SortColumn},
+    snapshot::{LiveSnapshot, OpRow},
+};
+
+/// Counter columns shown in the operator table (the first ones recorded).
+pub const MAX_COUNTER_COLUMNS: usize = 2;
+
+/// The help line.
+pub const HELP: &str = "q quit  1-5/o probe levels  s sort  r reverse  g type/class  p pause";
+
+/// Draws the whole view.
+pub fn ui(f: &mut Frame, app: &App) {
+    let [title, tokens, middle, table, status, help] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(5),
+        Constraint::Length(7),
+        Constraint::Min(3),
+        Constraint::Length(2),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    render_title(f, app, title);
+    render_tokens(f, app, tokens);
+    let [phases, threads] =
+        Layout::horizontal([Constraint::Length(30), Constraint::Min(10)]).areas(middle);
+    render_phases(f, app, phases);
+    render_threads(f, app, threads);
+    render_table(f, app, table);
+    render_status(f, app, status);
+    f.render_widget(
+        Paragraph::new(HELP).style(Style::default().add_modifier(Modifier::REVERSED)),
+        help,
+    );
+    if let Mode::Finished { outcome } = &app.mode {
+        render_final(f, app, outcome);
+    }
+}
+
+fn render_title(f: &mut Frame, app: &App, area: Rect) {
+    let s = app.shown.as_ref();
+    let mut text = format!(
+        "profinfer live  pid {}  {}  {:.1} s  trace {}",
+        s.map_or(0, |s| s.pid),
+        s.map_or("", |s| s.target.rsplit('/').next().unwrap_or("")),
+        s.map_or(0.0, |s| s.trace_secs),
+        app.trace_path
+    );
+    if app.paused {
+        text.push_str("  [PAUSED]");
+    }
+    f.render_widget(
+        Paragraph::new(text).style(Style::default().add_modifier(Modifier::BOLD)),
+        area,
+    );
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1} ms"))
+}
+
+fn render_tokens(f: &mut Frame, app: &App, area: Rect) {
+    let s = app.shown.as_ref();
+    let title = format!(
+        " tokens/s {}  TTFT {}  TPOT {}  prompt {}  decoded {} ",
+        s.and_then(|s| s.tps_now)
+            .map_or_else(|| "-".to_owned(), |t| format!("{t:.1}")),
+        opt_ms(s.and_then(|s| s.ttft_ms)),
+        opt_ms(s.and_then(|s| s.tpot_ms)),
+        s.map_or(0, |s| s.prefill_tokens),
+        s.map_or(0, |s| s.decode_steps),
+    );
+    let block = Block::default().borders(Borders::ALL).title(title);
+    let width = usize::from(block.inner(area).width);
+    let data: Vec<u64> = s.map_or_else(Vec::new, |s| {
+        let from = s.tps_series.len().saturating_sub(width);
+        s.tps_series[from..]
+            .iter()
+            .map(|&t| (t * 10.0).round() as u64)
+            .collect()
+    });
+    f.render_widget(
+        Sparkline::default()
+            .block(block)
+            .data(&data)
+            .style(Style::default().fg(Color::Green)),
+        area,
+    );
+}
+
+/// Nanoseconds in a short unit (`812 ns`, `45.2 µs`, `3.10 ms`, `1.25 s`).
+pub fn fmt_ns(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.1} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// A count in a short form (`950`, `12.3k`, `4.1M`).
+pub fn fmt_count(n: u64) -> String {
+    let f = n as f64;
+    if n < 10_000 {
+        n.to_string()
+    } else if n < 10_000_000 {
+        format!("{:.1}k", f / 1e3)
+    } else {
+        format!("{:.1}M", f / 1e6)
+    }
+}
+
+fn render_phases(f: &mut Frame, app: &App, area: Rect) {
+    let latest = app.shown.as_ref().and_then(|s| s.latest.as_ref());
+    let title = latest.map_or_else(
+        || " latest token ".to_owned(),
+        |b| format!(" token #{} ({}) ", b.token, b.phase.name()),
+    );
+    let lines: Vec<Line> = latest.map_or_else(
+        || vec![Line::from("waiting for a token...")],
+        |b| {
+            let total: u64 = b.parts.iter().map(|p| p.1).sum();
+            b.parts
+                .iter()
+                .map(|&(label, ns)| {
+                    let pct = if total == 0 {
+                        0.0
+                    } else {
+                        100.0 * ns as f64 / total as f64
+                    };
+                    Line::from(format!("{label:<12}{:>10} {pct:>4.0}%", fmt_ns(ns as f64)))
+                })
+                .collect()
+        },
+    );
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+    );
+}
+
+fn state_span(state: Option<SchedState>) -> Span<'static> {
+    match state {
+        Some(SchedState::Running) => Span::styled("█", Style::default().fg(Color::Green)),
+        Some(SchedState::Runnable) => Span::styled("▒", Style::default().fg(Color::Yellow)),
+        Some(SchedState::Sleeping) => Span::styled("·", Style::default().fg(Color::DarkGray)),
+        None => Span::raw(" "),
+    }
+}
+
+fn render_threads(f: &mut Frame, app: &App, area: Rect) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(" threads, latest token: █ running ▒ runnable · idle ");
+    let inner = block.inner(area);
+    let strips = app.shown.as_ref().map_or(&[][..], |s| &s.threads[..]);
+    let label_w = 8usize;
+    let cells_w = usize::from(inner.width).saturating_sub(label_w);
+    let lines: Vec<Line> = if strips.is_empty() {
+        vec![Line::from("no scheduler data (sched level off?)")]
+    } else {
+        strips
+            .iter()
+            .take(usize::from(inner.height))
+            .map(|t| {
+                let n = t.cells.len();
+                let mut spans = vec![Span::raw(format!("{:<7} ", t.tid))];
+                spans.extend((0..cells_w.min(n)).map(|i| {
+                    state_span(
+                        t.cells
+                            .get(i * n / cells_w.min(n).max(1))
+                            .copied()
+                            .flatten(),
+                    )
+                }));
+                Line::from(spans)
+            })
+            .collect()
+    };
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+impl From<&OpRow> for Row<'static> {
+    fn from(r: &OpRow) -> Row<'static> {
+        let mut cells = vec![
+            r.name.clone(),
+            fmt_count(r.count),
+            fmt_ns(r.total_ns as f64),
+            fmt_ns(r.mean_ns),
+            format!("{:.1}%", 100.0 * r.share),
+        ];
+        cells.extend(
+            r.counters
+                .iter()
+                .take(MAX_COUNTER_COLUMNS)
+                .map(|c| c.map_or_else(|| "-".to_owned(), fmt_count)),
+        );
+        Row::new(cells)
+    }
+}
+
+fn render_table(f: &mut Frame, app: &App, area: Rect) {
+    let counters: Vec<String> = app.shown.as_ref().map_or_else(Vec::new, |s| {
+        s.counter_names
+            .iter()
+            .take(MAX_COUNTER_COLUMNS)
+            .cloned()
+            .collect()
+    });
+    let arrow = if app.descending { "▼" } else { "▲" };
+    let mut header: Vec<String> = SortColumn::ALL
+        .iter()
+        .map(|&c| {
+            if c == app.sort {
+                format!("{}{arrow}", c.title())
+            } else {
+                c.title().to_owned()
+            }
+        })
+        .collect();
+    header.extend(counters.iter().cloned());
+    let mut widths = vec![
+        Constraint::Min(12),
+        Constraint::Length(8),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(7),
+    ];
+    widths.extend(counters.iter().map(|_| Constraint::Length(10)));
+    let rows = app.op_rows();
+    let title = format!(
+        " operators by {} ({} rows) ",
+        match app.grouping {
+            super::app::Grouping::OpType => "type",
+            super::app::Grouping::Class => "class",
+        },
+        rows.len()
+    );
+    let table = Table::new(rows.iter().map(Row::from), widths)
+        .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+        .block(Block::default().borders(Borders::ALL).title(title));
+    f.render_widget(table, area);
+}
+
+fn level_style(state: LevelState) -> Style {
+    match state {
+        LevelState::On => Style::default().fg(Color::Green),
+        LevelState::Off | LevelState::QosOff => Style::default().fg(Color::Red),
+        LevelState::Pending => Style::default().fg(Color::Yellow),
+        LevelState::Unavailable => Style::default().fg(Color::DarkGray),
+    }
+}
+
+/// The buffer line: ring fill (estimate), drain rate, lost, skipped by the view.
+pub fn buffer_line(s: &LiveSnapshot) -> String {
+    let st = &s.status;
+    let fill = st.ring_fill().map_or_else(
+        || "perf buf".to_owned(),
+        |f| format!("ring ~{:.0}%", 100.0 * f),
+    );
+    let mut line = format!(
+        "{fill}  {}/s drained  lost {}  events {}",
+        fmt_count(s.drained_per_s.round() as u64),
+        fmt_count(st.lost),
+        fmt_count(st.written)
+    );
+    if s.unpaired > 0 {
+        line.push_str(&format!("  unpaired {}", fmt_count(s.unpaired)));
+    }
+    if s.view_dropped > 0 {
+        line.push_str(&format!("  view skipped {}", fmt_count(s.view_dropped)));
+    }
+    line
+}
+
+fn render_status(f: &mut Frame, app: &App, area: Rect) {
+    let mut spans = vec![Span::raw("levels ")];
+    for (i, (name, state)) in app.level_states().into_iter().enumerate() {
+        spans.push(Span::raw(format!("{}:", i + 1)));
+        spans.push(Span::styled(
+            format!("{name}:{} ", state.label()),
+            level_style(state),
+        ));
+    }
+    let s = app.newest.as_ref();
+    let qos = match s.map(|s| &s.status) {
+        Some(st) if st.qos_enabled => format!(
+            "QoS {} ({} sw)",
+            if st.qos_op_on { "op-on" } else { "op-off" },
+            st.qos_switches
+        ),
+        _ => "QoS off".to_owned(),
+    };
+    spans.push(Span::raw(qos));
+    let mut second = s.map_or_else(|| "waiting for the collector...".to_owned(), buffer_line);
+    if !app.message.is_empty() {
+        second = format!("{second}  | {}", app.message);
+    }
+    f.render_widget(
+        Paragraph::new(vec![Line::from(spans), Line::from(second)]),
+        area,
+    );
+}
+
+fn render_final(f: &mut Frame, app: &App, outcome: &Result<String, String>) {
+    let area = f.area();
+    let w = area.width.saturating_sub(4).min(76);
+    let h = area.height.saturating_sub(4).min(10);
+    let popup = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    let (title, text) = match outcome {
+        Ok(summary) => (" target exited: recording finished ", summary.clone()),
+        Err(e) => (" recording failed ", e.clone()),
+    };
+    let lines = vec![
+        Line::from(text),
+        Line::from(format!("trace: {}", app.trace_path)),
+        Line::from(format!("target output: {}", app.target_log)),
+        Line::from(""),
+        Line::from("press any key to leave"),
+    ];
+    f.render_widget(Clear, popup);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: true })
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        popup,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::{Terminal, backend::TestBackend};
+
+    use super::*;
+    use crate::{
+        observe::CollectorStatus,
+        tui::{feed::LiveUpdate, snapshot::OpRow},
+    };
+
+    fn screen(app: &App, w: u16, h: u16) -> String {
+        let mut t = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+        t.draw(|f| ui(f, app)).expect("draw");
+        let buf = t.backend().buffer().clone();
+        let mut out = String::new();
+        for y in 0..h {
+            for x in 0..w {
+                out.push_str(buf[(x, y)].symbol());
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    fn app() -> App {
+        let mut app = App::new("/tmp/x.pftrace".into(), "/tmp/x.log".into());
+        let snap = LiveSnapshot {
+            by_type: vec![OpRow {
+                name: "MUL_MAT".into(),
+                count: 1234,
+                total_ns: 5_000_000,
+                mean_ns: 4051.8,
+                share: 0.5,
+                counters: vec![Some(42)],
+            }],
+            counter_names: vec!["cycles".into()],
+            tps_series: vec![10.0, 20.0, 30.0],
+            tps_now: Some(25.0),
+            status: CollectorStatus {
+                attached_levels: common::control::LEVEL_ALL,
+                user_levels: common::control::LEVEL_ALL,
+                effective_levels: common::control::LEVEL_ALL,
+                ..CollectorStatus::default()
+            },
+            ..LiveSnapshot::default()
+        };
+        app.on_update(LiveUpdate::Snapshot(Box::new(snap)));
+        app
+    }
+
+    #[test]
+    fn small_terminal_shows_every_part() {
+        let s = screen(&app(), 80, 24);
+        for want in [
+            "tokens/s 25.0",
+            "MUL_MAT",
+            "1234",
+            "50.0%",
+            "cycles",
+            "3:op:on",
+            "q quit",
+        ] {
+            assert!(s.contains(want), "missing {want:?} in\n{s}");
+        }
+    }
+
+    #[test]
+    fn tiny_terminal_does_not_panic() {
+        for (w, h) in [(1, 1), (20, 5), (40, 12)] {
+            screen(&app(), w, h);
+        }
+    }
+
+    #[test]
+    fn final_summary_is_drawn_over_the_view() {
+        let mut a = app();
+        a.on_update(LiveUpdate::Finished(
+            Box::new(LiveSnapshot::default()),
+            Ok("42 events written".into()),
+        ));
+        let s = screen(&a, 80, 24);
+        assert!(s.contains("42 events written"), "{s}");
+        assert!(s.contains("press any key"), "{s}");
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(fmt_ns(812.0), "812 ns");
+        assert_eq!(fmt_ns(45_200.0), "45.2 µs");
+        assert_eq!(fmt_ns(3_100_000.0), "3.10 ms");
+        assert_eq!(fmt_count(9_999), "9999");
+        assert_eq!(fmt_count(12_345), "12.3k");
+    }
+}

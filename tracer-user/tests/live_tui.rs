@@ -1,0 +1,186 @@
+//! End to end: `profinfer live` in a tmux pane against the engine on a tiny model. The
+//! screen must show live tokens/s and the operator table; switching the op level off
+//! (`3`) must show `op:off` and stop the operator counts; `q` must leave the engine
+//! running and write a complete trace. Needs root (eBPF) and tmux.
+
+#[macro_use]
+mod support;
+
+use std::{
+    path::Path,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use trace_format::TraceReader;
+
+/// Decode steps the engine runs: long enough (~30 s untraced) that it is still running
+/// when the test quits the view.
+const TOKENS: &str = "1500";
+/// Longest wait for one screen condition.
+const SCREEN_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn tmux(args: &[&str]) -> std::process::Output {
+    Command::new("tmux").args(args).output().expect("tmux runs")
+}
+
+fn capture(session: &str) -> String {
+    String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", session]).stdout).into_owned()
+}
+
+/// Polls the pane until `pred` holds; returns that screen (panics with it on timeout).
+fn wait_screen(session: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let s = capture(session);
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < SCREEN_TIMEOUT,
+            "timed out waiting for {what}; screen:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The number after `tokens/s ` in the title of the sparkline, if any.
+fn tokens_per_s(screen: &str) -> Option<f64> {
+    let rest = &screen[screen.find("tokens/s ")? + "tokens/s ".len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// The count column of the operator table's `MUL_MAT` row.
+fn mul_mat_count(screen: &str) -> Option<String> {
+    let line = screen
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == "MUL_MAT"))?;
+    let mut words = line.split_whitespace().skip_while(|w| *w != "MUL_MAT");
+    words.next()?;
+    words.next().map(str::to_owned)
+}
+
+fn decoded(screen: &str) -> Option<u64> {
+    let rest = &screen[screen.find("decoded ")? + "decoded ".len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn pid_of(screen: &str) -> Option<u32> {
+    let rest = &screen[screen.find(" pid ")? + 5..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+struct Session(String);
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = tmux(&["kill-session", "-t", &self.0]);
+    }
+}
+
+#[test]
+fn live_view_shows_tokens_ops_and_level_toggle_in_tmux() {
+    require_root!();
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        eprintln!("!!! SKIPPED: the live view test needs tmux (apt-get install tmux).");
+        eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+        return;
+    }
+    let (engine, model) = support::engine_and_model();
+    let trace = support::trace_path("live");
+    let log = format!("{}.target.log", trace.display());
+    let session = Session(format!("profinfer-live-test-{}", std::process::id()));
+    let cmd = format!(
+        "{} live -o {} -- {} run -m {} -p hi -n {TOKENS} -t 2 --ignore-eos; \
+         echo PROFINFER_EXIT=$?; sleep 600",
+        env!("CARGO_BIN_EXE_profinfer"),
+        trace.display(),
+        engine.display(),
+        model.display()
+    );
+    let out = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session.0,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &cmd,
+    ]);
+    assert!(out.status.success(), "tmux new-session: {out:?}");
+
+    // Live tokens/s and the operator table.
+    let s = wait_screen(&session.0, "tokens/s and the operator table", |s| {
+        tokens_per_s(s).is_some_and(|t| t > 0.0) && mul_mat_count(s).is_some()
+    });
+    assert!(s.contains("3:op:on"), "op level on at start:\n{s}");
+    let pid = pid_of(&s).expect("pid in the title");
+    assert!(pid > 0);
+
+    // Switch the op level off: the indicator says so, and the table stops growing while
+    // tokens keep coming.
+    tmux(&["send-keys", "-t", &session.0, "3"]);
+    wait_screen(&session.0, "op:off", |s| s.contains("3:op:off"));
+    // Let in-flight records (ring buffer, reordering window, snapshot) through.
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = capture(&session.0);
+    let ops_before = mul_mat_count(&before).expect("MUL_MAT row");
+    let tokens_before = decoded(&before).expect("decoded count");
+    let after = wait_screen(&session.0, "more tokens with op off", |s| {
+        decoded(s).is_some_and(|d| d >= tokens_before + 10)
+    });
+    assert_eq!(
+        mul_mat_count(&after).as_deref(),
+        Some(ops_before.as_str()),
+        "operator counts grew with the op level off:\n{before}\n---\n{after}"
+    );
+
+    // Quit: the view ends, the engine keeps running.
+    tmux(&["send-keys", "-t", &session.0, "q"]);
+    let s = wait_screen(&session.0, "profinfer to exit", |s| {
+        s.contains("PROFINFER_EXIT=")
+    });
+    assert!(s.contains("PROFINFER_EXIT=0"), "profinfer failed:\n{s}");
+    assert!(
+        alive(pid),
+        "the engine (pid {pid}) stopped when the view quit"
+    );
+
+    // The trace is complete and says why it ended.
+    let reader = TraceReader::open(&trace).expect("trace opens");
+    let footer = reader.footer().expect("footer written");
+    assert!(
+        footer.end_reason.contains("live view"),
+        "{}",
+        footer.end_reason
+    );
+    assert!(footer.events_written > 0);
+
+    // The engine finishes on its own; its output went to the log.
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "engine did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let text = std::fs::read_to_string(&log).expect("target log");
+    assert!(
+        text.contains(&format!("generated {TOKENS}")),
+        "engine did not finish its run; log tail: {}",
+        &text[text.len().saturating_sub(500)..]
+    );
+    let _ = std::fs::remove_file(&trace);
+    let _ = std::fs::remove_file(&log);
+}
