@@ -62,17 +62,17 @@ pub struct TracerControl {
     pub n_pmc: u32,
     /// `OUTPUT_*` value.
     pub output: u32,
-    /// Offset of `parent_pid` in the `sched_process_fork` tracepoint record.
-    pub fork_parent_pid_offset: u32,
-    /// Offset of `child_pid` in the `sched_process_fork` tracepoint record.
-    pub fork_child_pid_offset: u32,
+    /// Offset of `pid` (the new task's tid) in the `task:task_newtask` tracepoint record.
+    pub newtask_pid_offset: u32,
+    /// Offset of `clone_flags` (u64) in the `task:task_newtask` tracepoint record.
+    pub newtask_clone_flags_offset: u32,
     /// Zero.
     pub _pad: u32,
 }
 const _: () = assert!(size_of::<TracerControl>() == 32);
 const _: () = assert!(offset_of!(TracerControl, target_tgid) == 0);
 const _: () = assert!(offset_of!(TracerControl, levels) == 4);
-const _: () = assert!(offset_of!(TracerControl, fork_child_pid_offset) == 24);
+const _: () = assert!(offset_of!(TracerControl, newtask_clone_flags_offset) == 24);
 
 #[cfg(feature = "user")]
 // SAFETY: `#[repr(C)]`, only `u32` fields, no implicit padding (size asserted above), so

@@ -44,7 +44,8 @@ pub enum EventKind {
     SchedWakeup = 41,
     /// `sched:sched_wakeup_new` of a target thread ([`SchedWakeupEvent`]).
     SchedWakeupNew = 42,
-    /// A target thread created a thread or process (`sched:sched_process_fork`, [`TaskEvent`]).
+    /// A target thread created a thread of the target (`task:task_newtask` with
+    /// `CLONE_THREAD`, [`TaskEvent`]); child processes are not followed.
     TaskNew = 43,
     /// A target thread exited (`sched:sched_process_exit`, [`TaskEvent`]).
     TaskExit = 44,

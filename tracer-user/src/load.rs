@@ -152,7 +152,7 @@ const UPROBES: [UprobeSpec; 7] = [
     },
 ];
 
-/// Tracepoints: (program, category, name, event kind). Fork/exit are always attached
+/// Tracepoints: (program, category, name, event kind). New-thread/exit are always attached
 /// (they keep the thread set and counters current).
 const TRACEPOINTS: [(&str, &str, &str, EventKind, bool); 5] = [
     (
@@ -177,9 +177,9 @@ const TRACEPOINTS: [(&str, &str, &str, EventKind, bool); 5] = [
         true,
     ),
     (
-        "sched_process_fork",
-        "sched",
-        "sched_process_fork",
+        "task_newtask",
+        "task",
+        "task_newtask",
         EventKind::TaskNew,
         false,
     ),

@@ -305,20 +305,16 @@ fn record_inner(
     for note in pmcs.notes() {
         eprintln!("profinfer: {note}");
     }
-    let fork_parent =
-        privileges::tracepoint_field_offset("sched", "sched_process_fork", "parent_pid").ok_or(
+    let newtask_field = |field: &'static str| {
+        privileges::tracepoint_field_offset("task", "task_newtask", field).ok_or(
             RecordError::TracepointFormat {
-                tracepoint: "sched:sched_process_fork",
-                field: "parent_pid",
+                tracepoint: "task:task_newtask",
+                field,
             },
-        )?;
-    let fork_child =
-        privileges::tracepoint_field_offset("sched", "sched_process_fork", "child_pid").ok_or(
-            RecordError::TracepointFormat {
-                tracepoint: "sched:sched_process_fork",
-                field: "child_pid",
-            },
-        )?;
+        )
+    };
+    let newtask_pid = newtask_field("pid")?;
+    let newtask_clone_flags = newtask_field("clone_flags")?;
     let mut op_detail = 0;
     if cfg.structure {
         op_detail |= DETAIL_STRUCTURE;
@@ -335,8 +331,8 @@ fn record_inner(
             BufferKind::Ring { .. } => OUTPUT_RING_BUF,
             BufferKind::Perf { .. } => OUTPUT_PERF_BUF,
         },
-        fork_parent_pid_offset: fork_parent,
-        fork_child_pid_offset: fork_child,
+        newtask_pid_offset: newtask_pid,
+        newtask_clone_flags_offset: newtask_clone_flags,
         _pad: 0,
     };
 
@@ -737,7 +733,7 @@ mod tests {
                 source: std::io::Error::from_raw_os_error(libc::EACCES),
             }),
             RecordError::TracepointFormat {
-                tracepoint: "sched:sched_process_fork",
+                tracepoint: "task:task_newtask",
                 field: "child_pid",
             },
             RecordError::MapMissing { name: "STATS" },

@@ -557,3 +557,77 @@ fn uprobes_trap_only_in_the_target_process() {
     drop(bystander);
     std::fs::remove_file(&out).ok();
 }
+
+/// The thread set follows the target's threads (CLONE_THREAD), not its child processes.
+#[test]
+fn thread_set_has_the_targets_threads_but_not_its_child_processes() {
+    require_root!();
+    let ws = support::workspace();
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "tracer-user", "--example"])
+        .arg("thread_and_fork_target")
+        .current_dir(&ws)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the example failed");
+    let target = ws.join("target/release/examples/thread_and_fork_target");
+    let out = trace_path("threads");
+    let o = profinfer()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--levels", "token,sched", "--no-pmc", "--"])
+        .arg(&target)
+        .output()
+        .expect("profinfer runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let id = |label: &str| -> u32 {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(label)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("`{label}` in {stdout}"))
+    };
+    let (thread, child) = (id("thread "), id("child "));
+    let r = TraceReader::open(&out).expect("trace opens");
+    let pid = r.header().target.pid;
+    let evs = events(&r);
+    let new_tasks: Vec<u32> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Task(t) if t.header.kind == EventKind::TaskNew as u32 => Some(t.child_tid),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        new_tasks.contains(&thread),
+        "thread {thread} in {new_tasks:?}"
+    );
+    assert!(
+        !new_tasks.contains(&child),
+        "child process {child} followed"
+    );
+    let mut thread_switches = 0;
+    for e in &evs {
+        match e {
+            Event::SchedSwitch(s) => {
+                // A switch is recorded when a target thread is on either side; the
+                // child may be the other side, never the only reason.
+                let target = |t: u32| t == pid || t == thread;
+                assert!(
+                    target(s.prev_tid) || target(s.next_tid),
+                    "switch {} -> {} has no target thread",
+                    s.prev_tid,
+                    s.next_tid
+                );
+                thread_switches += usize::from(s.prev_tid == thread);
+            }
+            Event::SchedWakeup(w) => assert_ne!(w.target_tid, child, "child woken"),
+            _ => {}
+        }
+    }
+    assert!(
+        thread_switches >= 5,
+        "the thread's 5 sleeps are switches ({thread_switches})"
+    );
+    std::fs::remove_file(&out).ok();
+}

@@ -2,10 +2,12 @@
 //! thread set that says which threads those are.
 //!
 //! The thread set `TIDS` is seeded by the collector (the target's tids) and kept current
-//! here: a task created by a member becomes a member (`sched_process_fork` fires for
-//! threads too), a member that exits is removed.
+//! here: a thread the target creates (`task:task_newtask` in the target's thread group
+//! with `CLONE_THREAD`) becomes a member, a member that exits is removed. Child
+//! *processes* (fork, vfork, posix_spawn) are not members: they are other programs'
+//! threads, not the engine's, and would put their scheduling into the engine's trace.
 
-use aya_ebpf::{macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext};
 use common::{
     control::LEVEL_SCHED,
     event::{COMM_LEN, EventKind, SchedSwitchEvent, SchedWakeupEvent, TaskEvent},
@@ -107,33 +109,37 @@ pub fn sched_wakeup_new(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// `sched:sched_process_fork`: the offsets of `parent_pid`/`child_pid` differ between
-/// kernels (6.x uses `__data_loc` comms), so the collector reads them from the format
-/// file and passes them in the control record.
+/// `clone(2)`'s `CLONE_THREAD`: the new task shares the caller's thread group.
+const CLONE_THREAD: u64 = 0x0001_0000;
+
+/// `task:task_newtask`, in the creating task's context before the new task first runs:
+/// the offsets of `pid` and `clone_flags` come from the format file (the `comm` field
+/// before them changed between kernels), passed in the control record.
 #[tracepoint]
-pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
-    let _ = try_fork(&ctx);
+pub fn task_newtask(ctx: TracePointContext) -> u32 {
+    let _ = try_newtask(&ctx);
     0
 }
 
-fn try_fork(ctx: &TracePointContext) -> ProbeResult {
+fn try_newtask(ctx: &TracePointContext) -> ProbeResult {
     let Some(c) = crate::maps::CONTROL.get(0).copied() else {
         return Ok(());
     };
-    if c.target_tgid == 0 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if c.target_tgid == 0 || (pid_tgid >> 32) as u32 != c.target_tgid {
         return Ok(());
     }
     // SAFETY: offsets come from the tracepoint's format file; reads go through the helper.
-    let parent: i32 = unsafe { ctx.read_at(c.fork_parent_pid_offset as usize) }?;
-    if !is_target(parent as u32) {
+    let flags: u64 = unsafe { ctx.read_at(c.newtask_clone_flags_offset as usize) }?;
+    if flags & CLONE_THREAD == 0 {
         return Ok(());
     }
     // SAFETY: as above.
-    let child: i32 = unsafe { ctx.read_at(c.fork_child_pid_offset as usize) }?;
+    let child: i32 = unsafe { ctx.read_at(c.newtask_pid_offset as usize) }?;
     TIDS.insert(child as u32, 1, 0)?;
     let ev = TaskEvent {
         header: header(EventKind::TaskNew, 0),
-        parent_tid: parent as u32,
+        parent_tid: pid_tgid as u32,
         child_tid: child as u32,
     };
     emit(ctx, &ev);
