@@ -47,9 +47,9 @@ pub enum LiveError {
         /// Which thread.
         what: &'static str,
     },
-    /// Recording failed.
+    /// Recording failed (boxed: `RecordError` is large).
     #[error(transparent)]
-    Record(#[from] RecordError),
+    Record(Box<RecordError>),
 }
 
 /// What a live session produced.
@@ -85,7 +85,7 @@ pub fn run(req: RecordRequest, target_log: PathBuf) -> Result<LiveOutcome, LiveE
                 Ok(s) => Ok(s.to_string()),
                 Err(e) => Err(error_chain(e)),
             });
-            result
+            result.map_err(Box::new)
         })
         .map_err(|_| LiveError::Thread { what: "collector" })?;
     let aggregator = std::thread::Builder::new()
@@ -155,7 +155,7 @@ pub fn run(req: RecordRequest, target_log: PathBuf) -> Result<LiveOutcome, LiveE
     let _ = aggregator.join();
     loop_result?;
     Ok(LiveOutcome {
-        summary: recorded?,
+        summary: recorded.map_err(LiveError::Record)?,
         target_log,
     })
 }

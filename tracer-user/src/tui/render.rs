@@ -425,7 +425,7 @@ mod tests {
     fn final_summary_is_drawn_over_the_view() {
         let mut a = app();
         a.on_update(LiveUpdate::Finished(
-            Box::new(LiveSnapshot::default()),
+            Box::default(),
             Ok("42 events written".into()),
         ));
         let s = screen(&a, 80, 24);
