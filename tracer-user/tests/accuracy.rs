@@ -1,0 +1,285 @@
+//! Accuracy of the tracer's spans against the engine's own timestamps (root only).
+//!
+//! `engine run --self-profile FILE` reads `CLOCK_MONOTONIC` inside the body of every
+//! probe entry point; the probes read the same clock (`bpf_ktime_get_ns`) at the uprobe
+//! (before the body) and the uretprobe (after it). So every self-profile span must have
+//! a tracer span that contains it, and the difference is the probe's own cost. Metrics
+//! of lm-Meter (seed 000): accuracy A = (1 − |L − G| / G) × 100 % and scaled error
+//! ε = |L − G| [µs] / G [ms], L the tracer's duration, G the engine's.
+//!
+//! Prints a Markdown table per level (for docs/performance.md); run with
+//! `cargo test --release -p tracer-user --test accuracy -- --nocapture`.
+
+use std::collections::HashMap;
+
+use trace_format::{Event, TraceReader};
+
+#[macro_use]
+mod support;
+
+use support::{engine_and_model, events, profinfer, trace_path};
+
+/// A closed span of one thread.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    tid: u32,
+    start: u64,
+    end: u64,
+}
+
+impl Span {
+    fn dur(self) -> u64 {
+        self.end - self.start
+    }
+}
+
+/// Pairs entry/exit records per thread: `key` of an entry, and its span.
+#[derive(Default)]
+struct Pairer<K> {
+    open: HashMap<u32, (K, u64)>,
+    closed: Vec<(K, Span)>,
+}
+
+impl<K: Clone> Pairer<K> {
+    fn enter(&mut self, tid: u32, key: K, ts: u64) {
+        assert!(
+            self.open.insert(tid, (key, ts)).is_none(),
+            "nested entry on {tid}"
+        );
+    }
+
+    fn exit(&mut self, tid: u32, ts: u64) {
+        let (key, start) = self.open.remove(&tid).expect("exit after entry");
+        self.closed.push((
+            key,
+            Span {
+                tid,
+                start,
+                end: ts,
+            },
+        ));
+    }
+}
+
+/// Per-level accumulation of the lm-Meter metrics.
+#[derive(Default)]
+struct Metrics {
+    accuracy: Vec<f64>,
+    eps: Vec<f64>,
+    overhead_ns: Vec<f64>,
+    engine_ns: Vec<f64>,
+}
+
+impl Metrics {
+    /// Adds one pair; asserts the tracer span contains the engine span.
+    fn add(&mut self, level: &str, tracer: Span, engine: Span) {
+        assert_eq!(tracer.tid, engine.tid, "{level}: same thread");
+        assert!(
+            tracer.start <= engine.start && tracer.end >= engine.end,
+            "{level}: tracer span {tracer:?} does not contain engine span {engine:?}"
+        );
+        let (l, g) = (tracer.dur() as f64, engine.dur().max(1) as f64);
+        let diff = (l - g).abs();
+        self.accuracy.push((1.0 - diff / g) * 100.0);
+        self.eps.push((diff / 1e3) / (g / 1e6));
+        self.overhead_ns.push(l - g);
+        self.engine_ns.push(g);
+    }
+
+    fn mean(v: &[f64]) -> f64 {
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    }
+
+    fn median(v: &[f64]) -> f64 {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+    }
+}
+
+fn json_u64(v: &serde_json::Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("`{key}` in {v}"))
+}
+
+#[test]
+fn tracer_spans_contain_the_engines_self_profile_spans() {
+    require_root!();
+    for (label, flags) in [
+        ("default (operator structure + counters)", &[][..]),
+        (
+            "--no-structure --no-pmc",
+            &["--no-structure", "--no-pmc"][..],
+        ),
+    ] {
+        println!("\nprofinfer record {label}, tiny-llama q8_0, 2 threads, 16 tokens:");
+        measure(flags);
+    }
+}
+
+/// Records one run with `flags`, pairs and checks every span, prints the table.
+fn measure(flags: &[&str]) {
+    let (engine, model) = engine_and_model();
+    let out = trace_path("accuracy");
+    let profile = out.with_extension("selfprof.jsonl");
+    let o = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&out)
+        .args(flags)
+        .arg("--")
+        .arg(engine)
+        .args(["run", "-m"])
+        .arg(model)
+        .args(["-p", "hello world", "-n", "16", "-t", "2", "--seed", "0"])
+        .args(["--ignore-eos", "--self-profile"])
+        .arg(&profile)
+        .output()
+        .expect("profinfer runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let r = TraceReader::open(&out).expect("trace opens");
+    let footer = r.footer().expect("footer").clone();
+    assert_eq!(footer.events_lost, 0, "nothing lost: every span can pair");
+    let mut tokens: Pairer<()> = Pairer::default();
+    let mut graphs: Pairer<u64> = Pairer::default();
+    let mut ops: Pairer<(u32, u32)> = Pairer::default(); // (node index, ith)
+    let mut phases: Pairer<&'static str> = Pairer::default();
+    for e in events(&r) {
+        let h = *e.header();
+        let exit = h.is_exit();
+        match &e {
+            Event::Decode(_) if exit => tokens.exit(h.tid, h.ts_ns),
+            Event::Decode(_) => tokens.enter(h.tid, (), h.ts_ns),
+            Event::Graph(_) if exit => graphs.exit(h.tid, h.ts_ns),
+            Event::Graph(g) => graphs.enter(h.tid, g.graph_id, h.ts_ns),
+            Event::Op(_) if exit => ops.exit(h.tid, h.ts_ns),
+            Event::Op(op) => ops.enter(h.tid, (op.index, op.ith), h.ts_ns),
+            Event::Phase(_) if exit => phases.exit(h.tid, h.ts_ns),
+            Event::Phase(_) => {
+                let name = match h.kind {
+                    30 => "embed",
+                    31 => "copy_logits",
+                    32 => "softmax",
+                    33 => "sample",
+                    k => panic!("phase kind {k}"),
+                };
+                phases.enter(h.tid, name, h.ts_ns);
+            }
+            _ => {}
+        }
+    }
+    // Operator records carry the node index and worker, not the graph: the graph is the
+    // one whose (sequential) computation contains the operator's entry.
+    let mut graph_spans: Vec<(u64, Span)> = graphs.closed.clone();
+    graph_spans.sort_by_key(|(_, s)| s.start);
+    let graph_of = |ts: u64| -> u64 {
+        let i = graph_spans.partition_point(|(_, s)| s.start <= ts);
+        let (id, s) = graph_spans[i.checked_sub(1).expect("op after a graph start")];
+        assert!(ts <= s.end, "op at {ts} outside every graph");
+        id
+    };
+    let tracer_ops: HashMap<(u64, u32, u32), Span> = ops
+        .closed
+        .iter()
+        .map(|&((node, ith), s)| ((graph_of(s.start), node, ith), s))
+        .collect();
+    assert_eq!(
+        tracer_ops.len(),
+        ops.closed.len(),
+        "(graph, node, ith) is unique"
+    );
+    let tracer_graphs: HashMap<u64, Span> = graphs.closed.iter().copied().collect();
+    let mut tracer_tokens: HashMap<u32, Vec<Span>> = HashMap::new();
+    for (_, s) in &tokens.closed {
+        tracer_tokens.entry(s.tid).or_default().push(*s);
+    }
+    let mut tracer_phases: HashMap<(u32, String), Vec<Span>> = HashMap::new();
+    for (name, s) in &phases.closed {
+        tracer_phases
+            .entry((s.tid, (*name).to_owned()))
+            .or_default()
+            .push(*s);
+    }
+
+    let text = std::fs::read_to_string(&profile).expect("self-profile written");
+    let mut levels: HashMap<&str, Metrics> = HashMap::new();
+    let mut token_seen: HashMap<u32, usize> = HashMap::new();
+    let mut phase_seen: HashMap<(u32, String), usize> = HashMap::new();
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        let engine_span = Span {
+            tid: json_u64(&v, "tid") as u32,
+            start: json_u64(&v, "start_ns"),
+            end: json_u64(&v, "end_ns"),
+        };
+        let level = v["level"].as_str().expect("level");
+        let tracer_span = match level {
+            "token" => {
+                let n = token_seen.entry(engine_span.tid).or_default();
+                *n += 1;
+                tracer_tokens
+                    .get(&engine_span.tid)
+                    .and_then(|v| v.get(*n - 1))
+            }
+            "graph" => tracer_graphs.get(&json_u64(&v, "graph")),
+            "op" => {
+                let key = (
+                    json_u64(&v, "graph"),
+                    json_u64(&v, "node") as u32,
+                    json_u64(&v, "ith") as u32,
+                );
+                tracer_ops.get(&key)
+            }
+            "phase" => {
+                let name = v["name"].as_str().expect("phase name").to_owned();
+                let n = phase_seen
+                    .entry((engine_span.tid, name.clone()))
+                    .or_default();
+                *n += 1;
+                tracer_phases
+                    .get(&(engine_span.tid, name))
+                    .and_then(|v| v.get(*n - 1))
+            }
+            other => panic!("unknown level {other}"),
+        };
+        let level: &'static str = match level {
+            "token" => "token",
+            "graph" => "graph",
+            "op" => "op",
+            _ => "phase",
+        };
+        let tracer_span =
+            tracer_span.unwrap_or_else(|| panic!("no tracer span for self-profile span {v}"));
+        levels
+            .entry(level)
+            .or_default()
+            .add(level, *tracer_span, engine_span);
+        *counts.entry(level).or_default() += 1;
+    }
+    // The pairing is complete both ways: as many tracer spans as engine spans per level.
+    assert_eq!(counts.get("token").copied(), Some(tokens.closed.len()));
+    assert_eq!(counts.get("graph").copied(), Some(graphs.closed.len()));
+    assert_eq!(counts.get("op").copied(), Some(ops.closed.len()));
+    assert_eq!(counts.get("phase").copied(), Some(phases.closed.len()));
+
+    println!(
+        "\n| level | spans | median G | mean accuracy A | median A | mean ε (µs/ms) | median ε | median L − G |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for level in ["token", "graph", "op", "phase"] {
+        let m = &levels[level];
+        println!(
+            "| {level} | {} | {:.2} µs | {:.2} % | {:.2} % | {:.2} | {:.2} | {:.2} µs |",
+            m.accuracy.len(),
+            Metrics::median(&m.engine_ns) / 1e3,
+            Metrics::mean(&m.accuracy),
+            Metrics::median(&m.accuracy),
+            Metrics::mean(&m.eps),
+            Metrics::median(&m.eps),
+            Metrics::median(&m.overhead_ns) / 1e3,
+        );
+    }
+    std::fs::remove_file(&out).ok();
+    std::fs::remove_file(&profile).ok();
+}
