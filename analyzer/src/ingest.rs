@@ -1,10 +1,14 @@
-//! Streaming ingestion: events from the trace reader go through a bounded reordering
+//! Streaming ingestion: records from the trace reader go through a bounded reordering
 //! window ([`Reorder`]) into the [`TraceModel`], so the model sees every event in
 //! timestamp order whatever order the CPUs' records reached the file in.
+//!
+//! Records are not copied out of the file's chunks: the window holds 32-byte slots
+//! (order key, chunk, position) and a [`ChunkArena`] keeps each chunk's bytes until its
+//! last record has been applied.
 
-use std::path::Path;
+use std::{collections::VecDeque, path::Path};
 
-use trace_format::{Event, TraceReader};
+use trace_format::{Chunks, Event, EventChunk, RecordRef, TraceReader};
 
 use crate::{AnalyzeError, TraceModel};
 
@@ -14,21 +18,34 @@ pub const REORDER_WINDOW_NS: u64 = 50_000_000;
 /// Most events held in the window; beyond, the oldest are released early (and events
 /// older than those already released are counted as late).
 pub const REORDER_MAX_EVENTS: usize = 1 << 20;
+/// Most chunk bytes held for records still in the window; beyond, the window is
+/// released whole (a record far in the future would otherwise pin every later chunk).
+pub const MAX_HELD_CHUNK_BYTES: usize = 256 << 20;
 
 /// Out-of-order events this close to the end of the window are inserted in place.
 const INSERT_DISTANCE: usize = 64;
 
 /// The total order events are applied in: time, then thread, kind, side, CPU — a key
 /// that does not depend on file order.
-fn order_key(e: &Event) -> (u64, u32, u32, u32, u32) {
-    let h = e.header();
-    (h.ts_ns, h.tid, h.kind, h.flags, h.cpu)
+pub type OrderKey = (u64, u32, u32, u32, u32);
+
+/// Something the reordering window can hold: it has an [`OrderKey`].
+pub trait Ordered {
+    /// Its place in the total order.
+    fn order_key(&self) -> OrderKey;
+}
+
+impl Ordered for Event {
+    fn order_key(&self) -> OrderKey {
+        let h = self.header();
+        (h.ts_ns, h.tid, h.kind, h.flags, h.cpu)
+    }
 }
 
 /// A bounded reordering window.
 #[derive(Debug)]
-pub struct Reorder {
-    buf: Vec<Event>,
+pub struct Reorder<T = Event> {
+    buf: Vec<T>,
     window_ns: u64,
     max_events: usize,
     newest_ns: u64,
@@ -38,15 +55,15 @@ pub struct Reorder {
     sorted: bool,
 }
 
-impl Default for Reorder {
+impl<T: Ordered> Default for Reorder<T> {
     fn default() -> Self {
         Reorder::new(REORDER_WINDOW_NS, REORDER_MAX_EVENTS)
     }
 }
 
-impl Reorder {
+impl<T: Ordered> Reorder<T> {
     /// A window of `window_ns` holding at most `max_events`.
-    pub fn new(window_ns: u64, max_events: usize) -> Reorder {
+    pub fn new(window_ns: u64, max_events: usize) -> Reorder<T> {
         Reorder {
             buf: Vec::new(),
             window_ns,
@@ -60,19 +77,19 @@ impl Reorder {
 
     /// Adds an event; releases (to `out`, in order) the events that can no longer be
     /// overtaken.
-    pub fn push(&mut self, event: Event, out: &mut impl FnMut(&Event)) {
-        let ts = event.header().ts_ns;
+    pub fn push(&mut self, event: T, out: &mut impl FnMut(&T)) {
+        let key = event.order_key();
+        let ts = key.0;
         if ts < self.released_ns {
             self.late += 1;
         }
         self.newest_ns = self.newest_ns.max(ts);
-        let key = order_key(&event);
         match self.buf.last() {
-            Some(last) if self.sorted && order_key(last) > key => {
+            Some(last) if self.sorted && last.order_key() > key => {
                 // Slightly out of order (another CPU's record): insert it in place if
                 // it belongs among the last few; otherwise sort at the next release.
                 let from = self.buf.len().saturating_sub(INSERT_DISTANCE);
-                let at = from + self.buf[from..].partition_point(|e| order_key(e) <= key);
+                let at = from + self.buf[from..].partition_point(|e| e.order_key() <= key);
                 if at > from || from == 0 {
                     self.buf.insert(at, event);
                 } else {
@@ -82,7 +99,7 @@ impl Reorder {
             }
             _ => self.buf.push(event),
         }
-        let oldest = self.buf.first().map_or(0, |e| e.header().ts_ns);
+        let oldest = self.buf.first().map_or(0, |e| e.order_key().0);
         if self.buf.len() >= self.max_events
             || self.newest_ns.saturating_sub(oldest) >= 2 * self.window_ns
         {
@@ -91,7 +108,7 @@ impl Reorder {
     }
 
     /// Releases everything still held.
-    pub fn finish(&mut self, out: &mut impl FnMut(&Event)) {
+    pub fn finish(&mut self, out: &mut impl FnMut(&T)) {
         self.release(u64::MAX, out);
     }
 
@@ -100,14 +117,24 @@ impl Reorder {
         self.late
     }
 
-    fn release(&mut self, upto_ns: u64, out: &mut impl FnMut(&Event)) {
+    /// Events held.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether no event is held.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    fn release(&mut self, upto_ns: u64, out: &mut impl FnMut(&T)) {
         // The key is a total order (ties are identical records), so an unstable sort
         // gives the same result whatever the arrival order.
         if !self.sorted {
-            self.buf.sort_unstable_by_key(order_key);
+            self.buf.sort_unstable_by_key(Ordered::order_key);
             self.sorted = true;
         }
-        let mut cut = self.buf.partition_point(|e| e.header().ts_ns <= upto_ns);
+        let mut cut = self.buf.partition_point(|e| e.order_key().0 <= upto_ns);
         if cut == 0 && self.buf.len() >= self.max_events {
             cut = self.buf.len() / 2;
         }
@@ -115,9 +142,106 @@ impl Reorder {
             out(e);
         }
         if let Some(last) = cut.checked_sub(1).and_then(|i| self.buf.get(i)) {
-            self.released_ns = self.released_ns.max(last.header().ts_ns);
+            self.released_ns = self.released_ns.max(last.order_key().0);
         }
         self.buf.drain(..cut);
+    }
+}
+
+/// A record held in the window: its order key and where its bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    key: OrderKey,
+    /// Chunk id in the [`ChunkArena`].
+    chunk: u32,
+    /// Position of the record in the chunk.
+    pos: u32,
+}
+
+impl Ordered for Slot {
+    fn order_key(&self) -> OrderKey {
+        self.key
+    }
+}
+
+/// Chunks whose records are (partly) still in the reordering window, oldest first.
+#[derive(Debug, Default)]
+pub struct ChunkArena<'r> {
+    /// Chunks and the number of their records not yet applied.
+    chunks: VecDeque<(EventChunk<'r>, u32)>,
+    /// Id of `chunks[0]` (ids count every chunk ever added, wrapping).
+    first_id: u32,
+    /// Payload bytes held.
+    bytes: usize,
+}
+
+impl<'r> ChunkArena<'r> {
+    /// Adds a chunk; returns the window slots of its records (up to the first bad one)
+    /// and the error that stopped them, if any.
+    pub fn add(
+        &mut self,
+        chunk: EventChunk<'r>,
+        slots: &mut Vec<Slot>,
+    ) -> Option<trace_format::TraceError> {
+        let id = self.first_id.wrapping_add(self.chunks.len() as u32);
+        let start = slots.len();
+        let mut error = None;
+        for rec in chunk.records() {
+            match rec {
+                Ok(r) => {
+                    let h = r.header();
+                    slots.push(Slot {
+                        key: (h.ts_ns, h.tid, h.kind, h.flags, h.cpu),
+                        chunk: id,
+                        pos: u32::try_from(r.pos()).unwrap_or(u32::MAX),
+                    });
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        self.bytes += chunk.payload().len();
+        self.chunks.push_back((
+            chunk,
+            u32::try_from(slots.len() - start).unwrap_or(u32::MAX),
+        ));
+        error
+    }
+
+    /// The record of a slot.
+    pub fn record(&self, slot: &Slot) -> Option<RecordRef<'_>> {
+        let (chunk, _) = self
+            .chunks
+            .get(slot.chunk.wrapping_sub(self.first_id) as usize)?;
+        chunk.record_at(slot.pos as usize).ok()
+    }
+
+    /// Marks a slot's record as applied.
+    pub fn done(&mut self, slot: &Slot) {
+        if let Some((_, live)) = self
+            .chunks
+            .get_mut(slot.chunk.wrapping_sub(self.first_id) as usize)
+        {
+            *live = live.saturating_sub(1);
+        }
+    }
+
+    /// Hands the oldest chunks whose records have all been applied to `free`.
+    pub fn drop_applied(&mut self, mut free: impl FnMut(EventChunk<'r>)) {
+        while let Some((_, 0)) = self.chunks.front() {
+            if let Some((chunk, _)) = self.chunks.pop_front() {
+                self.bytes -= chunk.payload().len();
+                self.first_id = self.first_id.wrapping_add(1);
+                free(chunk);
+            }
+        }
+    }
+
+    /// Payload bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -173,24 +297,46 @@ pub fn load(
     let expected = reader
         .footer()
         .map(|f| f.events_written + f.collector_events);
-    let mut window = Reorder::default();
-    let mut apply = |e: &Event| model.apply(e);
-    for event in reader.events() {
-        match event {
-            Ok(e) => {
-                info.events_read += 1;
-                if info.events_read.is_multiple_of(PROGRESS_EVERY) {
-                    progress.update(info.events_read, expected);
-                }
-                window.push(e, &mut apply);
-            }
+    let mut window: Reorder<Slot> = Reorder::default();
+    let mut arena = ChunkArena::default();
+    let mut slots = Vec::new();
+    let mut chunks: Chunks<'_> = reader.chunks();
+    let mut apply = |arena: &mut ChunkArena<'_>, s: &Slot| {
+        if let Some(r) = arena.record(s) {
+            model.apply_record(&r);
+        }
+        arena.done(s);
+    };
+    while let Some(chunk) = chunks.next() {
+        let chunk = match chunk {
+            Ok(c) => c,
             Err(e) => {
                 info.read_error = Some(e.to_string());
                 break;
             }
+        };
+        slots.clear();
+        let error = arena.add(chunk, &mut slots);
+        for &slot in &slots {
+            info.events_read += 1;
+            if info.events_read.is_multiple_of(PROGRESS_EVERY) {
+                progress.update(info.events_read, expected);
+            }
+            window.push(slot, &mut |s: &Slot| apply(&mut arena, s));
+        }
+        if arena.bytes() > MAX_HELD_CHUNK_BYTES {
+            window.finish(&mut |s: &Slot| apply(&mut arena, s));
+        }
+        arena.drop_applied(|c| chunks.recycle(c));
+        if let Some(e) = error {
+            info.read_error = Some(e.to_string());
+            break;
         }
     }
-    window.finish(&mut apply);
+    window.finish(&mut |s: &Slot| apply(&mut arena, s));
+    // The arena and the chunk stream borrow the reader, which is returned.
+    drop(arena);
+    drop(chunks);
     progress.update(info.events_read, expected);
     info.late_events = window.late_events();
     model.finish(reader.footer().map(|f| f.end_ts_ns).filter(|&t| t > 0));
@@ -239,6 +385,40 @@ mod tests {
         r.finish(&mut out);
         assert_eq!(got.len(), 4);
         assert_eq!(r.late_events(), 1);
+    }
+
+    #[test]
+    fn arena_frees_chunks_oldest_first_once_applied() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.pftrace");
+        crate::synthetic::write_trace(&path, &crate::synthetic::SynthSpec::sized(2, 100, 2))
+            .expect("write");
+        let reader = TraceReader::open(&path).expect("open");
+        let mut chunks = reader.chunks();
+        let mut arena = ChunkArena::default();
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        let c0 = chunks.next().expect("chunk 0").expect("ok");
+        let c1 = chunks.next().expect("chunk 1").expect("ok");
+        let bytes = c0.payload().len() + c1.payload().len();
+        assert!(arena.add(c0, &mut first).is_none());
+        assert!(arena.add(c1, &mut second).is_none());
+        assert_eq!(arena.bytes(), bytes);
+        // Slots lead back to their records.
+        for s in first.iter().chain(&second) {
+            let r = arena.record(s).expect("record");
+            assert_eq!(r.header().ts_ns, s.key.0);
+        }
+        let mut freed = 0;
+        for s in &second {
+            arena.done(s);
+        }
+        arena.drop_applied(|_| freed += 1);
+        assert_eq!(freed, 0, "the older chunk still has records in the window");
+        for s in &first {
+            arena.done(s);
+        }
+        arena.drop_applied(|_| freed += 1);
+        assert_eq!((freed, arena.bytes()), (2, 0));
     }
 
     #[test]

@@ -84,60 +84,58 @@ pub(crate) fn encode_chunk(kind: ChunkKind, seq: u32, payload: &[u8]) -> Vec<u8>
 
 /// Outcome of reading one chunk.
 pub(crate) enum ChunkRead {
-    /// A complete, valid chunk.
-    Chunk(ChunkHeader, Vec<u8>),
+    /// A complete, valid chunk (its payload is in the caller's buffer).
+    Chunk(ChunkHeader),
     /// Clean end of file exactly at a chunk boundary.
     End,
     /// Incomplete or corrupt chunk: the file is readable only up to here.
     Broken,
 }
 
-/// Reads exactly `buf.len()` bytes; `Ok(false)` on a short read (end of file).
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<bool> {
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match r.read(&mut buf[done..]) {
-            Ok(0) => return Ok(false),
+            Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    Ok(done)
 }
 
-/// Reads and validates the next chunk.
-pub(crate) fn read_chunk(r: &mut impl Read) -> io::Result<ChunkRead> {
+/// Reads and validates the next chunk; its payload replaces the contents of `payload`
+/// (a buffer the caller reuses from chunk to chunk, so reading allocates only when a
+/// chunk is larger than any before).
+pub(crate) fn read_chunk(r: &mut impl Read, payload: &mut Vec<u8>) -> io::Result<ChunkRead> {
     let mut head = [0u8; CHUNK_HEADER_LEN];
-    let mut first = [0u8; 1];
-    if !read_full(r, &mut first)? {
-        return Ok(ChunkRead::End);
-    }
-    head[0] = first[0];
-    if !read_full(r, &mut head[1..])? {
-        return Ok(ChunkRead::Broken);
+    match read_up_to(r, &mut head)? {
+        0 => return Ok(ChunkRead::End),
+        CHUNK_HEADER_LEN => {}
+        _ => return Ok(ChunkRead::Broken),
     }
     let word = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
     let (magic, kind, seq, len, crc) = (word(0), word(4), word(8), word(12), word(16));
     if magic != CHUNK_MAGIC || len > MAX_CHUNK_LEN {
         return Ok(ChunkRead::Broken);
     }
-    let mut payload = vec![0u8; len as usize];
-    if !read_full(r, &mut payload)? {
+    // Read into the buffer's spare capacity: no zero-filling of reused or new memory.
+    payload.clear();
+    payload.reserve(len as usize);
+    if r.take(u64::from(len)).read_to_end(payload)? != len as usize {
         return Ok(ChunkRead::Broken);
     }
-    if chunk_crc(kind, seq, len, &payload) != crc {
+    if chunk_crc(kind, seq, len, payload) != crc {
         return Ok(ChunkRead::Broken);
     }
-    Ok(ChunkRead::Chunk(
-        ChunkHeader {
-            kind: ChunkKind::from_u32(kind),
-            seq,
-            len,
-            crc,
-        },
-        payload,
-    ))
+    Ok(ChunkRead::Chunk(ChunkHeader {
+        kind: ChunkKind::from_u32(kind),
+        seq,
+        len,
+        crc,
+    }))
 }
 
 #[cfg(test)]
@@ -147,7 +145,9 @@ mod tests {
     #[test]
     fn chunk_round_trips_and_detects_damage() {
         let bytes = encode_chunk(ChunkKind::Events, 7, b"hello");
-        let Ok(ChunkRead::Chunk(h, p)) = read_chunk(&mut &bytes[..]) else {
+        // A reused buffer longer than the payload is cut to the payload.
+        let mut p = b"previous chunk".to_vec();
+        let Ok(ChunkRead::Chunk(h)) = read_chunk(&mut &bytes[..], &mut p) else {
             panic!("valid chunk not read");
         };
         assert_eq!((h.kind, h.seq, h.len), (ChunkKind::Events, 7, 5));
@@ -156,16 +156,22 @@ mod tests {
         for i in CHUNK_HEADER_LEN..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x10;
-            assert!(matches!(read_chunk(&mut &bad[..]), Ok(ChunkRead::Broken)));
+            assert!(matches!(
+                read_chunk(&mut &bad[..], &mut p),
+                Ok(ChunkRead::Broken)
+            ));
         }
         // Every truncation is detected.
         for cut in 1..bytes.len() {
             assert!(matches!(
-                read_chunk(&mut &bytes[..cut]),
+                read_chunk(&mut &bytes[..cut], &mut p),
                 Ok(ChunkRead::Broken)
             ));
         }
-        assert!(matches!(read_chunk(&mut &bytes[..0]), Ok(ChunkRead::End)));
+        assert!(matches!(
+            read_chunk(&mut &bytes[..0], &mut p),
+            Ok(ChunkRead::End)
+        ));
     }
 
     #[test]

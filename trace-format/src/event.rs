@@ -91,7 +91,7 @@ wire_records!(
 );
 
 /// Reads a `T` from the start of `bytes`, or `None` if too short.
-fn read<T: WireRecord>(bytes: &[u8]) -> Option<T> {
+pub(crate) fn read<T: WireRecord>(bytes: &[u8]) -> Option<T> {
     if bytes.len() < size_of::<T>() {
         return None;
     }

@@ -18,12 +18,16 @@
 //! }
 //! # Ok::<(), trace_format::TraceError>(())
 //! ```
+//!
+//! [`TraceReader::chunks`] reads the same records without a heap allocation per record:
+//! each [`EventChunk`] owns one chunk's bytes and lends out its records ([`RecordRef`]).
 
 mod chunk;
 mod error;
 mod event;
 mod header;
 mod reader;
+mod record;
 mod writer;
 
 pub use chunk::{
@@ -35,5 +39,6 @@ pub use event::{Event, WireRecord, decode_record, record_bytes};
 pub use header::{
     CounterInfo, EventKindInfo, ProbeInfo, TargetInfo, TraceFooter, TraceHeader, event_kind_table,
 };
-pub use reader::{Events, TraceReader};
+pub use reader::{Chunks, Events, TraceReader};
+pub use record::{EventChunk, RecordRef, Records};
 pub use writer::{DEFAULT_CHUNK_BYTES, TraceWriter};

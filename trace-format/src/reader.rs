@@ -1,14 +1,13 @@
 //! Reading a trace: the file is scanned once at open (every chunk's CRC checked, the
-//! footer found, the first broken chunk noted); events are then streamed chunk by chunk.
+//! footer found, the first broken chunk noted); events are then streamed chunk by chunk,
+//! either as owned [`Event`]s ([`TraceReader::events`]) or, without an allocation per
+//! record, as whole chunks whose records are borrowed ([`TraceReader::chunks`]).
 
 use std::{
-    collections::{HashMap, VecDeque},
     fs::File,
-    io::{BufReader, Read, Seek, SeekFrom},
+    io::{Read, Seek, SeekFrom},
     path::{Path, PathBuf},
 };
-
-use common::event::{EventHeader, EventKind};
 
 use crate::{
     Event, TraceError, TraceFooter, TraceHeader,
@@ -16,8 +15,12 @@ use crate::{
         CHUNK_HEADER_LEN, ChunkKind, ChunkRead, FILE_MAGIC, FORMAT_VERSION, PREAMBLE_LEN,
         read_chunk,
     },
-    event::{decode_record, peek_header},
+    record::{EventChunk, KindSizes, record_at},
 };
+
+/// Payload buffers [`Chunks`] keeps for reuse (a consumer that holds chunks, like a
+/// reordering window, frees them in bursts).
+const SPARE_BUFFERS: usize = 64;
 
 /// Location of one valid event chunk.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +37,7 @@ pub struct TraceReader {
     footer: Option<TraceFooter>,
     chunks: Vec<ChunkLoc>,
     truncated_at: Option<u64>,
-    sizes: HashMap<u32, usize>,
+    sizes: KindSizes,
 }
 
 impl TraceReader {
@@ -46,7 +49,8 @@ impl TraceReader {
             path: path.clone(),
             source,
         };
-        let mut r = BufReader::new(File::open(&path).map_err(io)?);
+        // Unbuffered: every chunk is read whole into `payload` with two `read` calls.
+        let mut r = File::open(&path).map_err(io)?;
         let mut preamble = [0u8; PREAMBLE_LEN];
         r.read_exact(&mut preamble)
             .map_err(|_| TraceError::BadMagic { path: path.clone() })?;
@@ -61,26 +65,19 @@ impl TraceReader {
             });
         }
         let mut offset = PREAMBLE_LEN as u64;
-        let header = match read_chunk(&mut r).map_err(io)? {
-            ChunkRead::Chunk(h, payload) if h.kind == ChunkKind::Header => {
-                serde_json::from_slice::<TraceHeader>(&payload).map_err(|source| {
-                    TraceError::Json {
-                        what: "header",
-                        offset,
-                        source,
-                    }
-                })?
-            }
+        let mut payload = Vec::new();
+        let header = match read_chunk(&mut r, &mut payload).map_err(io)? {
+            ChunkRead::Chunk(h) if h.kind == ChunkKind::Header => serde_json::from_slice::<
+                TraceHeader,
+            >(&payload)
+            .map_err(|source| TraceError::Json {
+                what: "header",
+                offset,
+                source,
+            })?,
             _ => return Err(TraceError::BadHeader { offset }),
         };
-        let mut sizes: HashMap<u32, usize> = header
-            .event_kinds
-            .iter()
-            .map(|k| (k.kind, k.size as usize))
-            .collect();
-        for k in EventKind::ALL {
-            sizes.entry(k as u32).or_insert(k.record_size());
-        }
+        let sizes = KindSizes::new(header.event_kinds.iter().map(|k| (k.kind, k.size as usize)));
         let mut reader = TraceReader {
             path: path.clone(),
             header,
@@ -91,13 +88,13 @@ impl TraceReader {
         };
         offset = r.stream_position().map_err(io)?;
         loop {
-            match read_chunk(&mut r).map_err(io)? {
+            match read_chunk(&mut r, &mut payload).map_err(io)? {
                 ChunkRead::End => break,
                 ChunkRead::Broken => {
                     reader.truncated_at = Some(offset);
                     break;
                 }
-                ChunkRead::Chunk(h, payload) => {
+                ChunkRead::Chunk(h) => {
                     match h.kind {
                         ChunkKind::Events => reader.chunks.push(ChunkLoc { offset, len: h.len }),
                         ChunkKind::Footer => {
@@ -143,92 +140,99 @@ impl TraceReader {
     /// Streams the events of every valid chunk, in file order.
     pub fn events(&self) -> Events<'_> {
         Events {
+            chunks: self.chunks(),
+            current: None,
+            pos: 0,
+            failed: false,
+        }
+    }
+
+    /// Streams the valid event chunks in file order; their records are read in place
+    /// ([`EventChunk::records`]), without an allocation per record.
+    pub fn chunks(&self) -> Chunks<'_> {
+        Chunks {
             reader: self,
             file: None,
             next_chunk: 0,
-            pending: VecDeque::new(),
-            failed: false,
+            spare: Vec::new(),
         }
     }
 }
 
-/// Iterator over the events of a trace (see [`TraceReader::events`]).
-pub struct Events<'a> {
-    reader: &'a TraceReader,
-    file: Option<BufReader<File>>,
+/// Iterator over the event chunks of a trace (see [`TraceReader::chunks`]).
+#[derive(Debug)]
+pub struct Chunks<'r> {
+    reader: &'r TraceReader,
+    /// The file (unbuffered: a chunk is read with two `read` calls into its buffer) and
+    /// the position it is at.
+    file: Option<(File, u64)>,
     next_chunk: usize,
-    pending: VecDeque<Result<Event, TraceError>>,
-    failed: bool,
+    spare: Vec<Vec<u8>>,
 }
 
-impl Events<'_> {
-    fn load_next_chunk(&mut self) -> Result<bool, TraceError> {
-        let Some(loc) = self.reader.chunks.get(self.next_chunk).copied() else {
-            return Ok(false);
-        };
-        self.next_chunk += 1;
+impl<'r> Chunks<'r> {
+    /// Gives a chunk's buffer back for the next chunks to be read into.
+    pub fn recycle(&mut self, chunk: EventChunk<'_>) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(chunk.into_buffer());
+        }
+    }
+
+    fn load(&mut self, loc: ChunkLoc) -> Result<EventChunk<'r>, TraceError> {
         let path = &self.reader.path;
         let io = |source| TraceError::Io {
             path: path.clone(),
             source,
         };
-        if self.file.is_none() {
-            self.file = Some(BufReader::new(File::open(path).map_err(io)?));
-        }
-        let Some(file) = self.file.as_mut() else {
-            return Ok(false);
+        let (file, at) = match &mut self.file {
+            Some(f) => f,
+            None => self.file.insert((File::open(path).map_err(io)?, 0)),
         };
-        file.seek(SeekFrom::Start(loc.offset)).map_err(io)?;
-        let payload = match read_chunk(file).map_err(io)? {
-            ChunkRead::Chunk(_, payload) => payload,
+        // Chunks are usually read in file order: seek only when skipping.
+        if *at != loc.offset {
+            file.seek(SeekFrom::Start(loc.offset)).map_err(io)?;
+        }
+        *at = loc.offset + CHUNK_HEADER_LEN as u64 + u64::from(loc.len);
+        let mut payload = self.spare.pop().unwrap_or_default();
+        let read = read_chunk(file, &mut payload);
+        if !matches!(read, Ok(ChunkRead::Chunk(_))) {
+            // Unknown position after a failed read.
+            *at = u64::MAX;
+        }
+        match read.map_err(io)? {
+            ChunkRead::Chunk(_) => Ok(EventChunk::new(loc.offset, payload, &self.reader.sizes)),
             // The file changed since it was scanned.
-            ChunkRead::End | ChunkRead::Broken => {
-                return Err(TraceError::BadRecord {
-                    offset: loc.offset,
-                    kind: 0,
-                    remaining: loc.len as usize,
-                });
-            }
-        };
-        let base = loc.offset + CHUNK_HEADER_LEN as u64;
-        let mut pos = 0usize;
-        while pos < payload.len() {
-            let rest = &payload[pos..];
-            let bad = |kind| TraceError::BadRecord {
-                offset: base + pos as u64,
-                kind,
-                remaining: rest.len(),
-            };
-            let Some(h): Option<EventHeader> = peek_header(rest) else {
-                self.pending.push_back(Err(bad(0)));
-                break;
-            };
-            let Some(&size) = self.reader.sizes.get(&h.kind) else {
-                self.pending.push_back(Err(bad(h.kind)));
-                break;
-            };
-            if size < size_of::<EventHeader>() || rest.len() < size {
-                self.pending.push_back(Err(bad(h.kind)));
-                break;
-            }
-            let event = match EventKind::from_u32(h.kind) {
-                Some(kind) if kind.record_size() == size => decode_record(kind, rest),
-                _ => Some(Event::Unknown {
-                    header: h,
-                    bytes: rest[..size].to_vec(),
-                }),
-            };
-            match event {
-                Some(e) => self.pending.push_back(Ok(e)),
-                None => {
-                    self.pending.push_back(Err(bad(h.kind)));
-                    break;
-                }
-            }
-            pos += size;
+            ChunkRead::End | ChunkRead::Broken => Err(TraceError::BadRecord {
+                offset: loc.offset,
+                kind: 0,
+                remaining: loc.len as usize,
+            }),
         }
-        Ok(true)
     }
+}
+
+impl<'r> Iterator for Chunks<'r> {
+    type Item = Result<EventChunk<'r>, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let loc = self.reader.chunks.get(self.next_chunk).copied()?;
+        self.next_chunk += 1;
+        let r = self.load(loc);
+        if r.is_err() {
+            // Nothing after a chunk that cannot be read again.
+            self.next_chunk = self.reader.chunks.len();
+        }
+        Some(r)
+    }
+}
+
+/// Iterator over the events of a trace (see [`TraceReader::events`]).
+#[derive(Debug)]
+pub struct Events<'r> {
+    chunks: Chunks<'r>,
+    current: Option<EventChunk<'r>>,
+    pos: usize,
+    failed: bool,
 }
 
 impl Iterator for Events<'_> {
@@ -236,15 +240,38 @@ impl Iterator for Events<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(e) = self.pending.pop_front() {
-                return Some(e);
-            }
             if self.failed {
                 return None;
             }
-            match self.load_next_chunk() {
-                Ok(true) => {}
-                Ok(false) => return None,
+            if let Some(chunk) = &self.current {
+                if self.pos < chunk.payload().len() {
+                    let r = record_at(
+                        chunk.payload(),
+                        self.pos,
+                        chunk.offset() + CHUNK_HEADER_LEN as u64,
+                        &self.chunks.reader.sizes,
+                    );
+                    return Some(match r {
+                        Ok(rec) => {
+                            self.pos += rec.bytes().len();
+                            Ok(rec.to_event())
+                        }
+                        Err(e) => {
+                            // The rest of a chunk with a bad record is skipped.
+                            self.pos = chunk.payload().len();
+                            Err(e)
+                        }
+                    });
+                }
+                if let Some(done) = self.current.take() {
+                    self.chunks.recycle(done);
+                }
+            }
+            match self.chunks.next()? {
+                Ok(chunk) => {
+                    self.current = Some(chunk);
+                    self.pos = 0;
+                }
                 Err(e) => {
                     self.failed = true;
                     return Some(Err(e));

@@ -114,6 +114,33 @@ fn round_trip_preserves_header_events_and_footer() {
 }
 
 #[test]
+fn chunk_records_are_the_written_events_with_recycled_buffers() {
+    let path = tmp("chunks");
+    let events = sample_events(50);
+    write(&path, &events, 1000, true);
+    let r = TraceReader::open(&path).expect("open");
+    let mut chunks = r.chunks();
+    let mut got = Vec::new();
+    let mut n_chunks = 0;
+    while let Some(chunk) = chunks.next() {
+        let chunk = chunk.expect("chunk");
+        n_chunks += 1;
+        for rec in chunk.records() {
+            let rec = rec.expect("record");
+            // The stack copy of an operator record equals the boxed decoding.
+            if let Some(op) = rec.op() {
+                assert_eq!(rec.to_event(), Event::Op(Box::new(op)));
+            }
+            got.push(rec.to_event());
+        }
+        chunks.recycle(chunk);
+    }
+    assert_eq!(n_chunks, r.event_chunks());
+    assert_eq!(got, events);
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
 fn every_truncation_reads_a_prefix_of_whole_chunks() {
     let path = tmp("cut");
     let events = sample_events(6);

@@ -27,7 +27,7 @@ pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
 pub use op::{NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, class_of, op_name};
 pub use thread::{SchedState, StateSlice, StateTimeline, ThreadInfo};
 pub use token::{PhaseKind, PhaseSpan, TokenPhase, TokenSpan};
-use trace_format::{Event, TraceHeader};
+use trace_format::{Event, RecordRef, TraceHeader};
 
 /// Most threads the model tracks (further threads are counted in `over_limit`).
 pub const MAX_THREADS: usize = 1 << 16;
@@ -117,9 +117,7 @@ impl TraceModel {
     /// delivers them.
     pub fn apply(&mut self, event: &Event) {
         let h = event.header();
-        self.counts.total += 1;
-        self.first_ns = Some(self.first_ns.map_or(h.ts_ns, |f| f.min(h.ts_ns)));
-        self.last_ns = self.last_ns.max(h.ts_ns);
+        self.note_time(h.ts_ns);
         match event {
             Event::Decode(e) => {
                 self.counts.decode += 1;
@@ -295,6 +293,26 @@ impl TraceModel {
             Event::PmcOpen(_) => self.counts.collector += 1,
             Event::Unknown { .. } => self.counts.unknown += 1,
         }
+    }
+
+    /// Applies one record borrowed from its chunk, as [`TraceModel::apply`] does; an
+    /// operator record is read onto the stack, not boxed.
+    pub fn apply_record(&mut self, record: &RecordRef<'_>) {
+        match record.op() {
+            Some(op) => {
+                self.note_time(op.header.ts_ns);
+                self.counts.op += 1;
+                self.apply_op(&op);
+            }
+            None => self.apply(&record.to_event()),
+        }
+    }
+
+    /// Counts an event and widens the trace's time range to include it.
+    fn note_time(&mut self, ts_ns: u64) {
+        self.counts.total += 1;
+        self.first_ns = Some(self.first_ns.map_or(ts_ns, |f| f.min(ts_ns)));
+        self.last_ns = self.last_ns.max(ts_ns);
     }
 
     /// Ends the trace at `end_ns` (footer end time or last event): closes thread state
