@@ -10,7 +10,10 @@ use common::engine_abi::{DType, OpType};
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 
-use crate::model::{NodeInfo, TokenPhase, TraceModel};
+use crate::{
+    leaf::leaf_name,
+    model::{NodeInfo, TokenPhase, TraceModel},
+};
 
 /// Which iteration (decode call) to rebuild.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -47,7 +50,8 @@ pub struct DagNode {
     pub addr: u64,
     /// Execution order (`None` for leaves).
     pub order: Option<u32>,
-    /// Node name; leaves are named after their first consumer (`src0 of Qcur-0`).
+    /// Node name; leaves are named from their first consumer ([`leaf_name`]:
+    /// `blk.0.attn_q.weight` for `src0` of `Qcur-0`, else `src0 of <consumer>`).
     pub name: String,
     /// Op type name; `LEAF` for leaves.
     pub op: String,
@@ -254,7 +258,7 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
                     let leaf = dag.add_node(DagNode {
                         addr: src,
                         order: None,
-                        name: format!("src{slot} of {}", info.name),
+                        name: leaf_name(&info.name, info.layer, slot),
                         op: "LEAF".to_owned(),
                         layer: info.layer,
                         shape: "?".to_owned(),

@@ -20,6 +20,7 @@ pub mod dag;
 mod error;
 pub mod export;
 pub mod ingest;
+pub mod leaf;
 pub mod model;
 mod run;
 pub mod stats;

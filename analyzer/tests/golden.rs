@@ -151,3 +151,48 @@ fn dag_matches_the_raw_events() {
         );
     }
 }
+
+#[test]
+fn leaves_get_the_llama_cpp_tensor_names() {
+    for t in TRACES {
+        let (m, _, _) = analyzer::ingest::load(&data(t), &analyzer::NoProgress).expect("load");
+        let d = dag::build(&m, IterSelector::FirstDecode).expect("dag");
+        let leaves: Vec<&str> = d
+            .dag
+            .node_weights()
+            .filter(|n| n.is_leaf())
+            .map(|n| n.name.as_str())
+            .collect();
+        let layers = d
+            .dag
+            .node_weights()
+            .filter_map(|n| u32::try_from(n.layer).ok())
+            .max();
+        let n_layers = layers.map_or(0, |l| l as usize + 1);
+        // A llama block reads 9 weights (attn_norm, q, k, v, output, ffn_norm, gate, up,
+        // down) and one K and one V cache view; the graph reads inp_embd, inp_pos,
+        // output_norm and output. Each leaf is a different tensor: no name twice, none
+        // left to the `src<slot> of` fallback.
+        let unique: HashSet<&str> = leaves.iter().copied().collect();
+        assert_eq!(unique.len(), leaves.len(), "{t}: {leaves:?}");
+        assert!(
+            !leaves.iter().any(|n| n.starts_with("src")),
+            "{t}: {leaves:?}"
+        );
+        let weights = leaves
+            .iter()
+            .filter(|n| n.starts_with("blk.") && n.ends_with(".weight"))
+            .count();
+        assert_eq!(weights, 9 * n_layers, "{t}");
+        assert_eq!(leaves.len(), 11 * n_layers + 4, "{t}: {leaves:?}");
+        for l in 0..n_layers {
+            for name in [
+                format!("cache_k_l{l}"),
+                format!("cache_v_l{l}"),
+                format!("blk.{l}.attn_q.weight"),
+            ] {
+                assert!(unique.contains(name.as_str()), "{t}: {name}");
+            }
+        }
+    }
+}
