@@ -74,14 +74,22 @@ pub fn header(kind: EventKind, flags: u32) -> EventHeader {
     }
 }
 
-/// Adds one to this CPU's statistics slot `slot`.
+/// Adds one to this CPU's statistics slot `slot`, atomically: programs are not migrated
+/// while they run, but on a preemptible kernel a uprobe program can be preempted by
+/// another task's program on the same CPU, and a plain `+= 1` would then lose a count
+/// (breaking produced = written + lost).
 #[inline(always)]
 pub fn bump(slot: u32) {
     if let Some(p) = STATS.get_ptr_mut(slot) {
-        // SAFETY: `p` points into this CPU's value of a per-CPU array; the program is not
-        // migrated while it runs, so no other CPU writes it (a preempting program on the
-        // same CPU could race, which at worst loses one count).
-        unsafe { *p += 1 };
+        // `AtomicU64::fetch_add` does not exist on the BPF target (no CAS), but the
+        // add itself is BPF's `lock xadd` (BPF_ATOMIC | BPF_ADD, the result unused).
+        // SAFETY: `p` is a valid, 8-byte aligned `u64` in this CPU's value of a per-CPU
+        // array map, which lives as long as the program; every writer uses atomics.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                p, 1,
+            )
+        };
     }
 }
 
@@ -129,18 +137,28 @@ pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
 }
 
 /// Emits an operator record: reserved in place in the ring buffer, or built in the
-/// per-CPU scratch slot for the perf buffer. `fill` writes the record.
+/// calling thread's scratch slot (`OP_SCRATCH`) for the perf buffer. `fill` writes the
+/// record.
 #[inline(always)]
 pub fn emit_op<C: EbpfContext, F: FnOnce(&mut OpEvent)>(ctx: &C, fill: F) {
     bump(STAT_PRODUCED);
     if output_kind() == OUTPUT_PERF_BUF {
-        let Some(p) = crate::maps::OP_SCRATCH.get_ptr_mut(0) else {
+        let tid = current_tid();
+        // Reset (or create) this thread's slot from the zero template, then fill it.
+        let reset = crate::maps::OP_ZERO
+            .get(0)
+            .map(|zero| crate::maps::OP_SCRATCH.insert(tid, zero, 0));
+        let p = match reset {
+            Some(Ok(())) => crate::maps::OP_SCRATCH.get_ptr_mut(tid),
+            _ => None,
+        };
+        let Some(p) = p else {
             bump(STAT_LOST);
             return;
         };
-        // SAFETY: `p` is this CPU's scratch slot, valid and aligned for an `OpEvent`.
+        // SAFETY: `p` is this thread's slot, valid and aligned for an `OpEvent`; only
+        // this thread uses it, and it runs one op probe at a time.
         let ev = unsafe { &mut *p };
-        *ev = OpEvent::zeroed();
         fill(ev);
         // SAFETY: as in `emit`.
         let ret = unsafe {

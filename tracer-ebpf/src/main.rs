@@ -8,6 +8,12 @@
 //! to an empty binary so `cargo clippy --workspace` works.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
+// `atomic_xadd` for the statistics counters (see `emit::bump`); the BPF build is nightly.
+#![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
+#![cfg_attr(
+    target_arch = "bpf",
+    expect(internal_features, reason = "core_intrinsics for BPF's atomic add")
+)]
 
 #[cfg(target_arch = "bpf")]
 mod emit;

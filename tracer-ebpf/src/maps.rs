@@ -26,9 +26,19 @@ pub static PERF_EVENTS: PerfEventArray<u8> = PerfEventArray::new(0);
 #[map]
 pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAT_COUNT, 0);
 
-/// Per-CPU scratch record for operator events in perf-buffer mode.
+/// One all-zero operator record (never written): the template `OP_SCRATCH` entries are
+/// reset from (an `OpEvent` is too large for the 512-byte BPF stack next to the rest).
 #[map]
-pub static OP_SCRATCH: PerCpuArray<OpEvent> = PerCpuArray::with_max_entries(1, 0);
+pub static OP_ZERO: Array<OpEvent> = Array::with_max_entries(1, 0);
+
+/// tid → scratch record for operator events in perf-buffer mode. Per *thread*, not per
+/// CPU: uprobe programs run with migration disabled but, on a preemptible kernel, not
+/// with preemption disabled (`bpf_prog_run_array_uprobe` only calls
+/// `migrate_disable()`), so a per-CPU slot could be overwritten by another thread's op
+/// probe on the same CPU while the first is still filling it. One thread never runs two
+/// op probes at once, so a per-thread slot cannot race.
+#[map]
+pub static OP_SCRATCH: HashMap<u32, OpEvent> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
 
 /// tid → the entry record of the decode call in flight on that thread.
 #[map]

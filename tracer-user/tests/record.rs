@@ -631,3 +631,61 @@ fn thread_set_has_the_targets_threads_but_not_its_child_processes() {
     );
     std::fs::remove_file(&out).ok();
 }
+
+/// Every op exit repeats its entry's node on the same thread (no torn or mixed records).
+/// Perf buffers are drained CPU by CPU, so records are put in time order first.
+fn assert_ops_pair(evs: &[Event]) -> usize {
+    let mut open: HashMap<u32, (u64, u32, u32)> = HashMap::new();
+    let mut pairs = 0;
+    let mut by_time: Vec<&Event> = evs.iter().collect();
+    by_time.sort_by_key(|e| e.header().ts_ns);
+    for e in by_time {
+        if let Event::Op(op) = e {
+            let key = (op.node_addr, op.index, op.ith);
+            if op.header.is_exit() {
+                assert_eq!(open.remove(&op.header.tid), Some(key), "exit matches entry");
+                pairs += 1;
+            } else {
+                assert!(!op.name_str().is_empty(), "entry has its name");
+                assert_eq!(open.insert(op.header.tid, key), None, "no nested op");
+            }
+        }
+    }
+    assert!(open.is_empty());
+    pairs
+}
+
+#[test]
+fn perf_buffer_mode_writes_every_event_with_room() {
+    require_root!();
+    let out = trace_path("perf-big");
+    record(&out, &["--buffer", "perf", "--perf-pages", "256"], 8);
+    let r = TraceReader::open(&out).expect("trace opens");
+    let f = r.footer().expect("footer").clone();
+    assert_eq!(f.events_lost, 0, "256 pages per CPU hold the run");
+    assert_eq!(f.events_produced, f.events_written);
+    let evs = events(&r);
+    let probe_records = evs.iter().filter(|e| e.header().kind < 60).count() as u64;
+    assert_eq!(probe_records, f.events_written, "footer matches the file");
+    assert!(
+        assert_ops_pair(&evs) > 100,
+        "op records built in the per-thread scratch"
+    );
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
+fn perf_buffer_of_one_page_overflows_and_every_loss_is_counted() {
+    require_root!();
+    let out = trace_path("perf-small");
+    record(&out, &["--buffer", "perf", "--perf-pages", "1"], 16);
+    let r = TraceReader::open(&out).expect("trace opens");
+    let f = r.footer().expect("footer").clone();
+    assert!(f.events_lost > 0, "one 4 KiB page per CPU must overflow");
+    assert_eq!(f.events_produced, f.events_written + f.events_lost);
+    assert_eq!(f.lost_per_cpu.iter().sum::<u64>(), f.events_lost);
+    let evs = events(&r);
+    let probe_records = evs.iter().filter(|e| e.header().kind < 60).count() as u64;
+    assert_eq!(probe_records, f.events_written, "footer matches the file");
+    std::fs::remove_file(&out).ok();
+}
