@@ -689,3 +689,141 @@ fn perf_buffer_of_one_page_overflows_and_every_loss_is_counted() {
     assert_eq!(probe_records, f.events_written, "footer matches the file");
     std::fs::remove_file(&out).ok();
 }
+
+/// `engine bench` on the tiny model: runs for seconds (`reps` × 256 decode steps).
+fn long_engine(reps: &str) -> Command {
+    let (engine, model) = engine_and_model();
+    let mut c = Command::new(engine);
+    c.args(["bench", "-m"])
+        .arg(model)
+        .args(["-p", "16", "-n", "256", "-r", reps, "-t", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    c
+}
+
+/// Waits until `pid` has exec'd `exe` (its maps show it).
+fn wait_for_exec(pid: u32, exe: &std::path::Path) {
+    let exe = std::fs::canonicalize(exe).expect("exe path");
+    let start = Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_default()
+        .contains(exe.to_str().expect("UTF-8 path"))
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "{pid} never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn pid_attach_records_for_the_duration_and_leaves_the_engine_running() {
+    require_root!();
+    let (engine, _) = engine_and_model();
+    let mut target = long_engine("150").spawn().expect("engine starts");
+    let pid = target.id();
+    wait_for_exec(pid, engine);
+    let out = trace_path("pid");
+    let o = profinfer()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--pid", &pid.to_string(), "--duration", "1"])
+        .output()
+        .expect("profinfer runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("duration elapsed; target left running"),
+        "{err}"
+    );
+    assert!(
+        target.try_wait().expect("waitable").is_none(),
+        "engine still running after the recorder stopped"
+    );
+    let r = TraceReader::open(&out).expect("trace opens");
+    assert_eq!(r.header().target.pid, pid);
+    let f = r.footer().expect("footer").clone();
+    assert_eq!(f.events_produced, f.events_written + f.events_lost);
+    let evs = events(&r);
+    let decode_exits = evs
+        .iter()
+        .filter(|e| matches!(e, Event::Decode(d) if d.header.is_exit()))
+        .count();
+    assert!(decode_exits > 10, "decode steps recorded ({decode_exits})");
+    // Probe-ABI records (kinds below 40) come from the target only; scheduler records
+    // are stamped with whatever task ran the tracepoint.
+    assert!(
+        evs.iter()
+            .all(|e| e.header().kind >= 40 || e.header().pid == pid)
+    );
+    // Both engine threads (attached while running: seeded from /proc/PID/task).
+    let op_tids: HashSet<u32> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Op(o) => Some(o.header.tid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(op_tids.len(), 2, "ops of both worker threads");
+    let status = target.wait().expect("engine reaped");
+    assert!(status.success(), "engine finished on its own: {status}");
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
+fn sigint_stops_the_recorder_and_the_target_runs_to_completion() {
+    require_root!();
+    let (engine, _) = engine_and_model();
+    // Orphans (the target, once profinfer exits) are reparented to this process, so
+    // the target's exit status can be collected.
+    // SAFETY: prctl with plain integer arguments.
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
+        0
+    );
+    let out = trace_path("sigint");
+    let bench = long_engine("20");
+    let mut rec = profinfer();
+    rec.args(["record", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(bench.get_program())
+        .args(bench.get_args())
+        .stdout(std::process::Stdio::null());
+    let mut recorder = rec.spawn().expect("profinfer starts");
+    let start = Instant::now();
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 1 << 20 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "trace never grew"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let target = TraceReader::open(&out).expect("header").header().target.pid;
+    wait_for_exec(target, engine);
+    // What Ctrl-C sends to the terminal's foreground group reaches only the recorder:
+    // the target is in its own process group.
+    // SAFETY: getpgid/kill on pids this test started.
+    unsafe {
+        assert_eq!(libc::getpgid(target as i32), target as i32, "own group");
+        assert_eq!(libc::kill(recorder.id() as i32, libc::SIGINT), 0);
+    }
+    let status = recorder.wait().expect("recorder reaped");
+    assert!(
+        status.success(),
+        "recorder exits cleanly on SIGINT: {status}"
+    );
+    let r = TraceReader::open(&out).expect("trace opens");
+    let f = r.footer().expect("footer written on SIGINT").clone();
+    assert!(f.end_reason.contains("interrupted"), "{}", f.end_reason);
+    assert_eq!(f.events_produced, f.events_written + f.events_lost);
+    // The target is now our (sub-reaped) orphan and runs to completion.
+    let mut st = 0;
+    // SAFETY: waits for the reparented target with a valid status pointer.
+    let r = unsafe { libc::waitpid(target as i32, &mut st, 0) };
+    assert_eq!(r, target as i32, "target reparented to the test");
+    assert!(
+        libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0,
+        "target finished with exit 0 (status {st:#x})"
+    );
+    std::fs::remove_file(&out).ok();
+}
