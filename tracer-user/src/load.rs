@@ -38,9 +38,9 @@ pub enum LoadError {
         "loading the eBPF probes failed (is this kernel built with BPF, uprobes and ring buffers?)"
     )]
     Object {
-        /// aya's error.
+        /// aya's error (boxed: it is large).
         #[source]
-        source: EbpfError,
+        source: Box<EbpfError>,
     },
     /// The object lacks a program the loader expects (tracer-ebpf and tracer-user disagree).
     #[error("program {program} is missing from the eBPF object")]
@@ -55,7 +55,7 @@ pub enum LoadError {
         program: &'static str,
         /// aya's error (the verifier log for a rejected program).
         #[source]
-        source: ProgramError,
+        source: Box<ProgramError>,
     },
     /// A uprobe or uretprobe could not be attached to the target binary.
     #[error("attaching {attach} to {}:{symbol} failed", exe.display())]
@@ -68,7 +68,7 @@ pub enum LoadError {
         symbol: &'static str,
         /// aya's error.
         #[source]
-        source: ProgramError,
+        source: Box<ProgramError>,
     },
     /// A tracepoint could not be attached (tracefs not mounted?).
     #[error("attaching tracepoint {category}:{name} failed")]
@@ -79,7 +79,7 @@ pub enum LoadError {
         name: &'static str,
         /// aya's error.
         #[source]
-        source: ProgramError,
+        source: Box<ProgramError>,
     },
 }
 
@@ -213,7 +213,9 @@ pub fn load(buffer: BufferKind) -> Result<Ebpf, LoadError> {
     loader.map_max_entries("EVENTS", ring);
     let ebpf = loader
         .load(crate::EBPF_OBJECT)
-        .map_err(|source| LoadError::Object { source });
+        .map_err(|source| LoadError::Object {
+            source: Box::new(source),
+        });
     let _ = std::fs::remove_file(&pin);
     ebpf
 }
@@ -280,7 +282,7 @@ pub fn attach(
         ] {
             let load_err = |source| LoadError::ProgramLoad {
                 program: prog,
-                source,
+                source: Box::new(source),
             };
             let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(load_err)?;
             p.load().map_err(load_err)?;
@@ -308,7 +310,7 @@ pub fn attach(
                 attach: attach_kind,
                 exe: exe.to_path_buf(),
                 symbol: spec.symbol,
-                source,
+                source: Box::new(source),
             })?;
             let (insn, cost) = if attach_kind == "uprobe" {
                 (
@@ -335,7 +337,7 @@ pub fn attach(
         }
         let load_err = |source| LoadError::ProgramLoad {
             program: prog,
-            source,
+            source: Box::new(source),
         };
         let p: &mut TracePoint = program(ebpf, prog)?.try_into().map_err(load_err)?;
         p.load().map_err(load_err)?;
@@ -343,7 +345,7 @@ pub fn attach(
             .map_err(|source| LoadError::TracepointAttach {
                 category,
                 name,
-                source,
+                source: Box::new(source),
             })?;
         table.push(ProbeInfo {
             id: kind as u32,

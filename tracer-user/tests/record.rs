@@ -776,10 +776,8 @@ fn sigint_stops_the_recorder_and_the_target_runs_to_completion() {
     // Orphans (the target, once profinfer exits) are reparented to this process, so
     // the target's exit status can be collected.
     // SAFETY: prctl with plain integer arguments.
-    assert_eq!(
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
-        0
-    );
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(rc, 0, "PR_SET_CHILD_SUBREAPER");
     let out = trace_path("sigint");
     let bench = long_engine("20");
     let mut rec = profinfer();
