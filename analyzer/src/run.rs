@@ -284,7 +284,9 @@ fn write_dag(d: &ProfDag, opts: &AnalyzeOptions, o: &mut Outputs<'_>) -> Result<
         |w| export::json::write_layers(&layers, w).map_err(json_err(&path)),
     )?;
     if opts.render_svg {
-        for name in ["dag", "dag_layers"] {
+        // The per-layer view first: it is small and always renders; the full DAG of a
+        // large model may exceed Graphviz's time limit.
+        for name in ["dag_layers", "dag"] {
             let (dot, svg) = (
                 o.path(&format!("{name}.dot")),
                 o.path(&format!("{name}.svg")),

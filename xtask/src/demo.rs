@@ -11,10 +11,12 @@ use crate::paths;
 use crate::process;
 use crate::steps::Steps;
 
-/// The model preset the demo runs.
-pub const DEFAULT_PRESET: &str = "tiny-llama";
-/// Weight type of the demo model.
-pub const DEFAULT_DTYPE: &str = "q8_0";
+/// The model preset the demo runs: Llama-3.2-1B's real shapes (16 layers, 2048 hidden,
+/// GQA 32/8, 128256-token vocabulary) with random weights, so the trace shows what a
+/// real 1B model's tokens, graphs and operators cost.
+pub const DEFAULT_PRESET: &str = "llama3.2-1b";
+/// Weight type of the demo model (4-bit, as on-device deployments usually run).
+pub const DEFAULT_DTYPE: &str = "q4_0";
 /// Seed of the demo model's random weights.
 pub const DEFAULT_SEED: u64 = 1;
 /// The demo prompt.
@@ -45,23 +47,29 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     })?;
     let demo_dir = paths::out_dir().join("demo");
     let run_json = demo_dir.join("run.json");
+    // The same run, plain and traced. Seeded sampling rather than greedy: with random
+    // weights greedy decoding soon repeats one token; the text is gibberish either way.
+    let run_args: Vec<String> = [
+        "run",
+        "-p",
+        PROMPT,
+        "-n",
+        &N_GENERATE.to_string(),
+        "-t",
+        &THREADS.to_string(),
+        "--temp",
+        "0.8",
+        "--seed",
+        "1",
+        "-m",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([model.display().to_string()])
+    .collect();
     steps.run("run the model", || {
         paths::create_dir(&demo_dir)?;
-        let text = process::stdout(
-            Command::new(&engine_bin)
-                .arg("run")
-                .arg("-m")
-                .arg(&model)
-                .args([
-                    "-p",
-                    PROMPT,
-                    "-n",
-                    &N_GENERATE.to_string(),
-                    "-t",
-                    &THREADS.to_string(),
-                ])
-                .args(["--temp", "0", "--json"]),
-        )?;
+        let text = process::stdout(Command::new(&engine_bin).args(&run_args).arg("--json"))?;
         std::fs::write(&run_json, &text)
             .with_context(|| format!("cannot write {}", run_json.display()))?;
         let out: RunOutput = serde_json::from_str(text.trim())
@@ -69,7 +77,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
         println!();
         println!("prompt:    {PROMPT:?} ({} tokens)", out.prompt_tokens.len());
         println!(
-            "generated: {:?} ({} tokens)",
+            "generated: {:?} ({} tokens; random weights, so gibberish)",
             out.text,
             out.generated_tokens.len()
         );
@@ -92,17 +100,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                     .arg(&trace)
                     .arg("--")
                     .arg(&engine_bin)
-                    .arg("run")
-                    .arg("-m")
-                    .arg(&model)
-                    .args([
-                        "-p",
-                        PROMPT,
-                        "-n",
-                        &N_GENERATE.to_string(),
-                        "-t",
-                        &THREADS.to_string(),
-                    ])
+                    .args(&run_args)
                     .arg("--self-profile")
                     .arg(demo_dir.join("self-profile.jsonl")),
             )

@@ -11,8 +11,8 @@ use crate::process;
 use crate::steps::Steps;
 
 /// Debian packages the project needs: graphviz (graph renderings), bpftrace (ad-hoc probes),
-/// linux-perf (cross-checking the tracer against `perf`).
-pub const APT_PACKAGES: &[&str] = &["graphviz", "bpftrace", "linux-perf"];
+/// linux-perf (cross-checking the tracer against `perf`), tmux (the live view's end-to-end test).
+pub const APT_PACKAGES: &[&str] = &["graphviz", "bpftrace", "linux-perf", "tmux"];
 
 /// Runs every set-up step, recording each in `steps`. The oracle venv only with `oracle`.
 pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {

@@ -223,33 +223,110 @@ pub fn write_layers(l: &LayerDag, mut w: impl Write) -> io::Result<()> {
     writeln!(w, "}}")
 }
 
-/// Renders a DOT file to SVG with Graphviz's `dot`. Returns a message instead of
-/// failing when `dot` is missing or fails (the DOT file is still there).
+/// Longest time Graphviz may spend on one layout. The full DAG of a 16-layer model
+/// (~700 nodes with its weight and cache leaves) takes Graphviz more than ten minutes on
+/// this project's machines; the per-layer view takes well under a second.
+pub const DOT_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Renders a DOT file to SVG with Graphviz's `dot`, giving up after
+/// [`DOT_TIME_LIMIT`]. Returns a message instead of failing when `dot` is missing, fails
+/// or runs out of time (the DOT file is still there, and the message says how to render
+/// it by hand).
 pub fn render_svg(dot_path: &std::path::Path, svg_path: &std::path::Path) -> Result<(), String> {
-    match std::process::Command::new("dot")
+    render_svg_within(dot_path, svg_path, DOT_TIME_LIMIT)
+}
+
+/// [`render_svg`] with an explicit time limit.
+pub fn render_svg_within(
+    dot_path: &std::path::Path,
+    svg_path: &std::path::Path,
+    limit: std::time::Duration,
+) -> Result<(), String> {
+    let by_hand = format!("dot -Tsvg {} -o {}", dot_path.display(), svg_path.display());
+    let mut child = match std::process::Command::new("dot")
         .arg("-Tsvg")
         .arg(dot_path)
         .arg("-o")
         .arg(svg_path)
-        .output()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
     {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!(
-            "`dot -Tsvg {}` failed: {}",
-            dot_path.display(),
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => Err(format!(
-            "Graphviz `dot` not available ({e}); render with `dot -Tsvg {} -o {}` (apt install graphviz)",
-            dot_path.display(),
-            svg_path.display()
-        )),
+        Ok(c) => c,
+        Err(e) => {
+            return Err(format!(
+                "Graphviz `dot` not available ({e}); render with `{by_hand}` (apt install graphviz)"
+            ));
+        }
+    };
+    let started = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => {
+                let mut stderr = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+                }
+                return Err(format!("`{by_hand}` failed ({status}): {}", stderr.trim()));
+            }
+            Ok(None) if started.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = std::fs::remove_file(svg_path);
+                return Err(format!(
+                    "Graphviz did not lay out {} within {limit:?} (too many nodes); the \
+                     per-layer view shows the structure; render this one by hand with `{by_hand}`",
+                    dot_path.display()
+                ));
+            }
+            Err(e) => return Err(format!("waiting for `{by_hand}`: {e}")),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layout_over_the_time_limit_is_abandoned_with_a_message() {
+        if std::process::Command::new("dot")
+            .arg("-V")
+            .output()
+            .is_err()
+        {
+            eprintln!("SKIPPED: Graphviz `dot` is not installed");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("profinfer-dot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (dot, svg) = (dir.join("g.dot"), dir.join("g.svg"));
+        // A dense graph whose layout takes far longer than the limit.
+        let mut text = String::from("digraph g {\n");
+        for i in 0..400 {
+            for j in (i + 1..400).step_by(7) {
+                text.push_str(&format!("  n{i} -> n{j};\n"));
+            }
+        }
+        text.push_str("}\n");
+        std::fs::write(&dot, text).expect("write dot");
+        let err = render_svg_within(&dot, &svg, std::time::Duration::from_millis(200))
+            .expect_err("a 200 ms limit is too short for this graph");
+        assert!(
+            err.contains("within 200ms") && err.contains("dot -Tsvg"),
+            "{err}"
+        );
+        assert!(!svg.exists());
+        // A tiny graph renders well within the limit.
+        std::fs::write(&dot, "digraph g { a -> b; }").expect("write dot");
+        render_svg_within(&dot, &svg, DOT_TIME_LIMIT).expect("renders");
+        assert!(svg.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn heat_spans_white_to_red() {
