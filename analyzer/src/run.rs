@@ -291,6 +291,18 @@ fn write_dag(d: &ProfDag, opts: &AnalyzeOptions, o: &mut Outputs<'_>) -> Result<
                 o.path(&format!("{name}.dot")),
                 o.path(&format!("{name}.svg")),
             );
+            let nodes = d.dag.node_count();
+            if name == "dag" && nodes > export::dot::MAX_SVG_NODES {
+                o.warnings.push(format!(
+                    "the DAG has {nodes} nodes, more than Graphviz lays out in reasonable time \
+                     ({} max): dag_layers.svg shows the structure, dag.dot/dag.json have every \
+                     node; render it by hand with `dot -Tsvg {} -o {}` (minutes)",
+                    export::dot::MAX_SVG_NODES,
+                    dot.display(),
+                    svg.display()
+                ));
+                continue;
+            }
             match export::dot::render_svg(&dot, &svg) {
                 Ok(()) => o.add(
                     &format!("{name}.svg"),

@@ -223,6 +223,11 @@ pub fn write_layers(l: &LayerDag, mut w: impl Write) -> io::Result<()> {
     writeln!(w, "}}")
 }
 
+/// Largest DAG (nodes, leaves included) rendered to SVG automatically. A 2-layer model's
+/// decode DAG has ~70 nodes and renders in under a second; a 16-layer one has ~700 and
+/// takes Graphviz more than ten minutes.
+pub const MAX_SVG_NODES: usize = 300;
+
 /// Longest time Graphviz may spend on one layout. The full DAG of a 16-layer model
 /// (~700 nodes with its weight and cache leaves) takes Graphviz more than ten minutes on
 /// this project's machines; the per-layer view takes well under a second.
