@@ -135,6 +135,19 @@ fn ring_wakeup_flags() -> u64 {
 /// lost when the buffer is full.
 #[inline(always)]
 pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
+    emit_with(ctx, ev, ring_wakeup_flags());
+}
+
+/// Like [`emit`], and wakes the collector at once: for the end of a decode call, the
+/// QoS controller's input (one per decoded batch, so it cannot feed back the way
+/// per-record wake-ups did).
+#[inline(always)]
+pub fn emit_waking<C: EbpfContext, T>(ctx: &C, ev: &T) {
+    emit_with(ctx, ev, BPF_RB_FORCE_WAKEUP as u64);
+}
+
+#[inline(always)]
+fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, ring_flags: u64) {
     bump(STAT_PRODUCED);
     let ok = if output_kind() == OUTPUT_PERF_BUF {
         // SAFETY: `PERF_EVENTS` is a perf event array map (its address is the map
@@ -150,7 +163,7 @@ pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
             ) == 0
         }
     } else {
-        EVENTS.output::<T>(ev, ring_wakeup_flags()).is_ok()
+        EVENTS.output::<T>(ev, ring_flags).is_ok()
     };
     if !ok {
         bump(STAT_LOST);

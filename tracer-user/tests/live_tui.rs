@@ -14,10 +14,12 @@ use std::{
 
 use trace_format::TraceReader;
 
-/// Decode steps the engine runs: with the 1B-shaped model at a few tokens/s on two
-/// cores, long enough (~20 s) that it is still running when the test quits the view.
-/// (The tiny presets decode 500 tokens in about a second: too fast to watch.)
-const TOKENS: &str = "80";
+/// Decode steps the engine runs: with the 1B-shaped model at ~15 tokens/s on two quiet
+/// cores, long enough (~25 s) that it is still running when the test quits the view a
+/// few seconds in (80 tokens were too few once the engine got faster; the test then
+/// waits for the engine to finish). The tiny presets decode 500 tokens in about a
+/// second: too fast to watch.
+const TOKENS: &str = "400";
 /// Preset of the model the test runs (random weights; generated once and cached).
 const PRESET: &str = "llama3.2-1b";
 /// Longest wait for one screen condition.

@@ -12,7 +12,7 @@ use common::{
 };
 
 use crate::{
-    emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
+    emit::{ProbeResult, current_tid, emit, emit_waking, enabled_for_target, header},
     maps::DECODE_STASH,
 };
 
@@ -55,6 +55,6 @@ fn try_decode_exit(ctx: &RetProbeContext) -> ProbeResult {
     DECODE_STASH.remove(tid)?;
     ev.header = header(EventKind::Decode, EVENT_FLAG_EXIT);
     ev.ret = ctx.ret::<i32>();
-    emit(ctx, &ev);
+    emit_waking(ctx, &ev);
     Ok(())
 }
