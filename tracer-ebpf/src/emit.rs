@@ -15,8 +15,8 @@ use aya_ebpf::{
 };
 use common::{
     control::{
-        CONTROL_INDEX, OUTPUT_PERF_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST,
-        STAT_PRODUCED, TracerControl,
+        CONTROL_INDEX, OUTPUT_PERF_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED,
+        TracerControl,
     },
     engine_abi::ENGINE_ABI_VERSION,
     event::{EventHeader, EventKind, MAX_PMC, OpEvent},

@@ -7,7 +7,9 @@
 //! *processes* (fork, vfork, posix_spawn) are not members: they are other programs'
 //! threads, not the engine's, and would put their scheduling into the engine's trace.
 
-use aya_ebpf::{helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext};
+use aya_ebpf::{
+    helpers::bpf_get_current_pid_tgid, macros::tracepoint, programs::TracePointContext,
+};
 use common::{
     control::LEVEL_SCHED,
     event::{COMM_LEN, EventKind, SchedSwitchEvent, SchedWakeupEvent, TaskEvent},

@@ -2,7 +2,10 @@
 //! (m = 512) products on one thread, the AVX2 tiles against the portable code (decode) and
 //! against one AVX2 `vec_dot` per output (prefill). Throughput is in FLOP (2·m·n·k).
 
-#![expect(missing_docs, reason = "criterion_group! generates an undocumented pub fn")]
+#![expect(
+    missing_docs,
+    reason = "criterion_group! generates an undocumented pub fn"
+)]
 
 use std::hint::black_box;
 use std::time::Duration;
