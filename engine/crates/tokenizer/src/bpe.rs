@@ -5,8 +5,8 @@
 //! remains. Symbols that are not tokens are emitted byte by byte where a
 //! single-byte token exists (llama.cpp drops the rest).
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::cmp::Reverse;
+use std::collections::HashMap;
 
 use crate::error::TokenizerError;
 
@@ -65,39 +65,6 @@ pub(crate) struct BpeVocab<'a> {
     pub ignore_merges: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    prev: Option<usize>,
-    next: Option<usize>,
-    start: usize,
-    len: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Bigram {
-    left: usize,
-    right: usize,
-    rank: u32,
-    size: usize,
-}
-
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Bigram {
-    /// Max-heap order: lowest rank first, then the leftmost pair.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .rank
-            .cmp(&self.rank)
-            .then_with(|| other.left.cmp(&self.left))
-            .then_with(|| other.size.cmp(&self.size))
-    }
-}
-
 /// Merge one (byte-encoded) word, appending ids to `out`.
 pub(crate) fn tokenize_word(word: &str, vocab: &BpeVocab<'_>, out: &mut Vec<u32>) {
     if word.is_empty() {
@@ -110,65 +77,13 @@ pub(crate) fn tokenize_word(word: &str, vocab: &BpeVocab<'_>, out: &mut Vec<u32>
         return;
     }
 
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(word.len());
-    for (index, (start, c)) in word.char_indices().enumerate() {
-        let len = c.len_utf8();
-        symbols.push(Symbol {
-            prev: index.checked_sub(1),
-            next: (start + len < word.len()).then_some(index + 1),
-            start,
-            len,
-        });
-    }
-
     let mut key = String::new();
-    let mut queue = BinaryHeap::new();
-    let mut try_add =
-        |queue: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left: Option<usize>, right| {
-            let (Some(left), Some(right)) = (left, right) else {
-                return;
-            };
-            let l: Symbol = symbols[left];
-            let r: Symbol = symbols[right];
-            let left_text = &word[l.start..l.start + l.len];
-            let right_text = &word[r.start..r.start + r.len];
-            if let Some(rank) = vocab.ranks.rank(left_text, right_text, &mut key) {
-                queue.push(Bigram {
-                    left,
-                    right,
-                    rank,
-                    size: l.len + r.len,
-                });
-            }
-        };
-
-    for i in 1..symbols.len() {
-        try_add(&mut queue, &symbols, Some(i - 1), Some(i));
-    }
-
-    while let Some(bigram) = queue.pop() {
-        let left = symbols[bigram.left];
-        let right = symbols[bigram.right];
-        // Outdated: one side merged elsewhere, or the pair's text changed.
-        // (Both symbols keep their start, so equal length means equal text.)
-        if left.len == 0 || right.len == 0 || left.len + right.len != bigram.size {
-            continue;
-        }
-        symbols[bigram.left].len += right.len;
-        symbols[bigram.right].len = 0;
-        symbols[bigram.left].next = right.next;
-        if let Some(next) = right.next {
-            symbols[next].prev = Some(bigram.left);
-        }
-        let merged = symbols[bigram.left];
-        try_add(&mut queue, &symbols, merged.prev, Some(bigram.left));
-        try_add(&mut queue, &symbols, Some(bigram.left), merged.next);
-    }
-
-    let mut cursor = Some(0);
-    while let Some(i) = cursor {
-        let sym = symbols[i];
-        let piece = &word[sym.start..sym.start + sym.len];
+    // Lower merge rank first.
+    let pieces = crate::symbols::merge(word, |l, r, _| {
+        vocab.ranks.rank(l, r, &mut key).map(Reverse)
+    });
+    for (start, len) in pieces {
+        let piece = &word[start..start + len];
         match vocab.token_to_id.get(piece) {
             Some(&id) => out.push(id),
             None => {
@@ -183,7 +98,6 @@ pub(crate) fn tokenize_word(word: &str, vocab: &BpeVocab<'_>, out: &mut Vec<u32>
                 }
             }
         }
-        cursor = sym.next;
     }
 }
 

@@ -13,6 +13,7 @@ mod error;
 mod pretokenize;
 mod special;
 mod spm;
+mod symbols;
 pub mod synth;
 mod tokenizer;
 mod unicode;

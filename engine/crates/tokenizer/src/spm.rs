@@ -5,8 +5,9 @@
 //! whose concatenation is the vocabulary token with the highest score
 //! (leftmost on ties). Symbols that are not tokens fall back to byte tokens.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
+
+use crate::symbols::Score;
 
 /// What the SPM algorithm needs from the vocabulary.
 pub(crate) struct SpmVocab<'a> {
@@ -18,115 +19,23 @@ pub(crate) struct SpmVocab<'a> {
     pub byte_tokens: &'a [u32; 256],
 }
 
-/// One symbol of the linked list; `len == 0` once merged into its left neighbour.
-#[derive(Debug, Clone, Copy)]
-struct Symbol {
-    prev: Option<usize>,
-    next: Option<usize>,
-    start: usize,
-    len: usize,
-}
-
-/// A candidate merge of two adjacent symbols.
-#[derive(Debug, Clone, Copy)]
-struct Bigram {
-    left: usize,
-    right: usize,
-    score: f32,
-    size: usize,
-}
-
-impl PartialEq for Bigram {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Bigram {}
-
-impl PartialOrd for Bigram {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Bigram {
-    /// Max-heap order: higher score first, then the leftmost pair.
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.score
-            .total_cmp(&other.score)
-            .then_with(|| other.left.cmp(&self.left))
-    }
-}
-
 /// Tokenize already-escaped `text`, appending ids to `out`.
 pub(crate) fn tokenize(text: &str, vocab: &SpmVocab<'_>, out: &mut Vec<u32>) {
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
-    for (index, (start, c)) in text.char_indices().enumerate() {
-        let len = c.len_utf8();
-        symbols.push(Symbol {
-            prev: index.checked_sub(1),
-            next: (start + len < text.len()).then_some(index + 1),
-            start,
-            len,
-        });
-    }
-    if symbols.is_empty() {
-        return;
-    }
-
-    let mut queue = BinaryHeap::new();
-    let try_add = |queue: &mut BinaryHeap<Bigram>, symbols: &[Symbol], left, right| {
-        let (Some(left), Some(right)) = (left, right) else {
-            return;
-        };
-        let l: Symbol = symbols[left];
-        let r: Symbol = symbols[right];
-        let piece = &text[l.start..l.start + l.len + r.len];
-        if let Some(&id) = vocab.token_to_id.get(piece) {
-            let score = vocab.scores.get(id as usize).copied().unwrap_or(0.0);
-            queue.push(Bigram {
-                left,
-                right,
-                score,
-                size: piece.len(),
-            });
-        }
-    };
-
-    for i in 1..symbols.len() {
-        try_add(&mut queue, &symbols, Some(i - 1), Some(i));
-    }
-
-    while let Some(bigram) = queue.pop() {
-        let left = symbols[bigram.left];
-        let right = symbols[bigram.right];
-        // Skip pairs where one side was already merged elsewhere.
-        if left.len == 0 || right.len == 0 || left.len + right.len != bigram.size {
-            continue;
-        }
-        symbols[bigram.left].len += right.len;
-        symbols[bigram.right].len = 0;
-        symbols[bigram.left].next = right.next;
-        if let Some(next) = right.next {
-            symbols[next].prev = Some(bigram.left);
-        }
-        let merged = symbols[bigram.left];
-        try_add(&mut queue, &symbols, merged.prev, Some(bigram.left));
-        try_add(&mut queue, &symbols, Some(bigram.left), merged.next);
-    }
-
-    let mut cursor = Some(0);
-    while let Some(i) = cursor {
-        let sym = symbols[i];
-        let piece = &text[sym.start..sym.start + sym.len];
+    // Higher score of the merged piece first.
+    let pieces = crate::symbols::merge(text, |_, _, merged| {
+        vocab
+            .token_to_id
+            .get(merged)
+            .map(|&id| Score(vocab.scores.get(id as usize).copied().unwrap_or(0.0)))
+    });
+    for (start, len) in pieces {
+        let piece = &text[start..start + len];
         match vocab.token_to_id.get(piece) {
             Some(&id) => out.push(id),
             // Merged symbols are always tokens, so this is a single
             // character missing from the vocabulary: emit its bytes.
             None => out.extend(piece.bytes().map(|b| vocab.byte_tokens[usize::from(b)])),
         }
-        cursor = sym.next;
     }
 }
 
