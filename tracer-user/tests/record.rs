@@ -731,7 +731,9 @@ fn wait_for_exec(pid: u32, exe: &std::path::Path) {
 fn pid_attach_records_for_the_duration_and_leaves_the_engine_running() {
     require_root!();
     let (engine, _) = engine_and_model();
-    let mut target = long_engine("150").spawn().expect("engine starts");
+    // Effectively endless (the engine got fast enough to finish 150 reps within the
+    // recording); the test stops it itself once it has seen it survive the detach.
+    let mut target = long_engine("1000000").spawn().expect("engine starts");
     let pid = target.id();
     wait_for_exec(pid, engine);
     let out = trace_path("pid");
@@ -776,8 +778,22 @@ fn pid_attach_records_for_the_duration_and_leaves_the_engine_running() {
         })
         .collect();
     assert_eq!(op_tids.len(), 2, "ops of both worker threads");
+    // Still decoding unharmed a while after the probes were detached (a uprobe left
+    // behind, or a trap in a detached probe, would kill it), then stopped by us: it must
+    // die of our SIGTERM, not of anything else.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        target.try_wait().expect("waitable").is_none(),
+        "engine died after the recorder detached"
+    );
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
     let status = target.wait().expect("engine reaped");
-    assert!(status.success(), "engine finished on its own: {status}");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGTERM),
+        "engine ended by our SIGTERM, not by a crash: {status}"
+    );
     std::fs::remove_file(&out).ok();
 }
 
