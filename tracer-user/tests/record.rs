@@ -106,9 +106,14 @@ fn record_tiny_model_two_threads() {
                     if enter.pmc_ok & bit != 0 && op.pmc_ok & bit != 0 {
                         let cpu_ns = op.pmc[task_clock].counter - enter.pmc[task_clock].counter;
                         let wall_ns = op.header.ts_ns - enter.header.ts_ns;
-                        // Thread CPU time cannot exceed wall time (1 µs for clock skew).
+                        // Thread CPU time cannot exceed wall time. Allowance: the
+                        // timestamp and the counter read are separate steps of the probe
+                        // (a preemptible uprobe program can be interrupted between them);
+                        // up to 4.6 µs was seen on 2 µs ops. Time from another thread
+                        // would show as whole ops' worth (tens of µs and more).
+                        const READ_SKEW_NS: u64 = 10_000;
                         assert!(
-                            cpu_ns <= wall_ns + 1000,
+                            cpu_ns <= wall_ns + READ_SKEW_NS,
                             "task-clock {cpu_ns} > wall {wall_ns}"
                         );
                         op_deltas_checked += 1;
