@@ -28,7 +28,20 @@ macro_rules! require_root {
             eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
             return;
         }
+        // Root tests run one at a time: each starts an engine (2 threads) and a
+        // collector, and on a 2-CPU machine several at once turn every timing they check
+        // (QoS reaction, decode speed with and without probes) into scheduling noise.
+        let _serial = support::serial();
     };
+}
+
+/// The lock that serialises the root tests of one test binary (see `require_root!`).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    // A test that panicked while holding it poisons it; the next one still runs.
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub fn workspace() -> PathBuf {
