@@ -4,11 +4,14 @@
 //! Every record is an [`EventHeader`] followed by a payload whose type is fixed by
 //! [`EventKind`]; [`EventKind::record_size`] gives the record's total size. All records are
 //! `#[repr(C)]`, little-endian on the wire, built from fixed-width integers with explicit
-//! padding, and 8-byte aligned. Layouts never change; a new layout is a new kind.
+//! padding, and 8-byte aligned. A layout never changes within a trace format version; a
+//! change bumps the format version (`docs/trace-format.md`) and the reader keeps
+//! converting the old layout (the only change so far: [`OpEvent`] of format 1, 432 bytes
+//! without `op_params`, see [`OP_EVENT_V1_SIZE`]).
 
 use core::mem::{offset_of, size_of};
 
-use crate::engine_abi::{MAX_DIMS, MAX_SRC, NODE_NAME_LEN};
+use crate::engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, NODE_NAME_LEN};
 
 /// [`EventHeader::flags`]: the record is the exit (return) side of a probe.
 pub const EVENT_FLAG_EXIT: u32 = 1 << 0;
@@ -55,11 +58,14 @@ pub enum EventKind {
     Loss = 61,
     /// Collector: per-thread counters opened for a thread ([`PmcOpenEvent`]).
     PmcOpen = 62,
+    /// Collector: a source node that is not a computed node (weight, KV-cache view,
+    /// graph input), read from the target's memory ([`LeafNodeEvent`]).
+    LeafNode = 63,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 15] = [
+    pub const ALL: [EventKind; 16] = [
         EventKind::Decode,
         EventKind::GraphCompute,
         EventKind::OpCompute,
@@ -75,6 +81,7 @@ impl EventKind {
         EventKind::QosSwitch,
         EventKind::Loss,
         EventKind::PmcOpen,
+        EventKind::LeafNode,
     ];
 
     /// The kind for a stored number.
@@ -95,6 +102,7 @@ impl EventKind {
             60 => EventKind::QosSwitch,
             61 => EventKind::Loss,
             62 => EventKind::PmcOpen,
+            63 => EventKind::LeafNode,
             _ => return None,
         })
     }
@@ -115,6 +123,7 @@ impl EventKind {
             EventKind::QosSwitch => size_of::<QosSwitchEvent>(),
             EventKind::Loss => size_of::<LossEvent>(),
             EventKind::PmcOpen => size_of::<PmcOpenEvent>(),
+            EventKind::LeafNode => size_of::<LeafNodeEvent>(),
         }
     }
 
@@ -136,6 +145,7 @@ impl EventKind {
             EventKind::QosSwitch => "qos_switch",
             EventKind::Loss => "loss",
             EventKind::PmcOpen => "pmc_open",
+            EventKind::LeafNode => "leaf_node",
         }
     }
 }
@@ -245,6 +255,10 @@ pub const OP_DETAIL_PMC: u32 = 1 << 2;
 /// [`crate::engine_abi::ENGINE_ABI_VERSION`]; only the probe arguments (`ith`, `nth`,
 /// `node_addr`) and the timestamp are valid, `op`/`index` are `u32::MAX`, `layer` -1.
 pub const OP_DETAIL_ABI_MISMATCH: u32 = 1 << 3;
+/// [`OpEvent::detail`]: `structure.op_params` is filled (set with
+/// [`OP_DETAIL_STRUCTURE`] from trace format 2 on; format-1 records never have it and
+/// read with `op_params` all zero, meaning unknown).
+pub const OP_DETAIL_OP_PARAMS: u32 = 1 << 4;
 
 /// The tensor structure of an operator's node, read from the `EngineNode`.
 #[repr(C)]
@@ -260,8 +274,18 @@ pub struct OpStructure {
     pub nb: [u64; MAX_DIMS],
     /// Source node addresses (0 where unused).
     pub src: [u64; MAX_SRC],
+    /// The node's `op_params` (meaning per op type, `docs/probe-abi.md`; `MUL_MAT`:
+    /// src1 layout, dst layout, M, H, K). All zero = unknown (format-1 traces, see
+    /// [`OP_DETAIL_OP_PARAMS`]).
+    pub op_params: [u32; MAX_OP_PARAMS],
 }
-const _: () = assert!(size_of::<OpStructure>() == 104);
+const _: () = assert!(size_of::<OpStructure>() == 136);
+const _: () = assert!(offset_of!(OpStructure, dtype) == 0);
+const _: () = assert!(offset_of!(OpStructure, node_flags) == 4);
+const _: () = assert!(offset_of!(OpStructure, ne) == 8);
+const _: () = assert!(offset_of!(OpStructure, nb) == 40);
+const _: () = assert!(offset_of!(OpStructure, src) == 72);
+const _: () = assert!(offset_of!(OpStructure, op_params) == 104);
 
 /// One counter reading: the layout of the kernel's `struct bpf_perf_event_value`.
 #[repr(C)]
@@ -311,11 +335,25 @@ pub struct OpEvent {
     /// Counter readings in the order of the trace header's counter list.
     pub pmc: [PmcReading; MAX_PMC],
 }
-const _: () = assert!(size_of::<OpEvent>() == 432);
+const _: () = assert!(size_of::<OpEvent>() == 464);
 const _: () = assert!(offset_of!(OpEvent, node_addr) == 32);
 const _: () = assert!(offset_of!(OpEvent, name) == 72);
 const _: () = assert!(offset_of!(OpEvent, structure) == 136);
-const _: () = assert!(offset_of!(OpEvent, pmc) == 240);
+const _: () = assert!(offset_of!(OpEvent, pmc) == 272);
+
+/// Size of an operator record in trace format 1: the same fields as [`OpEvent`] without
+/// `structure.op_params` (the structure was 104 bytes, so `pmc` started at
+/// [`OP_EVENT_V1_PMC_OFFSET`]). Readers convert such records, zero-filling `op_params`.
+pub const OP_EVENT_V1_SIZE: usize = 432;
+/// Offset of `pmc` in a format-1 operator record; bytes before it are laid out as in
+/// [`OpEvent`].
+pub const OP_EVENT_V1_PMC_OFFSET: usize = 240;
+const _: () = assert!(
+    OP_EVENT_V1_PMC_OFFSET == offset_of!(OpEvent, structure) + offset_of!(OpStructure, op_params)
+);
+const _: () = assert!(
+    OP_EVENT_V1_SIZE - OP_EVENT_V1_PMC_OFFSET == size_of::<OpEvent>() - offset_of!(OpEvent, pmc)
+);
 
 impl OpEvent {
     /// An all-zero event.
@@ -346,6 +384,7 @@ impl OpEvent {
                 ne: [0; MAX_DIMS],
                 nb: [0; MAX_DIMS],
                 src: [0; MAX_SRC],
+                op_params: [0; MAX_OP_PARAMS],
             },
             pmc: [PmcReading {
                 counter: 0,
@@ -475,6 +514,53 @@ pub struct PmcOpenEvent {
 }
 const _: () = assert!(size_of::<PmcOpenEvent>() == 40);
 
+/// Collector-made: a source node of an operator that is not itself a computed node (a
+/// weight, a KV-cache view, a graph input), read once per address from the target's
+/// memory while it runs (the `EngineNode` at `node_addr`, `abi_version` checked).
+///
+/// Shapes of graph-local leaves (KV-cache views, inputs) are those of the graph that was
+/// current when the node was read; weights' shapes never change.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafNodeEvent {
+    /// Common header (ts = when read, pid = target, tid = 0, cpu = u32::MAX).
+    pub header: EventHeader,
+    /// Address of the `EngineNode` (as it appears in operators' `src`).
+    pub node_addr: u64,
+    /// `DType` value.
+    pub dtype: u32,
+    /// `NODE_FLAG_*` bits (weight, input, KV cache...).
+    pub node_flags: u32,
+    /// The node's `layer` field (-1 for none).
+    pub layer: i32,
+    /// The node's `op` (`NONE` or `VIEW`: never computed).
+    pub op: u32,
+    /// Elements per dimension.
+    pub ne: [i64; MAX_DIMS],
+    /// NUL-padded name (`blk.3.attn_q.weight`, `cache_k_l3`, `inp_pos`).
+    pub name: [u8; NODE_NAME_LEN],
+}
+const _: () = assert!(size_of::<LeafNodeEvent>() == 152);
+const _: () = assert!(offset_of!(LeafNodeEvent, node_addr) == 32);
+const _: () = assert!(offset_of!(LeafNodeEvent, dtype) == 40);
+const _: () = assert!(offset_of!(LeafNodeEvent, node_flags) == 44);
+const _: () = assert!(offset_of!(LeafNodeEvent, layer) == 48);
+const _: () = assert!(offset_of!(LeafNodeEvent, op) == 52);
+const _: () = assert!(offset_of!(LeafNodeEvent, ne) == 56);
+const _: () = assert!(offset_of!(LeafNodeEvent, name) == 88);
+
+impl LeafNodeEvent {
+    /// The name up to its first NUL ("" if not UTF-8).
+    pub fn name_str(&self) -> &str {
+        let len = self
+            .name
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(NODE_NAME_LEN);
+        core::str::from_utf8(&self.name[..len]).unwrap_or("")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,9 +583,10 @@ mod tests {
                 | EventKind::SchedWakeupNew
                 | EventKind::TaskNew
                 | EventKind::TaskExit => (40..50).contains(&v),
-                EventKind::QosSwitch | EventKind::Loss | EventKind::PmcOpen => {
-                    (60..80).contains(&v)
-                }
+                EventKind::QosSwitch
+                | EventKind::Loss
+                | EventKind::PmcOpen
+                | EventKind::LeafNode => (60..80).contains(&v),
             };
             assert!(level_ok, "{k:?}");
         }

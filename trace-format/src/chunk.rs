@@ -4,8 +4,12 @@ use std::io::{self, Read};
 
 /// First 8 bytes of every trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"PFTRACE\0";
-/// Current format version (preamble bytes 8..12, little-endian).
-pub const FORMAT_VERSION: u32 = 1;
+/// Current format version (preamble bytes 8..12, little-endian). Version 2 added
+/// `op_params` to operator records (464 bytes instead of 432) and the `leaf_node` kind.
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest format version this reader reads (format-1 operator records are converted,
+/// their `op_params` zero-filled).
+pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Bytes before the first chunk: magic, version, 4 reserved bytes.
 pub const PREAMBLE_LEN: usize = 16;
 /// First 4 bytes of every chunk header (`"CHNK"` little-endian).

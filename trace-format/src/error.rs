@@ -20,13 +20,17 @@ pub enum TraceError {
         /// The file.
         path: PathBuf,
     },
-    /// The file was written by a newer, incompatible format version.
-    #[error("trace format version {found} is not supported (this reader knows {supported})")]
+    /// The file was written by a format version this reader does not read.
+    #[error(
+        "trace format version {found} is not supported (this reader reads versions {oldest} to {supported})"
+    )]
     UnsupportedVersion {
         /// Version in the file.
         found: u32,
-        /// Version this reader reads.
+        /// Newest version this reader reads (the one it writes).
         supported: u32,
+        /// Oldest version this reader reads.
+        oldest: u32,
     },
     /// The header chunk is missing, truncated or corrupt.
     #[error("trace header is missing or corrupt at byte {offset}")]

@@ -1,8 +1,9 @@
 //! Typed view of the packed event records.
 
 use common::event::{
-    DecodeEvent, EventHeader, EventKind, GraphEvent, LossEvent, OpEvent, PhaseEvent, PmcOpenEvent,
-    QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
+    DecodeEvent, EventHeader, EventKind, GraphEvent, LeafNodeEvent, LossEvent,
+    OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, PhaseEvent, PmcOpenEvent, QosSwitchEvent,
+    SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
 };
 
 /// One event of a trace.
@@ -28,6 +29,8 @@ pub enum Event {
     Loss(LossEvent),
     /// Counters opened for a thread.
     PmcOpen(PmcOpenEvent),
+    /// A leaf node (weight, KV-cache view, input) read from the target's memory.
+    LeafNode(LeafNodeEvent),
     /// A kind this reader does not know, skipped by the size in the header's table.
     Unknown {
         /// Its header.
@@ -51,6 +54,7 @@ impl Event {
             Event::QosSwitch(e) => &e.header,
             Event::Loss(e) => &e.header,
             Event::PmcOpen(e) => &e.header,
+            Event::LeafNode(e) => &e.header,
             Event::Unknown { header, .. } => header,
         }
     }
@@ -87,7 +91,8 @@ wire_records!(
     TaskEvent,
     QosSwitchEvent,
     LossEvent,
-    PmcOpenEvent
+    PmcOpenEvent,
+    LeafNodeEvent
 );
 
 /// Reads a `T` from the start of `bytes`, or `None` if too short.
@@ -124,7 +129,24 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::QosSwitch => Event::QosSwitch(read(bytes)?),
         EventKind::Loss => Event::Loss(read(bytes)?),
         EventKind::PmcOpen => Event::PmcOpen(read(bytes)?),
+        EventKind::LeafNode => Event::LeafNode(read(bytes)?),
     })
+}
+
+/// Converts an operator record of trace format 1 ([`OP_EVENT_V1_SIZE`] bytes, no
+/// `structure.op_params`) at the start of `bytes` into this build's [`OpEvent`], with
+/// `op_params` zero (unknown) and `OP_DETAIL_OP_PARAMS` clear. `None` if too short.
+pub fn decode_op_v1(bytes: &[u8]) -> Option<OpEvent> {
+    let old = bytes.get(..OP_EVENT_V1_SIZE)?;
+    let mut buf = [0u8; size_of::<OpEvent>()];
+    // Header, fixed fields, name and the structure up to `src`: same offsets.
+    buf[..OP_EVENT_V1_PMC_OFFSET].copy_from_slice(&old[..OP_EVENT_V1_PMC_OFFSET]);
+    // The counter readings moved behind the new `op_params`.
+    let pmc_at = core::mem::offset_of!(OpEvent, pmc);
+    buf[pmc_at..].copy_from_slice(&old[OP_EVENT_V1_PMC_OFFSET..]);
+    let mut op: OpEvent = read(&buf)?;
+    op.detail &= !common::event::OP_DETAIL_OP_PARAMS;
+    Some(op)
 }
 
 /// The header at the start of `bytes`, if there are enough bytes.

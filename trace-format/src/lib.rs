@@ -21,6 +21,9 @@
 //!
 //! [`TraceReader::chunks`] reads the same records without a heap allocation per record:
 //! each [`EventChunk`] owns one chunk's bytes and lends out its records ([`RecordRef`]).
+//!
+//! Traces of format 1 read too: their 432-byte operator records come out as this
+//! build's [`common::event::OpEvent`] with `op_params` zero (unknown).
 
 mod chunk;
 mod error;
@@ -32,10 +35,10 @@ mod writer;
 
 pub use chunk::{
     CHUNK_HEADER_LEN, CHUNK_MAGIC, ChunkKind, FILE_MAGIC, FORMAT_VERSION, MAX_CHUNK_LEN,
-    PREAMBLE_LEN,
+    MIN_FORMAT_VERSION, PREAMBLE_LEN,
 };
 pub use error::TraceError;
-pub use event::{Event, WireRecord, decode_record, record_bytes};
+pub use event::{Event, WireRecord, decode_op_v1, decode_record, record_bytes};
 pub use header::{
     CounterInfo, EventKindInfo, ProbeInfo, TargetInfo, TraceFooter, TraceHeader, event_kind_table,
 };

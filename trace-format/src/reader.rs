@@ -12,8 +12,8 @@ use std::{
 use crate::{
     Event, TraceError, TraceFooter, TraceHeader,
     chunk::{
-        CHUNK_HEADER_LEN, ChunkKind, ChunkRead, FILE_MAGIC, FORMAT_VERSION, PREAMBLE_LEN,
-        read_chunk,
+        CHUNK_HEADER_LEN, ChunkKind, ChunkRead, FILE_MAGIC, FORMAT_VERSION, MIN_FORMAT_VERSION,
+        PREAMBLE_LEN, read_chunk,
     },
     record::{EventChunk, KindSizes, record_at},
 };
@@ -42,7 +42,9 @@ pub struct TraceReader {
 
 impl TraceReader {
     /// Opens and validates `path`: preamble, header, every chunk up to the first broken
-    /// one (see [`TraceReader::truncated_at`]).
+    /// one (see [`TraceReader::truncated_at`]). Formats [`MIN_FORMAT_VERSION`] to
+    /// [`FORMAT_VERSION`] are read; operator records of format 1 (432 bytes, as the
+    /// header's kind table declares) are converted with `op_params` zero-filled.
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader, TraceError> {
         let path = path.as_ref().to_path_buf();
         let io = |source| TraceError::Io {
@@ -58,10 +60,11 @@ impl TraceReader {
             return Err(TraceError::BadMagic { path });
         }
         let version = u32::from_le_bytes([preamble[8], preamble[9], preamble[10], preamble[11]]);
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(TraceError::UnsupportedVersion {
                 found: version,
                 supported: FORMAT_VERSION,
+                oldest: MIN_FORMAT_VERSION,
             });
         }
         let mut offset = PREAMBLE_LEN as u64;
@@ -278,5 +281,153 @@ impl Iterator for Events<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use common::event::{
+        EVENT_FLAG_EXIT, EventKind, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS, OP_DETAIL_PMC,
+        OP_DETAIL_STRUCTURE, OP_EVENT_V1_SIZE,
+    };
+
+    use super::*;
+    use crate::{EventKindInfo, chunk::encode_chunk};
+
+    fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+        buf[at..at + bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// A format-1 operator record, byte by byte from the format-1 layout
+    /// (docs/trace-format.md, version 1): name at 72, structure {dtype 136, node_flags 140,
+    /// ne 144, nb 176, src 208}, pmc at 240 (8 × {counter, enabled, running}).
+    fn op_v1(ts: u64, exit: bool) -> Vec<u8> {
+        let mut b = vec![0u8; OP_EVENT_V1_SIZE];
+        put(&mut b, 0, &(EventKind::OpCompute as u32).to_le_bytes());
+        put(&mut b, 4, &u32::from(exit).to_le_bytes());
+        put(&mut b, 8, &ts.to_le_bytes());
+        put(&mut b, 16, &7u32.to_le_bytes()); // pid
+        put(&mut b, 20, &8u32.to_le_bytes()); // tid
+        put(&mut b, 32, &0xABCD_u64.to_le_bytes()); // node_addr
+        put(&mut b, 40, &5u32.to_le_bytes()); // op MUL_MAT
+        put(&mut b, 44, &1u32.to_le_bytes()); // ith
+        put(&mut b, 48, &2u32.to_le_bytes()); // nth
+        put(&mut b, 52, &17u32.to_le_bytes()); // index
+        put(&mut b, 56, &3i32.to_le_bytes()); // layer
+        let detail = OP_DETAIL_NAME | OP_DETAIL_STRUCTURE | OP_DETAIL_PMC;
+        put(&mut b, 60, &detail.to_le_bytes());
+        put(&mut b, 64, &0b11u32.to_le_bytes()); // pmc_ok
+        put(&mut b, 72, b"Qcur-3");
+        put(&mut b, 136, &8u32.to_le_bytes()); // dtype
+        put(&mut b, 140, &4u32.to_le_bytes()); // node_flags
+        for (i, d) in [128i64, 5, 1, 1].iter().enumerate() {
+            put(&mut b, 144 + 8 * i, &d.to_le_bytes());
+        }
+        for (i, s) in [0x1000u64, 0x2000, 0, 0].iter().enumerate() {
+            put(&mut b, 208 + 8 * i, &s.to_le_bytes());
+        }
+        put(&mut b, 240, &111u64.to_le_bytes()); // pmc[0].counter
+        put(&mut b, 248, &222u64.to_le_bytes()); // pmc[0].enabled
+        put(&mut b, 256, &333u64.to_le_bytes()); // pmc[0].running
+        put(&mut b, 264, &444u64.to_le_bytes()); // pmc[1].counter
+        put(&mut b, 424, &999u64.to_le_bytes()); // pmc[7].running
+        b
+    }
+
+    /// A whole format-1 file: preamble version 1, a header declaring 432-byte op records.
+    fn write_v1(path: &Path, records: &[Vec<u8>]) {
+        let header = TraceHeader {
+            format_version: 1,
+            event_kinds: EventKind::ALL
+                .iter()
+                .filter(|k| (**k as u32) < 63)
+                .map(|k| EventKindInfo {
+                    kind: *k as u32,
+                    name: k.name().to_owned(),
+                    size: if *k == EventKind::OpCompute {
+                        OP_EVENT_V1_SIZE as u32
+                    } else {
+                        k.record_size() as u32
+                    },
+                })
+                .collect(),
+            ..TraceHeader::default()
+        };
+        let mut file = Vec::new();
+        file.extend_from_slice(&FILE_MAGIC);
+        file.extend_from_slice(&1u32.to_le_bytes());
+        file.extend_from_slice(&0u32.to_le_bytes());
+        let json = serde_json::to_vec(&header).expect("json");
+        file.extend_from_slice(&encode_chunk(ChunkKind::Header, 0, &json));
+        let payload: Vec<u8> = records.concat();
+        file.extend_from_slice(&encode_chunk(ChunkKind::Events, 1, &payload));
+        std::fs::write(path, file).expect("write");
+    }
+
+    #[test]
+    fn format_1_operator_records_read_with_op_params_unknown() {
+        let path = std::env::temp_dir().join(format!("trace-format-v1-{}", std::process::id()));
+        let decode = {
+            let mut d = vec![0u8; 48];
+            put(&mut d, 0, &(EventKind::Decode as u32).to_le_bytes());
+            put(&mut d, 8, &5u64.to_le_bytes());
+            d
+        };
+        write_v1(&path, &[op_v1(10, false), decode, op_v1(20, true)]);
+        let r = TraceReader::open(&path).expect("a format-1 trace opens");
+        assert_eq!(r.header().format_version, 1);
+        let events: Vec<Event> = r.events().map(|e| e.expect("decodes")).collect();
+        assert_eq!(events.len(), 3);
+        let Event::Op(op) = &events[0] else {
+            panic!("not an op: {:?}", events[0]);
+        };
+        assert_eq!((op.header.ts_ns, op.header.pid, op.header.tid), (10, 7, 8));
+        assert!(!op.header.is_exit());
+        assert_eq!((op.node_addr, op.op, op.ith, op.nth), (0xABCD, 5, 1, 2));
+        assert_eq!((op.index, op.layer, op.pmc_ok), (17, 3, 0b11));
+        assert_eq!(op.name_str(), "Qcur-3");
+        assert_eq!(op.detail & OP_DETAIL_OP_PARAMS, 0);
+        assert_ne!(op.detail & OP_DETAIL_STRUCTURE, 0);
+        assert_eq!((op.structure.dtype, op.structure.node_flags), (8, 4));
+        assert_eq!(op.structure.ne, [128, 5, 1, 1]);
+        assert_eq!(op.structure.src, [0x1000, 0x2000, 0, 0]);
+        assert_eq!(op.structure.op_params, [0; 8], "unknown in format 1");
+        assert_eq!(
+            (op.pmc[0].counter, op.pmc[0].enabled, op.pmc[0].running),
+            (111, 222, 333)
+        );
+        assert_eq!(op.pmc[1].counter, 444);
+        assert_eq!(op.pmc[7].running, 999);
+        assert!(matches!(&events[1], Event::Decode(d) if d.header.ts_ns == 5));
+        let Event::Op(exit) = &events[2] else {
+            panic!("not an op");
+        };
+        assert_eq!(exit.header.flags & EVENT_FLAG_EXIT, EVENT_FLAG_EXIT);
+        // The borrowed path converts the same way.
+        let mut chunks = r.chunks();
+        let chunk = chunks.next().expect("a chunk").expect("valid");
+        let recs: Vec<_> = chunk.records().map(|r| r.expect("record")).collect();
+        assert!(recs[0].is_op_v1() && !recs[1].is_op_v1());
+        assert_eq!(recs[0].bytes().len(), OP_EVENT_V1_SIZE);
+        assert_eq!(recs[0].op().as_ref(), Some(op.as_ref()));
+        assert_eq!(recs[1].op(), None);
+        std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn versions_outside_the_range_are_refused() {
+        let path = std::env::temp_dir().join(format!("trace-format-v9-{}", std::process::id()));
+        write_v1(&path, &[]);
+        let mut bytes = std::fs::read(&path).expect("read");
+        for v in [0u32, FORMAT_VERSION + 1] {
+            bytes[8..12].copy_from_slice(&v.to_le_bytes());
+            std::fs::write(&path, &bytes).expect("write");
+            let e = TraceReader::open(&path).expect_err("refused");
+            assert!(
+                matches!(e, TraceError::UnsupportedVersion { found, .. } if found == v),
+                "{e}"
+            );
+        }
+        std::fs::remove_file(&path).ok();
     }
 }

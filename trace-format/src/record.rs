@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use common::event::{EventHeader, EventKind, OpEvent};
+use common::event::{EventHeader, EventKind, OP_EVENT_V1_SIZE, OpEvent};
 
 use crate::{
     Event, TraceError,
-    event::{decode_record, peek_header, read},
+    event::{decode_op_v1, decode_record, peek_header, read},
 };
 
 /// Kind numbers below this are looked up in an array (every known kind is).
@@ -68,6 +68,8 @@ impl KindSizes {
 pub struct RecordRef<'a> {
     header: EventHeader,
     kind: Option<EventKind>,
+    /// A format-1 operator record (converted when decoded).
+    op_v1: bool,
     pos: usize,
     bytes: &'a [u8],
 }
@@ -79,9 +81,16 @@ impl<'a> RecordRef<'a> {
     }
 
     /// The kind, if this reader knows it and the record has this build's size for it
-    /// (otherwise the record decodes as [`Event::Unknown`]).
+    /// or is a format-1 operator record (otherwise the record decodes as
+    /// [`Event::Unknown`]).
     pub fn kind(&self) -> Option<EventKind> {
         self.kind
+    }
+
+    /// Whether this is a format-1 operator record ([`OP_EVENT_V1_SIZE`] bytes), which
+    /// [`RecordRef::op`] and [`RecordRef::to_event`] convert (`op_params` zero).
+    pub fn is_op_v1(&self) -> bool {
+        self.op_v1
     }
 
     /// Position of the record in its chunk's payload.
@@ -89,26 +98,36 @@ impl<'a> RecordRef<'a> {
         self.pos
     }
 
-    /// The whole record (header included).
+    /// The whole record (header included), as stored (a format-1 operator record keeps
+    /// its old layout here).
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
-    /// The operator record, if this is one: a copy on the stack, no heap allocation.
+    /// The operator record, if this is one: a copy on the stack, no heap allocation
+    /// (format-1 records converted).
     pub fn op(&self) -> Option<OpEvent> {
-        (self.kind == Some(EventKind::OpCompute))
-            .then(|| read(self.bytes))
-            .flatten()
+        if self.kind != Some(EventKind::OpCompute) {
+            return None;
+        }
+        if self.op_v1 {
+            decode_op_v1(self.bytes)
+        } else {
+            read(self.bytes)
+        }
     }
 
     /// The owned event (allocates for operator records and unknown kinds).
     pub fn to_event(&self) -> Event {
-        self.kind
-            .and_then(|k| decode_record(k, self.bytes))
-            .unwrap_or_else(|| Event::Unknown {
-                header: self.header,
-                bytes: self.bytes.to_vec(),
-            })
+        let decoded = if self.op_v1 {
+            self.op().map(|op| Event::Op(Box::new(op)))
+        } else {
+            self.kind.and_then(|k| decode_record(k, self.bytes))
+        };
+        decoded.unwrap_or_else(|| Event::Unknown {
+            header: self.header,
+            bytes: self.bytes.to_vec(),
+        })
     }
 }
 
@@ -134,9 +153,17 @@ pub(crate) fn record_at<'a>(
     if size < size_of::<EventHeader>() || rest.len() < size {
         return Err(bad(header.kind));
     }
+    let (kind, op_v1) = match EventKind::from_u32(header.kind) {
+        Some(k) if k.record_size() == size => (Some(k), false),
+        Some(EventKind::OpCompute) if size == OP_EVENT_V1_SIZE => {
+            (Some(EventKind::OpCompute), true)
+        }
+        _ => (None, false),
+    };
     Ok(RecordRef {
         header,
-        kind: EventKind::from_u32(header.kind).filter(|k| k.record_size() == size),
+        kind,
+        op_v1,
         pos,
         bytes: &rest[..size],
     })

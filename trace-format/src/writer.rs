@@ -8,6 +8,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use common::event::EventKind;
+
 use crate::{
     TraceError, TraceFooter, TraceHeader,
     chunk::{ChunkKind, FILE_MAGIC, FORMAT_VERSION, encode_chunk},
@@ -16,6 +18,18 @@ use crate::{
 
 /// Event bytes buffered before a chunk is written.
 pub const DEFAULT_CHUNK_BYTES: usize = 256 << 10;
+
+/// `header` with this build's format version and record sizes of the kinds it knows.
+fn current_layouts(header: &TraceHeader) -> TraceHeader {
+    let mut h = header.clone();
+    h.format_version = FORMAT_VERSION;
+    for k in &mut h.event_kinds {
+        if let Some(known) = EventKind::from_u32(k.kind) {
+            k.size = known.record_size() as u32;
+        }
+    }
+    h
+}
 
 /// Writes one trace file.
 pub struct TraceWriter {
@@ -29,8 +43,15 @@ pub struct TraceWriter {
 
 impl TraceWriter {
     /// Creates (truncates) `path` and writes the preamble and `header`.
+    ///
+    /// The file is always of [`FORMAT_VERSION`] with this build's record layouts, so the
+    /// header is written with that `format_version` and, for every kind this build
+    /// knows, this build's record size (a header taken from an older trace would
+    /// otherwise declare, say, format-1 operator records); entries of kinds it does not
+    /// know are kept, with their records passed through [`TraceWriter::push_raw`].
     pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<TraceWriter, TraceError> {
         let path = path.as_ref().to_path_buf();
+        let header = current_layouts(header);
         let io = |source| TraceError::Io {
             path: path.clone(),
             source,
@@ -40,7 +61,7 @@ impl TraceWriter {
         preamble.extend_from_slice(&FILE_MAGIC);
         preamble.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
         preamble.extend_from_slice(&0u32.to_le_bytes());
-        let json = serde_json::to_vec(header).map_err(|source| TraceError::Serialize {
+        let json = serde_json::to_vec(&header).map_err(|source| TraceError::Serialize {
             what: "header",
             source,
         })?;

@@ -231,3 +231,69 @@ fn bad_magic_and_unknown_kinds() {
     assert_eq!(&std::fs::read(&path).expect("read")[..8], &FILE_MAGIC);
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn a_header_from_an_older_trace_is_written_with_this_builds_layouts() {
+    // Rewriting the events of a format-1 trace with its header (as tools that filter or
+    // reorder a trace do): the records are this build's, so must the header's table be.
+    let path = tmp("old-header");
+    let mut h = header();
+    h.format_version = 1;
+    for k in &mut h.event_kinds {
+        if k.kind == EventKind::OpCompute as u32 {
+            k.size = common::event::OP_EVENT_V1_SIZE as u32;
+        }
+    }
+    h.event_kinds.push(trace_format::EventKindInfo {
+        kind: 999,
+        name: "future".into(),
+        size: 40,
+    });
+    let mut w = TraceWriter::create(&path, &h).expect("create");
+    let events = sample_events(3);
+    for e in &events {
+        match e {
+            Event::Decode(d) => w.push(d).expect("push"),
+            Event::Op(o) => w.push(o.as_ref()).expect("push"),
+            _ => unreachable!(),
+        }
+    }
+    let leaf = {
+        let mut l = common::event::LeafNodeEvent {
+            header: hdr(EventKind::LeafNode, 0, 99),
+            node_addr: 0x5000,
+            dtype: 8,
+            node_flags: 1,
+            layer: 3,
+            op: 0,
+            ne: [128, 128, 1, 1],
+            name: [0; 64],
+        };
+        l.name[..19].copy_from_slice(b"blk.3.attn_q.weight");
+        l
+    };
+    w.push(&leaf).expect("push");
+    w.finish(&TraceFooter::default()).expect("finish");
+    let r = TraceReader::open(&path).expect("open");
+    assert_eq!(r.header().format_version, trace_format::FORMAT_VERSION);
+    let size_of_kind = |kind: u32| {
+        r.header()
+            .event_kinds
+            .iter()
+            .find(|k| k.kind == kind)
+            .map(|k| k.size)
+    };
+    assert_eq!(
+        size_of_kind(EventKind::OpCompute as u32),
+        Some(size_of::<OpEvent>() as u32)
+    );
+    assert_eq!(size_of_kind(999), Some(40), "unknown kinds are kept");
+    let got = read_all(&r);
+    assert_eq!(&got[..events.len()], &events[..]);
+    let Event::LeafNode(l) = &got[events.len()] else {
+        panic!("leaf record: {:?}", got.last());
+    };
+    assert_eq!(l, &leaf);
+    assert_eq!(l.name_str(), "blk.3.attn_q.weight");
+    std::fs::remove_file(&path).ok();
+}

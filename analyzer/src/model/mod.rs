@@ -290,7 +290,7 @@ impl TraceModel {
                     lost: e.lost,
                 });
             }
-            Event::PmcOpen(_) => self.counts.collector += 1,
+            Event::PmcOpen(_) | Event::LeafNode(_) => self.counts.collector += 1,
             Event::Unknown { .. } => self.counts.unknown += 1,
         }
     }

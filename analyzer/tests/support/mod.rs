@@ -33,6 +33,7 @@ pub fn event_bytes(e: &Event) -> Vec<u8> {
         Event::QosSwitch(x) => record_bytes(x).to_vec(),
         Event::Loss(x) => record_bytes(x).to_vec(),
         Event::PmcOpen(x) => record_bytes(x).to_vec(),
+        Event::LeafNode(x) => record_bytes(x).to_vec(),
         Event::Unknown { bytes, .. } => bytes.clone(),
     }
 }

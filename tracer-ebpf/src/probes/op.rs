@@ -2,8 +2,9 @@
 //!
 //! Target: `void engine_op_compute(const EngineNode *node, u32 ith, u32 nth, void *params)`.
 //! The node is read with `bpf_probe_read_user` using the `common::engine_abi::EngineNode`
-//! layout: the fixed fields always, the structure (dtype, shape, strides, sources) when
-//! `DETAIL_STRUCTURE` is on; the per-thread counters when `DETAIL_PMC` is on.
+//! layout: the fixed fields always, the structure (dtype, shape, strides, sources, op
+//! params — one read of the contiguous `ne..op_params` span) when `DETAIL_STRUCTURE` is
+//! on; the per-thread counters when `DETAIL_PMC` is on.
 
 use core::mem::offset_of;
 
@@ -14,10 +15,10 @@ use aya_ebpf::{
 };
 use common::{
     control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP},
-    engine_abi::{EngineNode, MAX_DIMS, MAX_SRC},
+    engine_abi::{EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC},
     event::{
-        EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_PMC,
-        OP_DETAIL_STRUCTURE,
+        EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
+        OP_DETAIL_PMC, OP_DETAIL_STRUCTURE,
     },
 };
 
@@ -29,14 +30,25 @@ use crate::{
 /// The leading fields of `EngineNode`: `abi_version`, `op`, `dtype`, `flags`.
 const NODE_HEAD_WORDS: usize = 4;
 
-/// `EngineNode` fields from `ne` to the end of `src`, contiguous in both layouts.
+/// `EngineNode` fields from `ne` to the end of `op_params`, contiguous in the node:
+/// everything the structure needs in one `bpf_probe_read_user` (136 bytes; `data` comes
+/// along because it sits between `src` and `op_params`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct NodeShape {
     ne: [i64; MAX_DIMS],
     nb: [u64; MAX_DIMS],
     src: [u64; MAX_SRC],
+    data: u64,
+    op_params: [u32; MAX_OP_PARAMS],
 }
+const _: () = assert!(
+    offset_of!(EngineNode, ne) + offset_of!(NodeShape, nb) == offset_of!(EngineNode, nb)
+        && offset_of!(EngineNode, ne) + offset_of!(NodeShape, src) == offset_of!(EngineNode, src)
+        && offset_of!(EngineNode, ne) + offset_of!(NodeShape, data) == offset_of!(EngineNode, data)
+        && offset_of!(EngineNode, ne) + offset_of!(NodeShape, op_params)
+            == offset_of!(EngineNode, op_params)
+);
 
 /// `engine_op_compute` entry.
 #[uprobe]
@@ -115,7 +127,8 @@ fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
                 ev.structure.ne = shape.ne;
                 ev.structure.nb = shape.nb;
                 ev.structure.src = shape.src;
-                detail |= OP_DETAIL_STRUCTURE;
+                ev.structure.op_params = shape.op_params;
+                detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
             }
         }
         if control.op_detail & DETAIL_PMC != 0 {
