@@ -11,8 +11,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 
 use crate::{
-    leaf::leaf_name,
-    model::{NodeInfo, TokenPhase, TraceModel},
+    leaf::leaf_label,
+    model::{LeafInfo, NodeInfo, TokenPhase, TraceModel},
 };
 
 /// Which iteration (decode call) to rebuild.
@@ -50,14 +50,16 @@ pub struct DagNode {
     pub addr: u64,
     /// Execution order (`None` for leaves).
     pub order: Option<u32>,
-    /// Node name; leaves are named from their first consumer ([`leaf_name`]:
-    /// `blk.0.attn_q.weight` for `src0` of `Qcur-0`, else `src0 of <consumer>`).
+    /// Node name; leaves have the name the collector recorded for their address
+    /// ([`crate::model::LeafInfo`]), else one guessed from their first consumer
+    /// ([`leaf_name`]: `blk.0.attn_q.weight` for `src0` of `Qcur-0`, else
+    /// `src0 of <consumer>`).
     pub name: String,
     /// Op type name; `LEAF` for leaves.
     pub op: String,
     /// Transformer layer or -1.
     pub layer: i32,
-    /// Shape (`64x8`), `?` if unknown.
+    /// Shape (`64x8`), `?` if unknown (leaves: known for recorded weights only).
     pub shape: String,
     /// Element type name, if known.
     pub dtype: Option<String>,
@@ -133,11 +135,17 @@ pub fn tensor_bytes(dtype: u32, ne: &[i64; 4]) -> Option<u64> {
     Some(ne[1..].iter().map(|&d| d.max(0) as u64).product::<u64>() * row)
 }
 
-/// Multiply-adds of a `MUL_MAT` node: `K` (inner dimension of `src1`, read from the
-/// source node `src1_info`) times the elements of the output (`N·M·H`).
+/// Multiply-adds of a `MUL_MAT` node, `K·N·M·H`: from the node's op params when the
+/// trace has them ([`NodeInfo::mul_mat_dims`], format 2), otherwise (format-1 traces)
+/// `K` guessed as the inner dimension of `src1` (read from the source node `src1_info`,
+/// so unknown when `src1` is not a computed node of the graph) times the elements of the
+/// output (`N·M·H`).
 pub fn matmul_complexity(node: &NodeInfo, src1_info: Option<&NodeInfo>) -> Option<u64> {
     if node.op != OpType::MulMat as u32 || !node.has_structure {
         return None;
+    }
+    if let Some(d) = node.mul_mat_dims() {
+        return Some(d.complexity());
     }
     let k = src1_info.filter(|s| s.has_structure)?.ne[0];
     u64::try_from(k).ok().map(|k| k * node.elements())
@@ -255,14 +263,17 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
             let from = match by_addr.get(&src) {
                 Some(&f) => f,
                 None => {
+                    let recorded = model.leaf(src);
                     let leaf = dag.add_node(DagNode {
                         addr: src,
                         order: None,
-                        name: leaf_name(&info.name, info.layer, slot),
+                        name: leaf_label(recorded, &info.name, info.layer, slot),
                         op: "LEAF".to_owned(),
                         layer: info.layer,
-                        shape: "?".to_owned(),
-                        dtype: None,
+                        shape: recorded
+                            .and_then(LeafInfo::shape)
+                            .unwrap_or_else(|| "?".to_owned()),
+                        dtype: recorded.map(|l| l.dtype_name().to_owned()),
                         time_ns: 0,
                         threads: 0,
                         busy_ns: 0,

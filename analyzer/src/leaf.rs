@@ -1,11 +1,14 @@
-//! Names of ProfDAG leaves (weights, KV cache, graph inputs): the trace records only
-//! computed nodes, so a leaf is known by its address and the nodes that read it. Its
-//! name is guessed from its first consumer's name and source slot with the llama.cpp
-//! naming the engine follows (MUL_MAT `src0` of `Qcur-3` is `blk.3.attn_q.weight`, of
-//! `kq-3` is `cache_k_l3`). A heuristic (documented in `docs/views.md`): consumers not in
+//! Names of ProfDAG leaves (weights, KV cache, graph inputs). The collector records each
+//! leaf's own node (name, type, shape) from the target's memory while it runs
+//! ([`crate::model::LeafInfo`]); [`leaf_label`] uses that name. Without it (traces of
+//! format 1, a target that exited before the collector read it, `--no-structure`) a
+//! leaf is known only by its address and the nodes that read it, and its name is guessed
+//! from its first consumer's name and source slot with the llama.cpp naming the engine
+//! follows (MUL_MAT `src0` of `Qcur-3` is `blk.3.attn_q.weight`, of `kq-3` is
+//! `cache_k_l3`). A heuristic (documented in `docs/views.md`): consumers not in
 //! [`LEAF_NAMES`] give `src<slot> of <consumer>`.
 
-use crate::model::class_of;
+use crate::model::{LeafInfo, class_of};
 
 /// How a leaf's name is formed from the consumer's layer `L`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,9 +81,49 @@ pub fn leaf_name(consumer: &str, consumer_layer: i32, slot: usize) -> String {
     }
 }
 
+/// The name of a leaf: the recorded one if the collector read the node (and it has a
+/// name), else [`leaf_name`]'s guess from consumer `consumer` (layer `consumer_layer`)
+/// reading it as source `slot`.
+pub fn leaf_label(
+    recorded: Option<&LeafInfo>,
+    consumer: &str,
+    consumer_layer: i32,
+    slot: usize,
+) -> String {
+    match recorded {
+        Some(l) if !l.name.is_empty() => l.name.clone(),
+        _ => leaf_name(consumer, consumer_layer, slot),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recorded_names_win_over_the_guess() {
+        let mut l = LeafInfo {
+            addr: 0x10,
+            name: "blk.3.my_q_proj.weight".to_owned(),
+            dtype: 8,
+            flags: common::engine_abi::NODE_FLAG_WEIGHT,
+            layer: 3,
+            ne: [128, 64, 1, 1],
+            ts_ns: 1,
+        };
+        assert_eq!(
+            leaf_label(Some(&l), "Qcur-3", 3, 0),
+            "blk.3.my_q_proj.weight"
+        );
+        assert_eq!(l.shape().as_deref(), Some("128x64"));
+        assert_eq!(l.dtype_name(), "q8_0");
+        l.name.clear();
+        assert_eq!(leaf_label(Some(&l), "Qcur-3", 3, 0), "blk.3.attn_q.weight");
+        assert_eq!(leaf_label(None, "Qcur-3", 3, 0), "blk.3.attn_q.weight");
+        // Graph-local leaves have no fixed shape.
+        l.flags = common::engine_abi::NODE_FLAG_KV_CACHE;
+        assert_eq!(l.shape(), None);
+    }
 
     #[test]
     fn llama_cpp_names_of_weights_and_cache() {

@@ -118,9 +118,16 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
     for idx in p.dag.node_indices() {
         let n = &p.dag[idx];
         if n.is_leaf() {
+            // Recorded leaves (trace format 2) also show their type, and weights their
+            // shape.
+            let detail = match (&n.dtype, n.shape.as_str()) {
+                (Some(t), "?") => format!("\\n{}", esc(t)),
+                (Some(t), shape) => format!("\\n{} {}", esc(t), esc(shape)),
+                (None, _) => String::new(),
+            };
             writeln!(
                 w,
-                "  n{} [label=\"{}\", style=dashed, color=gray, fontcolor=gray];",
+                "  n{} [label=\"{}{detail}\", style=dashed, color=gray, fontcolor=gray];",
                 idx.index(),
                 esc(&n.name)
             )?;

@@ -11,6 +11,7 @@
 
 mod graph;
 mod latency;
+mod leaf;
 mod marks;
 mod op;
 mod thread;
@@ -23,8 +24,11 @@ use common::{
     event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent},
 };
 pub use graph::GraphSpan;
+pub use leaf::LeafInfo;
 pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
-pub use op::{NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, class_of, op_name};
+pub use op::{
+    MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, class_of, op_name,
+};
 pub use thread::{SchedState, StateSlice, StateTimeline, ThreadInfo};
 pub use token::{PhaseKind, PhaseSpan, TokenPhase, TokenSpan};
 use trace_format::{Event, RecordRef, TraceHeader};
@@ -91,6 +95,7 @@ pub struct TraceModel {
     graph_slices: Vec<u32>,
     qos: Vec<QosMark>,
     losses: Vec<LossMark>,
+    leaves: HashMap<u64, LeafInfo>,
     unpaired: Unpaired,
     counts: EventCounts,
     finished: bool,
@@ -290,7 +295,23 @@ impl TraceModel {
                     lost: e.lost,
                 });
             }
-            Event::PmcOpen(_) | Event::LeafNode(_) => self.counts.collector += 1,
+            Event::PmcOpen(_) => self.counts.collector += 1,
+            Event::LeafNode(e) => {
+                self.counts.collector += 1;
+                let leaf = LeafInfo::from_event(e);
+                // One record per address is expected; of several, the earliest read
+                // (then the smaller name) wins, whatever order they arrive in.
+                match self.leaves.entry(e.node_addr) {
+                    std::collections::hash_map::Entry::Occupied(mut o) => {
+                        if (leaf.ts_ns, &leaf.name) < (o.get().ts_ns, &o.get().name) {
+                            o.insert(leaf);
+                        }
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(leaf);
+                    }
+                }
+            }
             Event::Unknown { .. } => self.counts.unknown += 1,
         }
     }
@@ -689,6 +710,17 @@ impl TraceModel {
     /// Loss records.
     pub fn losses(&self) -> &[LossMark] {
         &self.losses
+    }
+
+    /// The leaf node the collector recorded at `addr` (weights, KV-cache views, inputs;
+    /// traces of format 2 recorded from a live target), if any.
+    pub fn leaf(&self, addr: u64) -> Option<&LeafInfo> {
+        self.leaves.get(&addr)
+    }
+
+    /// Number of recorded leaf nodes.
+    pub fn recorded_leaves(&self) -> usize {
+        self.leaves.len()
     }
 
     /// Events lost per the loss records (the latest cumulative count per CPU, summed).

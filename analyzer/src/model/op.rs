@@ -4,8 +4,8 @@
 //! per-op-type / per-class aggregates.
 
 use common::{
-    engine_abi::{MAX_DIMS, MAX_SRC, OpType},
-    event::OpEvent,
+    engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, OpType},
+    event::{OP_DETAIL_OP_PARAMS, OP_DETAIL_STRUCTURE, OpEvent},
 };
 use serde::Serialize;
 
@@ -43,12 +43,40 @@ pub struct NodeInfo {
     pub ne: [i64; MAX_DIMS],
     /// Source node addresses (0 where unused).
     pub src: [u64; MAX_SRC],
+    /// Whether `op_params` were recorded (trace format 2 with structure on).
+    pub has_op_params: bool,
+    /// The node's op parameters (all zero when not recorded).
+    pub op_params: [u32; MAX_OP_PARAMS],
+}
+
+/// The sizes of a matrix product, from a `MUL_MAT` node's shape and op params.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatMulDims {
+    /// Output rows per (row, head): `ne[0]`.
+    pub n: u64,
+    /// Rows of `src1` (`op_params[2]`).
+    pub m: u64,
+    /// Heads (`op_params[3]`).
+    pub h: u64,
+    /// Inner dimension (`op_params[4]`).
+    pub k: u64,
+}
+
+impl MatMulDims {
+    /// Multiply-adds: `K·N·M·H`.
+    pub fn complexity(&self) -> u64 {
+        self.k
+            .saturating_mul(self.n)
+            .saturating_mul(self.m)
+            .saturating_mul(self.h)
+    }
 }
 
 impl NodeInfo {
     /// Builds the description from an entry record.
     pub(crate) fn from_event(e: &OpEvent, class: u32) -> NodeInfo {
-        let s = common::event::OP_DETAIL_STRUCTURE & e.detail != 0;
+        let s = OP_DETAIL_STRUCTURE & e.detail != 0;
+        let p = s && OP_DETAIL_OP_PARAMS & e.detail != 0;
         NodeInfo {
             addr: e.node_addr,
             op: e.op,
@@ -60,12 +88,19 @@ impl NodeInfo {
             dtype: if s { e.structure.dtype } else { 0 },
             ne: if s { e.structure.ne } else { [0; MAX_DIMS] },
             src: if s { e.structure.src } else { [0; MAX_SRC] },
+            has_op_params: p,
+            op_params: if p {
+                e.structure.op_params
+            } else {
+                [0; MAX_OP_PARAMS]
+            },
         }
     }
 
     /// Whether this description matches an entry record.
     pub(crate) fn matches(&self, e: &OpEvent) -> bool {
-        let s = common::event::OP_DETAIL_STRUCTURE & e.detail != 0;
+        let s = OP_DETAIL_STRUCTURE & e.detail != 0;
+        let p = s && OP_DETAIL_OP_PARAMS & e.detail != 0;
         self.addr == e.node_addr
             && self.op == e.op
             && self.index == e.index
@@ -75,7 +110,27 @@ impl NodeInfo {
                 || (self.dtype == e.structure.dtype
                     && self.ne == e.structure.ne
                     && self.src == e.structure.src))
+            // A node whose shape stays while its parameters change (the KV length `K`
+            // of `kqv_out` grows every decode step) is another description.
+            && self.has_op_params == p
+            && (!p || self.op_params == e.structure.op_params)
             && self.name.as_bytes() == e.name_str().as_bytes()
+    }
+
+    /// `K`, `N`, `M`, `H` of a `MUL_MAT` from its recorded op params (`N = ne[0]`, see
+    /// `docs/probe-abi.md`); `None` for other ops, without op params (format-1 traces) or
+    /// with a zero size among them.
+    pub fn mul_mat_dims(&self) -> Option<MatMulDims> {
+        if self.op != OpType::MulMat as u32 || !self.has_structure || !self.has_op_params {
+            return None;
+        }
+        let d = MatMulDims {
+            n: u64::try_from(self.ne[0]).ok()?,
+            m: u64::from(self.op_params[2]),
+            h: u64::from(self.op_params[3]),
+            k: u64::from(self.op_params[4]),
+        };
+        (d.n > 0 && d.m > 0 && d.h > 0 && d.k > 0).then_some(d)
     }
 
     /// Op type name (`MUL_MAT`).
