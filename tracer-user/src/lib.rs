@@ -10,6 +10,7 @@ pub mod analyze;
 pub mod cli;
 pub mod config;
 pub mod drain;
+pub mod leaves;
 pub mod load;
 pub mod observe;
 pub mod pmc;

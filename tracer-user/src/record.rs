@@ -4,7 +4,7 @@
 use std::{
     os::fd::{AsFd, OwnedFd},
     path::PathBuf,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use aya::maps::{
@@ -25,6 +25,7 @@ use trace_format::{
 use crate::{
     config::{BufferKind, TracerConfig},
     drain::{DrainError, EventSource},
+    leaves::LeafResolver,
     load::LoadError,
     observe::{CollectorStatus, NoObserver, RecordObserver, effective_levels},
     pmc::{PmcError, PmcSet},
@@ -163,6 +164,11 @@ pub struct RecordSummary {
     pub abi_mismatches: u64,
     /// The mismatching ABI version seen (0 if none).
     pub abi_seen: u32,
+    /// Leaf nodes (weights, KV-cache views, inputs) read from the target and recorded.
+    pub leaves_recorded: u64,
+    /// Leaf candidates that could not be read (the target had exited): the analyzer
+    /// guesses their names.
+    pub leaves_unread: u64,
     /// Why recording ended.
     pub end_reason: String,
 }
@@ -188,6 +194,13 @@ impl std::fmt::Display for RecordSummary {
                 f,
                 "; {} probe hits with engine ABI version {}",
                 self.abi_mismatches, self.abi_seen
+            )?;
+        }
+        if self.leaves_unread > 0 {
+            write!(
+                f,
+                "; {} leaf nodes not read (target gone), {} read",
+                self.leaves_unread, self.leaves_recorded
             )?;
         }
         write!(f, "; {}", self.end_reason)
@@ -474,6 +487,10 @@ fn record_inner(
     let mut abi_reported = false;
     let mut written = 0u64;
     let mut write_error: Option<TraceError> = None;
+    // Leaf nodes are named from the target's memory when operator records carry sources.
+    let mut leaves = (cfg.structure && cfg.levels & LEVEL_OP != 0).then(|| LeafResolver::new(pid));
+    let leaf_header = || collector_header(EventKind::LeafNode, pid, 0, u32::MAX);
+    let mut target_exited = false;
     let duration = cfg.duration;
     let end_reason = rt.block_on(async {
         // SAFETY: the pidfd is owned by the `AsyncFd` and stays open until it is dropped.
@@ -494,6 +511,9 @@ fn record_inner(
         let reason = loop {
             let mut new_tids = Vec::new();
             let mut decode_steps = Vec::new();
+            // A graph or decode exit was drained: every source of that graph is known.
+            let mut boundary = false;
+            let drained_at = Instant::now();
             source.drain(|bytes| {
                 let Some(kind_word) = bytes.get(..4) else {
                     return;
@@ -513,14 +533,21 @@ fn record_inner(
                 let word = |o: usize| {
                     u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]])
                 };
-                if kind == EventKind::TaskNew as u32 {
+                if kind == EventKind::OpCompute as u32 {
+                    if let Some(l) = leaves.as_mut() {
+                        l.observe(record, drained_at);
+                    }
+                } else if kind == EventKind::TaskNew as u32 {
                     new_tids.push(word(36));
-                } else if kind == EventKind::Decode as u32
+                } else if (kind == EventKind::Decode as u32
+                    || kind == EventKind::GraphCompute as u32)
                     && word(4) & EVENT_FLAG_EXIT != 0
-                    && word(32) == 1
                 {
-                    let ts = u64::from(word(8)) | (u64::from(word(12)) << 32);
-                    decode_steps.push(ts);
+                    boundary = true;
+                    if kind == EventKind::Decode as u32 && word(32) == 1 {
+                        let ts = u64::from(word(8)) | (u64::from(word(12)) << 32);
+                        decode_steps.push(ts);
+                    }
                 }
             });
             for tid in new_tids {
@@ -530,6 +557,16 @@ fn record_inner(
                 writer.push(&ev).map_err(write_err)?;
                 observer.on_record(trace_format::record_bytes(&ev));
                 collector_events += 1;
+            }
+            if let Some(l) = leaves.as_mut() {
+                let now = Instant::now();
+                if l.due(now, boundary) {
+                    for ev in l.resolve(now, leaf_header) {
+                        writer.push(&ev).map_err(write_err)?;
+                        observer.on_record(trace_format::record_bytes(&ev));
+                        collector_events += 1;
+                    }
+                }
             }
             if let Some(q) = qos.as_mut() {
                 for ts in decode_steps {
@@ -620,6 +657,7 @@ fn record_inner(
                 }
                 r = pid_ready.readable() => {
                     if let Ok(mut g) = r { g.clear_ready(); }
+                    target_exited = true;
                     let how = if is_child { target::reap(pid) } else { None };
                     break how.unwrap_or_else(|| "target exited".to_owned());
                 }
@@ -635,6 +673,7 @@ fn record_inner(
         tokio::time::sleep(Duration::from_millis(50)).await;
         Ok::<_, RecordError>(reason)
     })?;
+    let drained_at = Instant::now();
     source.drain(|bytes| {
         let kind = bytes
             .get(..4)
@@ -646,11 +685,30 @@ fn record_inner(
             }
             written += 1;
             observer.on_record(record);
+            if let Some(l) = leaves.as_mut() {
+                l.observe(record, drained_at);
+            }
         }
     });
     if let Some(e) = write_error {
         return Err(write_err(e));
     }
+    // Last leaves: readable if the target still runs (Ctrl-C, --duration, live stop).
+    if let Some(l) = leaves.as_mut() {
+        if target_exited {
+            l.abandon();
+        } else if l.pending() > 0 {
+            for ev in l.resolve(Instant::now(), leaf_header) {
+                writer.push(&ev).map_err(write_err)?;
+                observer.on_record(trace_format::record_bytes(&ev));
+                collector_events += 1;
+            }
+        }
+        if let Some(note) = l.take_note() {
+            eprintln!("profinfer: {note}");
+        }
+    }
+    let leaf_stats = leaves.as_ref().map(LeafResolver::stats).unwrap_or_default();
     let per_cpu = |slot: u32| -> Result<Vec<u64>, RecordError> {
         Ok(stats
             .get(&slot, 0)
@@ -702,6 +760,8 @@ fn record_inner(
         qos_switches,
         abi_mismatches,
         abi_seen,
+        leaves_recorded: leaf_stats.recorded,
+        leaves_unread: leaf_stats.unread,
         end_reason,
     })
 }

@@ -20,7 +20,9 @@ use support::{engine_and_model, events, profinfer, record, trace_path};
 fn record_tiny_model_two_threads() {
     require_root!();
     let out = trace_path("basic");
-    let tokens = 8;
+    // Enough decode steps that the collector reads the leaf nodes (at the end of the
+    // prefill graph) while the engine still runs, even on a busy machine.
+    let tokens = 32;
     record(&out, &[], tokens);
     let r = TraceReader::open(&out).expect("trace opens");
     assert_eq!(r.truncated_at(), None);
@@ -171,7 +173,113 @@ fn record_tiny_model_two_threads() {
         engine_tids.is_subset(&thread_set),
         "op threads are in the thread set"
     );
+    check_op_params_and_leaves(&evs, &out);
     std::fs::remove_file(&out).ok();
+}
+
+/// Trace format 2 on a real run: every `MUL_MAT` entry carries its op params, and its
+/// `K` (`op_params[4]`) is the inner dimension `ne[0]` of the weight it reads — as the
+/// collector read that weight's node from the engine's memory (`leaf_node` records,
+/// which also name the weights as the engine does, `engine/src/model/weights.rs`). The
+/// analyzer's DAG then labels the weight leaves with those recorded names.
+fn check_op_params_and_leaves(evs: &[Event], trace: &std::path::Path) {
+    use common::{
+        engine_abi::{NODE_FLAG_WEIGHT, OpType},
+        event::{LeafNodeEvent, OP_DETAIL_OP_PARAMS},
+    };
+    let leaves: HashMap<u64, &LeafNodeEvent> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::LeafNode(l) => Some((l.node_addr, l)),
+            _ => None,
+        })
+        .collect();
+    let computed: HashSet<u64> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Op(o) => Some(o.node_addr),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        leaves.keys().all(|a| !computed.contains(a)),
+        "no computed node is recorded as a leaf"
+    );
+    // tiny-llama: n_embd 128, n_ff 352 (engine/src/presets.rs), 2 layers.
+    const N_EMBD: i64 = 128;
+    const N_FF: i64 = 352;
+    const N_LAYER: usize = 2;
+    let mut checked = 0;
+    let mut weight_names: HashSet<&str> = HashSet::new();
+    for e in evs {
+        let Event::Op(op) = e else { continue };
+        if op.header.is_exit() || op.op != OpType::MulMat as u32 {
+            continue;
+        }
+        assert_ne!(
+            op.detail & OP_DETAIL_OP_PARAMS,
+            0,
+            "{}: op params recorded",
+            op.name_str()
+        );
+        let k = i64::from(op.structure.op_params[4]);
+        let (m, h) = (op.structure.op_params[2], op.structure.op_params[3]);
+        assert!(m >= 1 && h >= 1, "{}: M {m}, H {h}", op.name_str());
+        let w = op.structure.src[0];
+        let leaf = leaves
+            .get(&w)
+            .unwrap_or_else(|| panic!("{}: src0 {w:#x} has no leaf record", op.name_str()));
+        if leaf.node_flags & NODE_FLAG_WEIGHT != 0 {
+            assert_eq!(k, leaf.ne[0], "{}: K = the weight's ne[0]", op.name_str());
+            assert!(k == N_EMBD || k == N_FF, "{}: K {k}", op.name_str());
+            weight_names.insert(leaf.name_str());
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "matrix products of weights recorded");
+    for l in 0..N_LAYER {
+        for t in [
+            "attn_q",
+            "attn_k",
+            "attn_v",
+            "attn_output",
+            "ffn_gate",
+            "ffn_up",
+            "ffn_down",
+        ] {
+            let name = format!("blk.{l}.{t}.weight");
+            assert!(
+                weight_names.contains(name.as_str()),
+                "{name} among {weight_names:?}"
+            );
+        }
+    }
+
+    // The analyzer names the DAG's weight leaves from the records, not by guessing.
+    let (model, _, _) = analyzer::ingest::load(trace, &analyzer::NoProgress).expect("trace loads");
+    let d = analyzer::dag::build(&model, analyzer::IterSelector::FirstDecode).expect("dag");
+    let mut named = 0;
+    for e in d.dag.edge_indices() {
+        let (a, b) = d.dag.edge_endpoints(e).expect("edge");
+        let (src, n) = (&d.dag[a], &d.dag[b]);
+        if n.op != "MUL_MAT" || !src.is_leaf() || d.dag[e].slot != 0 {
+            continue;
+        }
+        let rec = model.leaf(src.addr).expect("the leaf was recorded");
+        assert_eq!(src.name, rec.name, "{}: recorded name", n.name);
+        if rec.is_weight() {
+            assert!(
+                src.name.starts_with(&format!("blk.{}.", n.layer)) || n.layer < 0,
+                "{} reads {}",
+                n.name,
+                src.name
+            );
+            assert_eq!(src.dtype.as_deref(), Some("q8_0"), "{}", src.name);
+            named += 1;
+        }
+    }
+    // 7 weight products per layer and the output projection.
+    assert_eq!(named, 7 * N_LAYER + 1, "weight leaves of the DAG");
 }
 
 #[test]
