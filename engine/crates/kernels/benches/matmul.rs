@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::engine_abi::DType;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine_kernels::{
-    Backend, convert_activations, matmul_with, quant, vec_dot_type, vec_dot_with,
+    Backend, convert_activations, matmul_with, packed, quant, vec_dot_type, vec_dot_with,
 };
 
 const K: usize = 2048;
@@ -85,6 +85,20 @@ fn bench(c: &mut Criterion) {
                                 n,
                             )
                             .expect("shapes are consistent")
+                        };
+                        black_box(&y);
+                    })
+                });
+            }
+            if packed::can_pack(wtype, K, n) {
+                let mut wp = vec![0u8; packed::packed_len(wtype, K, n).expect("packable")];
+                packed::pack(wtype, K, n, &w, ws, &mut wp).expect("shapes are consistent");
+                group.bench_function(BenchmarkId::new("packed", &label), |b| {
+                    b.iter(|| {
+                        // SAFETY: y holds m * n outputs; this is the only writer.
+                        unsafe {
+                            packed::matmul_packed(wtype, &wp, K, &x, xs, m, 0..n, y.as_mut_ptr(), n)
+                                .expect("shapes are consistent")
                         };
                         black_box(&y);
                     })

@@ -41,4 +41,15 @@ pub enum KernelError {
         /// The operation asked for.
         op: &'static str,
     },
+    /// The matrix cannot be packed ([`crate::packed`]): wrong type, or rows not a
+    /// multiple of 8 / elements not a multiple of 32.
+    #[error("{dtype:?} matrix of {n} rows × {k} elements cannot be packed in groups of 8 rows")]
+    NotPackable {
+        /// Element type of the matrix.
+        dtype: DType,
+        /// Elements per row.
+        k: usize,
+        /// Rows (or the end of the requested row range).
+        n: usize,
+    },
 }

@@ -8,6 +8,7 @@ pub mod dot;
 mod error;
 pub mod f16;
 pub mod matmul;
+pub mod packed;
 pub mod quant;
 pub mod vec;
 

@@ -1,0 +1,397 @@
+//! Quantized weights repacked for the CPU backend: groups of [`PACK_ROWS`] rows
+//! interleaved block by block, so one SIMD load feeds several output rows and the eight
+//! block scales of a group convert with one instruction (the idea of llama.cpp's
+//! `block_q4_0x8` "extra buffer type"; the byte layout is this crate's own).
+//!
+//! # Layout
+//! A Q4_0 or Q8_0 matrix of `n` rows (a multiple of 8) and `k` elements per row (a
+//! multiple of 32) becomes `n / 8` groups; group `g` holds rows `8g..8g + 8` as `k / 32`
+//! consecutive *group blocks*. Group block `b` of group `g` starts at byte
+//! `(g * k / 32 + b) * group_block_bytes` and holds:
+//!
+//! - the 8 block scales (f16), row `8g + r` at half `r`;
+//! - 4 chunks of quants, chunk `c` pairing row `c` with row `c + 4` of the group:
+//!   - Q4_0 (32 bytes): the 16 packed bytes of row `c`'s block, then row `c + 4`'s
+//!     (ggml's nibble order: low nibble = element `j`, high nibble = element `j + 16`);
+//!   - Q8_0 (64 bytes): elements 0..16 of row `c`, 0..16 of row `c + 4`, 16..32 of row
+//!     `c`, 16..32 of row `c + 4`.
+//!
+//! Pairing row `c` with `c + 4` makes the AVX2 reduction (three `hadd`s) leave row `r`'s
+//! sum in lane `r`, so eight outputs are accumulated in one register and stored at once.
+//!
+//! # Rounding
+//! For every output and block the integer dot product of the quants is exact; it is then
+//! converted to f32 and accumulated as `acc = fma(isum, d_w * d_x, acc)` block after
+//! block (the product of two f16 scales is exact in f32). That is how llama.cpp's
+//! repacked `gemv/gemm_q4_0_8x8_q8_0` round; the portable implementation here does the
+//! same operations and matches the AVX2 one bit for bit.
+
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use std::ops::Range;
+
+use common::engine_abi::DType;
+
+use crate::backend::Backend;
+use crate::error::KernelError;
+use crate::f16::read_f16;
+use crate::quant::QK;
+
+/// Rows per interleaved group.
+pub const PACK_ROWS: usize = 8;
+
+/// Bytes of the 8 f16 scales at the start of a group block.
+const SCALES_BYTES: usize = 2 * PACK_ROWS;
+
+/// Bytes of one group block (8 rows × 32 elements) of `dtype`, or `None` if `dtype` is not
+/// packable.
+pub const fn group_block_bytes(dtype: DType) -> Option<usize> {
+    match dtype {
+        DType::Q4_0 => Some(SCALES_BYTES + PACK_ROWS * 16),
+        DType::Q8_0 => Some(SCALES_BYTES + PACK_ROWS * 32),
+        _ => None,
+    }
+}
+
+/// Whether a `k × n` matrix of `dtype` can be packed: Q4_0/Q8_0, `n` a non-zero multiple
+/// of [`PACK_ROWS`].
+pub const fn can_pack(dtype: DType, k: usize, n: usize) -> bool {
+    group_block_bytes(dtype).is_some()
+        && k > 0
+        && k.is_multiple_of(QK)
+        && n > 0
+        && n.is_multiple_of(PACK_ROWS)
+}
+
+/// Size in bytes of the packed form of `n` rows of `k` elements of `dtype`.
+pub fn packed_len(dtype: DType, k: usize, n: usize) -> Result<usize, KernelError> {
+    if !can_pack(dtype, k, n) {
+        return Err(KernelError::NotPackable { dtype, k, n });
+    }
+    let gb = group_block_bytes(dtype).unwrap_or(0);
+    Ok(n / PACK_ROWS * (k / QK) * gb)
+}
+
+/// Byte ranges, inside one plain block and inside one packed chunk, of the quants of the
+/// chunk's first row (`second = false`) or second row.
+fn quant_moves(dtype: DType, second: bool) -> [(Range<usize>, Range<usize>); 2] {
+    match (dtype, second) {
+        (DType::Q4_0, false) => [(2..18, 0..16), (0..0, 0..0)],
+        (DType::Q4_0, true) => [(2..18, 16..32), (0..0, 0..0)],
+        (_, false) => [(2..18, 0..16), (18..34, 32..48)],
+        (_, true) => [(2..18, 16..32), (18..34, 48..64)],
+    }
+}
+
+/// Packs `n` rows of `k` elements of `dtype` (row `i` at byte `i * stride` of `src`) into
+/// `dst`, which must be exactly [`packed_len`] bytes.
+pub fn pack(
+    dtype: DType,
+    k: usize,
+    n: usize,
+    src: &[u8],
+    stride: usize,
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
+    let len = packed_len(dtype, k, n)?;
+    let row = dtype.row_bytes(k).unwrap_or(0);
+    let need = (n - 1) * stride + row;
+    if stride < row || src.len() < need {
+        return Err(KernelError::BufferTooSmall {
+            what: "rows to pack",
+            required: need.max(row),
+            actual: src.len(),
+        });
+    }
+    if dst.len() != len {
+        return Err(KernelError::BufferTooSmall {
+            what: "packed weights",
+            required: len,
+            actual: dst.len(),
+        });
+    }
+    let nb = k / QK;
+    let bb = dtype.block_bytes();
+    let gb = group_block_bytes(dtype).unwrap_or(0);
+    let chunk = (gb - SCALES_BYTES) / 4;
+    for (g, group) in dst.chunks_exact_mut(nb * gb).enumerate() {
+        for (b, out) in group.chunks_exact_mut(gb).enumerate() {
+            for r in 0..PACK_ROWS {
+                let blk = &src[(g * PACK_ROWS + r) * stride + b * bb..][..bb];
+                out[2 * r..2 * r + 2].copy_from_slice(&blk[..2]);
+                let (c, second) = (r % 4, r >= 4);
+                let quants = &mut out[SCALES_BYTES + c * chunk..][..chunk];
+                for (from, to) in quant_moves(dtype, second) {
+                    quants[to].copy_from_slice(&blk[from]);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Restores row `row` of a packed matrix into plain ggml blocks (`dst` holds one row).
+pub fn unpack_row(
+    dtype: DType,
+    k: usize,
+    packed: &[u8],
+    row: usize,
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
+    let gb = group_block_bytes(dtype).ok_or(KernelError::NotPackable { dtype, k, n: 0 })?;
+    if !k.is_multiple_of(QK) {
+        return Err(KernelError::RowNotBlockAligned { dtype, k });
+    }
+    let nb = k / QK;
+    let (g, r) = (row / PACK_ROWS, row % PACK_ROWS);
+    let bb = dtype.block_bytes();
+    if dst.len() != nb * bb || packed.len() < (g + 1) * nb * gb {
+        return Err(KernelError::BufferTooSmall {
+            what: "packed row",
+            required: (g + 1) * nb * gb,
+            actual: packed.len(),
+        });
+    }
+    let chunk = (gb - SCALES_BYTES) / 4;
+    for (b, blk) in dst.chunks_exact_mut(bb).enumerate() {
+        let gblk = &packed[(g * nb + b) * gb..][..gb];
+        blk[..2].copy_from_slice(&gblk[2 * r..2 * r + 2]);
+        let quants = &gblk[SCALES_BYTES + (r % 4) * chunk..][..chunk];
+        for (from, to) in quant_moves(dtype, r >= 4) {
+            blk[from].copy_from_slice(&quants[to]);
+        }
+    }
+    Ok(())
+}
+
+/// `y[i * y_stride + n] = dot(row n, x row i)` for `n` in `n_range` and `i` in `0..m`,
+/// for weights packed by [`pack`] (`k` elements per row), with the detected backend.
+///
+/// `x` holds `m` rows of Q8_0 activations ([`crate::convert_activations`]), row `i` at
+/// byte `i * x_stride`. `n_range` must start and end on multiples of [`PACK_ROWS`].
+///
+/// # Safety
+/// As [`crate::matmul`]: `y` is valid for writes at every index above, and no other
+/// thread reads or writes those indices during the call.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors ggml's strided mul_mat signature"
+)]
+pub unsafe fn matmul_packed(
+    wtype: DType,
+    w: &[u8],
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) -> Result<(), KernelError> {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        matmul_packed_with(
+            Backend::detect(),
+            wtype,
+            w,
+            k,
+            x,
+            x_stride,
+            m,
+            n_range,
+            y,
+            y_stride,
+        )
+    }
+}
+
+/// [`matmul_packed`] with an explicit backend (an unsupported one falls back to
+/// [`Backend::Generic`]).
+///
+/// # Safety
+/// As [`matmul_packed`].
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors ggml's strided mul_mat signature"
+)]
+pub unsafe fn matmul_packed_with(
+    backend: Backend,
+    wtype: DType,
+    w: &[u8],
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) -> Result<(), KernelError> {
+    if n_range.is_empty() || m == 0 {
+        return Ok(());
+    }
+    if !can_pack(wtype, k, n_range.end) || !n_range.start.is_multiple_of(PACK_ROWS) {
+        return Err(KernelError::NotPackable {
+            dtype: wtype,
+            k,
+            n: n_range.end,
+        });
+    }
+    let needed = packed_len(wtype, k, n_range.end)?;
+    if w.len() < needed {
+        return Err(KernelError::BufferTooSmall {
+            what: "packed weights",
+            required: needed,
+            actual: w.len(),
+        });
+    }
+    let xrow = DType::Q8_0.row_bytes(k).unwrap_or(0);
+    let xneed = (m - 1) * x_stride + xrow;
+    if x_stride < xrow || x.len() < xneed {
+        return Err(KernelError::BufferTooSmall {
+            what: "matmul activations",
+            required: xneed.max(xrow),
+            actual: x.len(),
+        });
+    }
+    let nb = k / QK;
+    let gb = group_block_bytes(wtype).unwrap_or(0);
+    let backend = if backend.is_supported() {
+        backend
+    } else {
+        Backend::Generic
+    };
+    for g in n_range.start / PACK_ROWS..n_range.end / PACK_ROWS {
+        let wg = &w[g * nb * gb..(g + 1) * nb * gb];
+        let yg = y.wrapping_add(g * PACK_ROWS);
+        match backend {
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => {
+                // SAFETY: AVX2 supported; group and activation rows checked above; outputs
+                // of rows 8g..8g+8 for every i are the caller's.
+                unsafe {
+                    x86::group_rows(
+                        wtype,
+                        nb,
+                        wg.as_ptr(),
+                        x.as_ptr(),
+                        x_stride,
+                        m,
+                        yg,
+                        y_stride,
+                    )
+                }
+            }
+            _ => {
+                // SAFETY: as above.
+                unsafe { group_rows_generic(wtype, nb, wg, x, x_stride, m, yg, y_stride) }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Portable product of one group (8 rows) with `m` activation rows, in the AVX2 order.
+///
+/// # Safety
+/// `y + i * y_stride + r` writable for `i < m`, `r < 8`; slices checked by the caller.
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
+unsafe fn group_rows_generic(
+    wtype: DType,
+    nb: usize,
+    wg: &[u8],
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let gb = group_block_bytes(wtype).unwrap_or(0);
+    let chunk = (gb - SCALES_BYTES) / 4;
+    for i in 0..m {
+        let xr = &x[i * x_stride..];
+        let mut acc = [0f32; PACK_ROWS];
+        for b in 0..nb {
+            let gblk = &wg[b * gb..][..gb];
+            let xb = &xr[b * 34..][..34];
+            let dx = read_f16(xb, 0);
+            let xq = |e: usize| i32::from(xb[2 + e] as i8);
+            for (r, a) in acc.iter_mut().enumerate() {
+                let dw = read_f16(gblk, 2 * r);
+                let q = &gblk[SCALES_BYTES + (r % 4) * chunk..][..chunk];
+                let half = if r >= 4 { 16 } else { 0 };
+                let mut isum = 0i32;
+                for e in 0..16 {
+                    let (lo, hi) = if wtype == DType::Q4_0 {
+                        let byte = q[half + e];
+                        (i32::from(byte & 0x0f) - 8, i32::from(byte >> 4) - 8)
+                    } else {
+                        (
+                            i32::from(q[half + e] as i8),
+                            i32::from(q[32 + half + e] as i8),
+                        )
+                    };
+                    isum += lo * xq(e) + hi * xq(e + 16);
+                }
+                *a = (isum as f32).mul_add(dw * dx, *a);
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            // SAFETY: output (i, r) is the caller's.
+            unsafe { *y.add(i * y_stride + r) = *a };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::quantize_row;
+
+    fn random_rows(dtype: DType, k: usize, n: usize, seed: u32) -> Vec<u8> {
+        let row = dtype.row_bytes(k).unwrap();
+        let mut state = seed.max(1);
+        let mut out = vec![0u8; n * row];
+        let mut vals = vec![0f32; k];
+        for r in 0..n {
+            for v in vals.iter_mut() {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                *v = (state as f32 / u32::MAX as f32) * 2.0 - 1.0;
+            }
+            quantize_row(dtype, &vals, &mut out[r * row..(r + 1) * row]).unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn pack_then_unpack_restores_every_row() {
+        for dtype in [DType::Q4_0, DType::Q8_0] {
+            let (k, n) = (96, 24);
+            let src = random_rows(dtype, k, n, 7);
+            let row = dtype.row_bytes(k).unwrap();
+            let mut packed = vec![0u8; packed_len(dtype, k, n).unwrap()];
+            pack(dtype, k, n, &src, row, &mut packed).unwrap();
+            let mut back = vec![0u8; row];
+            for r in 0..n {
+                unpack_row(dtype, k, &packed, r, &mut back).unwrap();
+                assert_eq!(back, src[r * row..(r + 1) * row], "{dtype:?} row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_unpackable_shapes() {
+        assert!(!can_pack(DType::F16, 64, 8));
+        assert!(!can_pack(DType::Q4_0, 64, 12));
+        assert!(!can_pack(DType::Q8_0, 48, 8));
+        assert!(matches!(
+            packed_len(DType::Q4_0, 64, 4),
+            Err(KernelError::NotPackable { .. })
+        ));
+        let src = vec![0u8; 18 * 2 * 8];
+        let mut dst = vec![0u8; 10];
+        assert!(pack(DType::Q4_0, 64, 8, &src, 36, &mut dst).is_err());
+    }
+}
