@@ -208,10 +208,11 @@ fn matmul_agrees_across_backends_and_with_reference() {
     let n_range = 3..14;
     for wtype in WEIGHT_TYPES {
         // k % 8 != 0 exercises the vec_dot fallback of the float paths.
+        // 2048 + 64 crosses the float tiles' K block (sums of two blocks added).
         let ks: &[usize] = if wtype.block_len() == 32 {
             &[64, 160]
         } else {
-            &[64, 72, 36]
+            &[64, 72, 36, 2112]
         };
         for &k in ks {
             for m in [1usize, 2, 3, 5, 8, 33] {
@@ -328,5 +329,85 @@ fn matmul_split_across_threads_equals_whole() {
             };
         }
         assert_eq!(whole, parts, "{wtype:?}");
+    }
+}
+
+#[test]
+fn packed_matmul_agrees_across_backends_and_with_reference() {
+    use engine_kernels::packed::{PACK_ROWS, matmul_packed_with, pack, packed_len};
+    const SENTINEL: f32 = -777.25;
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    let n_total = 32;
+    for wtype in [DType::Q8_0, DType::Q4_0] {
+        for k in [32usize, 96, 256] {
+            let w = make_matrix(&mut rng, wtype, true, n_total, k, 5, 3);
+            let mut packed = vec![0u8; packed_len(wtype, k, n_total).unwrap()];
+            pack(wtype, k, n_total, w.data(), w.stride, &mut packed).unwrap();
+            for m in [1usize, 2, 3, 4, 5, 9] {
+                let x = make_matrix(&mut rng, DType::Q8_0, false, m, k, 2, 1);
+                let n_range = PACK_ROWS..3 * PACK_ROWS;
+                let y_stride = n_total + 1;
+                let mut outs = Vec::new();
+                for b in Backend::supported() {
+                    let mut y = vec![SENTINEL; m * y_stride];
+                    // SAFETY: y holds m rows of y_stride > n_range.end outputs; one caller.
+                    unsafe {
+                        matmul_packed_with(
+                            b,
+                            wtype,
+                            &packed,
+                            k,
+                            x.data(),
+                            x.stride,
+                            m,
+                            n_range.clone(),
+                            y.as_mut_ptr(),
+                            y_stride,
+                        )
+                        .unwrap();
+                    }
+                    outs.push((b, y));
+                }
+                let (_, first) = &outs[0];
+                for i in 0..m {
+                    for n in 0..y_stride {
+                        let v = first[i * y_stride + n];
+                        if !n_range.contains(&n) {
+                            assert_eq!(v, SENTINEL, "{wtype:?} wrote outside ({i},{n})");
+                            continue;
+                        }
+                        let wr = w.row(n, wtype.row_bytes(k).unwrap());
+                        let xr = x.row(i, DType::Q8_0.row_bytes(k).unwrap());
+                        let (want, abs) = reference(wtype, wr, xr, k);
+                        assert!(
+                            (f64::from(v) - want).abs() <= tolerance(k, abs),
+                            "{wtype:?} k={k} m={m} ({i},{n}): {v} vs {want}"
+                        );
+                        for (b, other) in &outs[1..] {
+                            let o = other[i * y_stride + n];
+                            assert_eq!(o.to_bits(), v.to_bits(), "{wtype:?} {b:?} ({i},{n})");
+                        }
+                    }
+                }
+            }
+            // A range that does not start on a group is refused.
+            let x = make_matrix(&mut rng, DType::Q8_0, false, 1, k, 0, 0);
+            let mut y = vec![0f32; n_total];
+            // SAFETY: the call fails before writing.
+            let err = unsafe {
+                engine_kernels::packed::matmul_packed(
+                    wtype,
+                    &packed,
+                    k,
+                    x.data(),
+                    x.stride,
+                    1,
+                    4..16,
+                    y.as_mut_ptr(),
+                    n_total,
+                )
+            };
+            assert!(err.is_err());
+        }
     }
 }

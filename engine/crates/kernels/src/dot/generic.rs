@@ -144,15 +144,24 @@ pub(crate) fn dot_q4_0(nb: usize, w: &[u8], x: &[u8]) -> f32 {
 
 /// tinyBLAS's `f32`/`f16` product for one output (what llama.cpp runs when there are at
 /// least two activation rows): a single 8-lane FMA accumulator over 8-element steps, then
-/// [`hsum8`]. `k` must be a multiple of 8.
+/// [`hsum8`] — per block of [`crate::matmul::K_BLOCK`] elements, the block sums added in
+/// order, as the AVX2 tiles block K. `k` must be a multiple of 8.
 pub(crate) fn dot_single_acc(k: usize, w: impl Fn(usize) -> f32, x: impl Fn(usize) -> f32) -> f32 {
-    let mut acc = [0f32; LANES];
-    for i in (0..k).step_by(LANES) {
-        for (l, lane) in acc.iter_mut().enumerate() {
-            *lane = w(i + l).mul_add(x(i + l), *lane);
+    let mut sum = 0f32;
+    for k0 in (0..k).step_by(crate::matmul::K_BLOCK) {
+        let mut acc = [0f32; LANES];
+        for i in (k0..k.min(k0 + crate::matmul::K_BLOCK)).step_by(LANES) {
+            for (l, lane) in acc.iter_mut().enumerate() {
+                *lane = w(i + l).mul_add(x(i + l), *lane);
+            }
         }
+        sum = if k0 == 0 {
+            hsum8(acc)
+        } else {
+            sum + hsum8(acc)
+        };
     }
-    hsum8(acc)
+    sum
 }
 
 /// [`dot_single_acc`] on `f32` rows stored as bytes.

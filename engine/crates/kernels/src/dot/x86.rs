@@ -124,25 +124,52 @@ pub(crate) unsafe fn dot_f32(k: usize, w: *const u8, x: *const u8) -> f32 {
 /// AVX2/FMA/F16C available; `w` and `x` valid for `2 * k` bytes.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn dot_f16(k: usize, w: *const u8, x: *const u8) -> f32 {
+    // SAFETY: forwarded.
+    unsafe { dot_f16_rows::<1>(k, [w], x)[0] }
+}
+
+/// `ggml_vec_dot_f16` of `R` weight rows with one activation row, each rounded exactly
+/// like its own [`dot_f16`]: interleaving the rows only adds independent dependency
+/// chains (and memory streams) per activation load.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; every `w[r]` and `x` valid for `2 * k` bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn dot_f16_rows<const R: usize>(
+    k: usize,
+    w: [*const u8; R],
+    x: *const u8,
+) -> [f32; R] {
     let np = k & !31;
-    let mut s = [_mm256_setzero_ps(); 4];
+    let mut s = [[_mm256_setzero_ps(); 4]; R];
     let mut i = 0;
     while i < np {
-        for (j, acc) in s.iter_mut().enumerate() {
+        for j in 0..4 {
             let off = 2 * (i + 8 * j);
             // SAFETY: elements i + 8j .. i + 8j + 8 are below np <= k (caller).
-            let (a, b) = unsafe { (load_f16x8(w.add(off)), load_f16x8(x.add(off))) };
-            *acc = _mm256_fmadd_ps(a, b, *acc);
+            let b = unsafe { load_f16x8(x.add(off)) };
+            for (sr, wr) in s.iter_mut().zip(&w) {
+                // SAFETY: as above, for weight row r.
+                let a = unsafe { load_f16x8(wr.add(off)) };
+                sr[j] = _mm256_fmadd_ps(a, b, sr[j]);
+            }
         }
         i += 32;
     }
-    let mut sum = f64::from(reduce4(s));
+    let mut sums = [0f64; R];
+    for (sum, sr) in sums.iter_mut().zip(&s) {
+        *sum = f64::from(reduce4(*sr));
+    }
     for e in np..k {
         // SAFETY: e < k.
-        let (a, b) = unsafe { (load_f16_scalar(w.add(2 * e)), load_f16_scalar(x.add(2 * e))) };
-        sum += f64::from(a * b);
+        let b = unsafe { load_f16_scalar(x.add(2 * e)) };
+        for (sum, wr) in sums.iter_mut().zip(&w) {
+            // SAFETY: e < k.
+            let a = unsafe { load_f16_scalar(wr.add(2 * e)) };
+            *sum += f64::from(a * b);
+        }
     }
-    sum as f32
+    sums.map(|v| v as f32)
 }
 
 /// `ggml_vec_dot_q8_0_q8_0` over `nb` blocks.

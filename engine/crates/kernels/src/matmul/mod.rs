@@ -19,13 +19,29 @@ use crate::dot::{generic, vec_dot_type, vec_dot_unchecked};
 use crate::error::KernelError;
 use crate::quant::QK;
 
-/// Weight rows per register tile; [`split_rows`] hands out multiples of it.
-pub const ROW_BLOCK: usize = 4;
+/// Weight rows [`split_rows`] hands out at a time: a whole packed group
+/// ([`crate::packed::PACK_ROWS`]), which is also a whole number of register tiles.
+pub const ROW_BLOCK: usize = crate::packed::PACK_ROWS;
+
+/// Weight rows per register tile of the row-major quantized products (4 x 2 accumulators).
+const QUANT_TILE_ROWS: usize = 4;
+
+/// F16 rows one `vec_dot`-order call computes together when `k < 32`, where the whole
+/// dot is ggml's scalar f64 tail (attention over a short KV cache): independent chains.
+/// Longer rows go one at a time — interleaving them halved decode speed in an A/B run.
+#[cfg(target_arch = "x86_64")]
+const F16_SHORT_DOT_ROWS: usize = 4;
 
 /// Activation rows per register tile of the quantized products (4 x 2 accumulators).
 const QUANT_TILE_COLS: usize = 2;
-/// Activation rows per register tile of the float products (4 x 2 accumulators).
-const FLOAT_TILE_COLS: usize = 2;
+/// Weight rows per register tile of the float products.
+const FLOAT_TILE_ROWS: usize = 3;
+/// Activation rows per register tile of the float products: 3 x 4 accumulators, 3
+/// weight vectors and one activation vector fill the 16 AVX2 registers exactly.
+const FLOAT_TILE_COLS: usize = 4;
+
+/// Elements of K a float tile covers before its sums are written out (a multiple of 8).
+pub(crate) const K_BLOCK: usize = 2048;
 
 /// Target size in bytes of the slice of activation rows kept hot in the L2 cache while all
 /// weight rows of the range stream past it.
@@ -226,7 +242,8 @@ unsafe fn matmul_generic(
     Ok(())
 }
 
-/// AVX2 product: register tiles of up to [`ROW_BLOCK`] weight rows by 2 (quantized) or 3
+/// AVX2 product: register tiles of [`QUANT_TILE_ROWS`] x [`QUANT_TILE_COLS`] (quantized) or
+/// [`FLOAT_TILE_ROWS`] x [`FLOAT_TILE_COLS`]
 /// (float) activation rows, over slices of activation rows that fit the L2 cache.
 ///
 /// # Safety
@@ -258,7 +275,9 @@ unsafe fn matmul_avx2(
             unsafe {
                 run_tiles(
                     table,
+                    QUANT_TILE_ROWS,
                     QUANT_TILE_COLS,
+                    false,
                     k / QK,
                     w,
                     w_stride,
@@ -273,48 +292,37 @@ unsafe fn matmul_avx2(
             };
         }
         DType::F16 | DType::F32 if tinyblas => {
-            let (xf, xs): (Vec<f32>, usize);
-            let xptr = if wtype == DType::F16 {
-                let mut buf = vec![0f32; m * k];
-                for i in 0..m {
-                    // SAFETY: row i of x holds k halves (checked); buf row i holds k floats.
+            // SAFETY: forwarded.
+            unsafe { float_tiles(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) };
+        }
+        DType::F16 => {
+            // Decode-shaped (or k % 8 != 0): ggml_vec_dot_f16 per output.
+            let short = k < 32;
+            let xrow = k * 2;
+            for i in 0..m {
+                let xi = x.as_ptr().wrapping_add(i * x_stride);
+                debug_assert!(i * x_stride + xrow <= x.len());
+                let mut n = n_range.start;
+                while short && n + F16_SHORT_DOT_ROWS <= n_range.end {
+                    let rows = std::array::from_fn(|r| w.as_ptr().wrapping_add((n + r) * w_stride));
+                    // SAFETY: rows n..n + 4 of w and row i of x were checked by matmul_with;
+                    // AVX2 supported; outputs (i, n..n + 4) are the caller's.
                     unsafe {
-                        x86::f16_row_to_f32(
-                            k,
-                            x.as_ptr().add(i * x_stride),
-                            buf.as_mut_ptr().add(i * k),
-                        )
-                    };
+                        let v = crate::dot::x86::dot_f16_rows::<F16_SHORT_DOT_ROWS>(k, rows, xi);
+                        for (r, v) in v.into_iter().enumerate() {
+                            *y.add(i * y_stride + n + r) = v;
+                        }
+                    }
+                    n += F16_SHORT_DOT_ROWS;
                 }
-                xf = buf;
-                xs = 4 * k;
-                xf.as_ptr().cast::<u8>()
-            } else {
-                xs = x_stride;
-                x.as_ptr()
-            };
-            let table = if wtype == DType::F16 {
-                x86::tile_f16
-            } else {
-                x86::tile_f32
-            };
-            // SAFETY: forwarded; xptr covers m rows of k floats at stride xs.
-            unsafe {
-                run_tiles(
-                    table,
-                    FLOAT_TILE_COLS,
-                    k,
-                    w,
-                    w_stride,
-                    xptr,
-                    xs,
-                    4 * k,
-                    m,
-                    n_range,
-                    y,
-                    y_stride,
-                )
-            };
+                for n in n..n_range.end {
+                    // SAFETY: as above, one row at a time.
+                    unsafe {
+                        *y.add(i * y_stride + n) =
+                            crate::dot::x86::dot_f16(k, w.as_ptr().add(n * w_stride), xi);
+                    }
+                }
+            }
         }
         _ => {
             for i in 0..m {
@@ -337,8 +345,89 @@ unsafe fn matmul_avx2(
     Ok(())
 }
 
+/// Float product in tinyBLAS's tile order, blocked over K: for each block of
+/// [`K_BLOCK`] elements and each slice of activation rows that fits the L2 cache, the
+/// slice (converted from f16 to f32 if the weights are f16, as tinyBLAS loads them) meets
+/// every weight row of the range; later K blocks add to the outputs. Without blocking, a
+/// K of 8192 (an FFN down-projection) let only 8 activation rows share one pass over the
+/// weights.
+///
+/// # Safety
+/// As [`matmul_avx2`]; `k % 8 == 0`.
+#[cfg(target_arch = "x86_64")]
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
+unsafe fn float_tiles(
+    wtype: DType,
+    w: &[u8],
+    w_stride: usize,
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let f16 = wtype == DType::F16;
+    let (table, elt): (fn(usize, usize) -> x86::TileFn, usize) = if f16 {
+        (x86::tile_f16, 2)
+    } else {
+        (x86::tile_f32, 4)
+    };
+    let mut buf = Vec::new();
+    let mut k0 = 0;
+    while k0 < k {
+        let kl = (k - k0).min(K_BLOCK);
+        let mc = (ACTIVATION_CHUNK_BYTES / (4 * kl) / FLOAT_TILE_COLS * FLOAT_TILE_COLS)
+            .max(FLOAT_TILE_COLS);
+        let mut m0 = 0;
+        while m0 < m {
+            let rows = (m - m0).min(mc);
+            let (xptr, xs) = if f16 {
+                buf.resize(rows * kl, 0f32);
+                for r in 0..rows {
+                    // SAFETY: row m0 + r of x holds k halves (checked), k0 + kl <= k; buf
+                    // row r holds kl floats.
+                    unsafe {
+                        x86::f16_row_to_f32(
+                            kl,
+                            x.as_ptr().add((m0 + r) * x_stride + 2 * k0),
+                            buf.as_mut_ptr().add(r * kl),
+                        )
+                    };
+                }
+                (buf.as_ptr().cast::<u8>(), 4 * kl)
+            } else {
+                (x.as_ptr().wrapping_add(m0 * x_stride + 4 * k0), x_stride)
+            };
+            // SAFETY: weight rows of the range from element k0 on, `rows` activation rows of
+            // kl floats at xptr, outputs of rows m0.. (caller's); k0 > 0 adds.
+            unsafe {
+                run_tiles(
+                    table,
+                    FLOAT_TILE_ROWS,
+                    FLOAT_TILE_COLS,
+                    k0 > 0,
+                    kl,
+                    &w[elt * k0..],
+                    w_stride,
+                    xptr,
+                    xs,
+                    4 * kl,
+                    rows,
+                    n_range.clone(),
+                    y.add(m0 * y_stride),
+                    y_stride,
+                )
+            };
+            m0 += rows;
+        }
+        k0 += kl;
+    }
+}
+
 /// Walks the output in tiles: slices of activation rows sized for the L2 cache, then every
-/// [`ROW_BLOCK`] weight rows of the range, then `rn_max` activation rows at a time.
+/// `rm_max` weight rows of the range, then `rn_max` activation rows at a time.
 ///
 /// # Safety
 /// As [`matmul_avx2`]; `x` covers `m` rows at `x_stride` of what the tiles read.
@@ -346,7 +435,9 @@ unsafe fn matmul_avx2(
 #[expect(clippy::too_many_arguments, reason = "internal tile walker")]
 unsafe fn run_tiles(
     table: fn(usize, usize) -> x86::TileFn,
+    rm_max: usize,
     rn_max: usize,
+    add: bool,
     kk: usize,
     w: &[u8],
     w_stride: usize,
@@ -364,7 +455,7 @@ unsafe fn run_tiles(
         let m1 = (m0 + mc).min(m);
         let mut n0 = n_range.start;
         while n0 < n_range.end {
-            let rm = (n_range.end - n0).min(ROW_BLOCK);
+            let rm = (n_range.end - n0).min(rm_max);
             let mut j0 = m0;
             while j0 < m1 {
                 let rn = (m1 - j0).min(rn_max);
@@ -380,6 +471,7 @@ unsafe fn run_tiles(
                         x_stride,
                         y.add(j0 * y_stride + n0),
                         y_stride,
+                        add,
                     )
                 };
                 j0 += rn;

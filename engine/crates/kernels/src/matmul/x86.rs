@@ -12,8 +12,11 @@ use crate::dot::x86::{
     hsum8, load_f16_scalar, load_f16x8, load_q4_0_quants, load_q8_0_quants, mul_sum_i8_pairs,
 };
 
-/// Signature shared by every tile: `(k_or_blocks, w, w_stride, x, x_stride, y, y_stride)`.
-pub(crate) type TileFn = unsafe fn(usize, *const u8, usize, *const u8, usize, *mut f32, usize);
+/// Signature shared by every tile: `(k_or_blocks, w, w_stride, x, x_stride, y, y_stride,
+/// add)`; with `add` the tile adds its sums to `y` (a later block of K) instead of
+/// storing them.
+pub(crate) type TileFn =
+    unsafe fn(usize, *const u8, usize, *const u8, usize, *mut f32, usize, bool);
 
 /// Quantized tile: `nb` blocks, weights Q8_0 (`Q4 = false`) or Q4_0 (`Q4 = true`),
 /// activations Q8_0.
@@ -22,6 +25,7 @@ pub(crate) type TileFn = unsafe fn(usize, *const u8, usize, *const u8, usize, *m
 /// AVX2/FMA/F16C available; `RM` weight rows of `nb` blocks at `w + i * w_stride`, `RN`
 /// activation rows at `x + j * x_stride`, and `y + j * y_stride + i` writable.
 #[target_feature(enable = "avx2,fma,f16c")]
+#[expect(clippy::too_many_arguments, reason = "the shared TileFn signature")]
 unsafe fn tile_q<const Q4: bool, const RM: usize, const RN: usize>(
     nb: usize,
     w: *const u8,
@@ -30,6 +34,7 @@ unsafe fn tile_q<const Q4: bool, const RM: usize, const RN: usize>(
     x_stride: usize,
     y: *mut f32,
     y_stride: usize,
+    add: bool,
 ) {
     let wblk = if Q4 { 18 } else { 34 };
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
@@ -60,12 +65,8 @@ unsafe fn tile_q<const Q4: bool, const RM: usize, const RN: usize>(
             }
         }
     }
-    for (j, acc_j) in acc.iter().enumerate() {
-        for (i, a) in acc_j.iter().enumerate() {
-            // SAFETY: output (j, i) is writable and owned by this call (caller).
-            unsafe { *y.add(j * y_stride + i) = hsum8(*a) };
-        }
-    }
+    // SAFETY: the outputs are writable and owned by this call (caller).
+    unsafe { write_tile(&acc, y, y_stride, add) };
 }
 
 /// Floating-point tile in tinyBLAS's order: weights F16 (`F16W = true`) or F32, activations
@@ -74,6 +75,7 @@ unsafe fn tile_q<const Q4: bool, const RM: usize, const RN: usize>(
 /// # Safety
 /// As [`tile_q`], with rows of `k` elements.
 #[target_feature(enable = "avx2,fma,f16c")]
+#[expect(clippy::too_many_arguments, reason = "the shared TileFn signature")]
 unsafe fn tile_f<const F16W: bool, const RM: usize, const RN: usize>(
     k: usize,
     w: *const u8,
@@ -82,6 +84,7 @@ unsafe fn tile_f<const F16W: bool, const RM: usize, const RN: usize>(
     x_stride: usize,
     y: *mut f32,
     y_stride: usize,
+    add: bool,
 ) {
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
     let mut l = 0;
@@ -106,31 +109,54 @@ unsafe fn tile_f<const F16W: bool, const RM: usize, const RN: usize>(
         }
         l += 8;
     }
+    // SAFETY: the outputs are writable and owned by this call (caller).
+    unsafe { write_tile(&acc, y, y_stride, add) };
+}
+
+/// Stores (or adds, for a later block of K) the horizontal sums of a tile's accumulators.
+///
+/// # Safety
+/// `y + j * y_stride + i` writable for every accumulator `(j, i)`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn write_tile<const RM: usize, const RN: usize>(
+    acc: &[[__m256; RM]; RN],
+    y: *mut f32,
+    y_stride: usize,
+    add: bool,
+) {
     for (j, acc_j) in acc.iter().enumerate() {
         for (i, a) in acc_j.iter().enumerate() {
-            // SAFETY: output (j, i) is writable and owned by this call (caller).
-            unsafe { *y.add(j * y_stride + i) = hsum8(*a) };
+            // SAFETY: output (j, i) is writable (caller).
+            unsafe {
+                let out = y.add(j * y_stride + i);
+                *out = if add { *out + hsum8(*a) } else { hsum8(*a) };
+            }
         }
     }
 }
 
 macro_rules! tile_table {
     ($name:ident, $kernel:ident, $flag:expr) => {
-        /// The tile for `rm` weight rows (1..=4) by `rn` activation rows (1..=3).
+        /// The tile for `rm` weight rows (1..=4) by `rn` activation rows (1..=4).
         pub(crate) fn $name(rm: usize, rn: usize) -> TileFn {
             match (rm, rn) {
                 (1, 1) => $kernel::<$flag, 1, 1>,
                 (1, 2) => $kernel::<$flag, 1, 2>,
-                (1, _) => $kernel::<$flag, 1, 3>,
+                (1, 3) => $kernel::<$flag, 1, 3>,
+                (1, _) => $kernel::<$flag, 1, 4>,
                 (2, 1) => $kernel::<$flag, 2, 1>,
                 (2, 2) => $kernel::<$flag, 2, 2>,
-                (2, _) => $kernel::<$flag, 2, 3>,
+                (2, 3) => $kernel::<$flag, 2, 3>,
+                (2, _) => $kernel::<$flag, 2, 4>,
                 (3, 1) => $kernel::<$flag, 3, 1>,
                 (3, 2) => $kernel::<$flag, 3, 2>,
-                (3, _) => $kernel::<$flag, 3, 3>,
+                (3, 3) => $kernel::<$flag, 3, 3>,
+                (3, _) => $kernel::<$flag, 3, 4>,
                 (_, 1) => $kernel::<$flag, 4, 1>,
                 (_, 2) => $kernel::<$flag, 4, 2>,
-                (_, _) => $kernel::<$flag, 4, 3>,
+                (_, 3) => $kernel::<$flag, 4, 3>,
+                (_, _) => $kernel::<$flag, 4, 4>,
             }
         }
     };
