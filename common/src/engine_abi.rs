@@ -178,6 +178,10 @@ pub const NODE_FLAG_INPUT: u32 = 1 << 1;
 pub const NODE_FLAG_OUTPUT: u32 = 1 << 2;
 /// [`EngineNode::flags`]: the node views the KV cache.
 pub const NODE_FLAG_KV_CACHE: u32 = 1 << 3;
+/// [`EngineNode::flags`]: the weight's data is repacked for the CPU backend (groups of 8
+/// rows interleaved block by block, `engine_kernels::packed`); `ne`/`nb` still describe
+/// the logical row-major tensor, so sizes and shapes read the same.
+pub const NODE_FLAG_PACKED: u32 = 1 << 4;
 
 /// One tensor of the engine: a computed graph node or a leaf (weight, input, cache view).
 ///

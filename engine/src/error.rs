@@ -29,6 +29,14 @@ pub enum EngineError {
         /// Tensor name.
         name: String,
     },
+    /// A weight matrix could not be repacked for the CPU backend.
+    #[error("tensor `{name}` cannot be repacked: {why}")]
+    Repack {
+        /// Tensor name.
+        name: String,
+        /// What the kernel reported.
+        why: String,
+    },
     /// A tensor has a type this engine cannot compute with.
     #[error(
         "tensor `{name}` has type {ty}, which this engine does not support (f32, f16, q8_0, q4_0)"

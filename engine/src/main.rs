@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use common::DType;
 use engine::bench::{self, BenchParams};
 use engine::generate::{GenerateParams, generate};
+use engine::model::Repack;
 use engine::sampler::{Sampler, SamplerParams};
 use engine::{Context, ContextParams, Model, presets, self_profile};
 
@@ -77,6 +78,10 @@ struct ModelArgs {
     /// Largest batch per graph (longer prompts are prefilled in chunks).
     #[arg(short = 'b', long, default_value_t = engine::context::DEFAULT_BATCH)]
     batch_size: usize,
+    /// Keep quantized weights in the file's row-major layout instead of repacking them
+    /// into 8-row groups at load time (like llama.cpp's `--no-repack`; slower).
+    #[arg(long)]
+    no_repack: bool,
 }
 
 #[derive(Args)]
@@ -175,7 +180,12 @@ fn parse_dtype(s: &str) -> anyhow::Result<DType> {
 }
 
 fn load(args: &ModelArgs) -> anyhow::Result<Context> {
-    let model = Model::load(&args.model)?;
+    let repack = if args.no_repack {
+        Repack::Off
+    } else {
+        Repack::On
+    };
+    let model = Model::load_with(&args.model, repack)?;
     let params = ContextParams {
         n_ctx: args.ctx_size,
         n_threads: args.threads,

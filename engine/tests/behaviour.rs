@@ -1,5 +1,6 @@
 //! End-to-end behaviour of the engine binary: results do not depend on the thread
-//! count, chunked prefill equals one-batch prefill, and `--self-profile` records every
+//! count, repacked weights compute what the file's layout computes, chunked prefill equals
+//! one-batch prefill, and `--self-profile` records every
 //! level of the probe ABI.
 
 mod common;
@@ -35,6 +36,38 @@ fn logits_do_not_depend_on_the_thread_count() {
                 "{preset} {dtype} at {threads} threads"
             );
         }
+    }
+}
+
+#[test]
+fn repacked_weights_match_the_file_layout() {
+    for (preset, dtype) in [("tiny-llama", "q4_0"), ("tiny-llama3", "q8_0")] {
+        let model = common::model(preset, dtype);
+        let eval = |extra: &[&str]| {
+            let v = common::run_json(
+                common::engine("eval")
+                    .arg("-m")
+                    .arg(&model)
+                    .args(["--tokens", PROMPT, "-t", "2", "--json"])
+                    .args(extra),
+            );
+            common::floats_of(&v["logits"], "logits")
+        };
+        let (packed, plain) = (eval(&[]), eval(&["--no-repack"]));
+        // Same integer block sums, accumulated per row in f32 instead of per lane:
+        // equal to rounding, never bit-identical by construction.
+        let max_abs = plain.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in packed.iter().zip(&plain).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4 * max_abs.max(1.0),
+                "{preset} {dtype} logit {i}: packed {a} vs plain {b}"
+            );
+        }
+        assert_ne!(
+            packed,
+            vec![0f32; packed.len()],
+            "{preset} {dtype}: logits are zero"
+        );
     }
 }
 

@@ -13,7 +13,7 @@ use engine_gguf::GgufFile;
 use engine_tokenizer::Tokenizer;
 
 pub use config::ModelConfig;
-pub use weights::Weights;
+pub use weights::{Repack, Weights};
 
 use crate::error::EngineError;
 
@@ -40,8 +40,13 @@ impl std::fmt::Debug for Model {
 }
 
 impl Model {
-    /// Loads the GGUF model at `path`.
+    /// Loads the GGUF model at `path`, repacking quantized matrices for the CPU backend.
     pub fn load(path: impl AsRef<Path>) -> Result<Model, EngineError> {
+        Model::load_with(path, Repack::On)
+    }
+
+    /// Loads the GGUF model at `path` with an explicit [`Repack`] choice.
+    pub fn load_with(path: impl AsRef<Path>, repack: Repack) -> Result<Model, EngineError> {
         let path = path.as_ref();
         let gguf = |source| EngineError::Gguf {
             path: path.to_owned(),
@@ -61,7 +66,7 @@ impl Model {
                 ),
             });
         }
-        let weights = Weights::load(&file, &config, path)?;
+        let weights = Weights::load(&file, &config, path, repack)?;
         Ok(Model {
             config,
             weights,

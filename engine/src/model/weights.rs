@@ -1,11 +1,17 @@
 //! The model's weights: one leaf [`EngineNode`] per tensor, whose data points into the
 //! memory-mapped GGUF file (zero-copy). Graph nodes refer to these leaves by address,
 //! so a traced DAG shows weights as its constant inputs.
+//!
+//! Q4_0/Q8_0 matrices are repacked at load time into groups of 8 interleaved rows
+//! ([`engine_kernels::packed`], flag [`NODE_FLAG_PACKED`]) unless the caller asks for the
+//! plain file layout ([`Repack::Off`]). When the output projection is tied to
+//! `token_embd`, the embedding lookup keeps the mapped row-major table and the output
+//! product gets its own packed copy.
 
 use std::path::Path;
 
 use common::DType;
-use common::engine_abi::{EngineNode, NODE_FLAG_WEIGHT};
+use common::engine_abi::{EngineNode, NODE_FLAG_PACKED, NODE_FLAG_WEIGHT};
 use engine_gguf::GgufFile;
 
 use super::config::ModelConfig;
@@ -41,10 +47,24 @@ pub struct LayerWeights {
     pub ffn_down: NodeAddr,
 }
 
+/// Whether quantized matrices are repacked for the CPU backend at load time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Repack {
+    /// Repack every Q4_0/Q8_0 matrix whose rows come in groups of 8 (the default).
+    #[default]
+    On,
+    /// Keep the file's row-major layout (zero-copy; slower products).
+    Off,
+}
+
 /// All weights of a model.
 pub struct Weights {
     /// Leaf nodes; the box is never resized, so addresses are stable.
     nodes: Box<[EngineNode]>,
+    /// Repacked data of the nodes flagged [`NODE_FLAG_PACKED`] (owned here, never moved).
+    packed: Vec<memmap2::MmapMut>,
+    /// Whether `output` is a copy of `token_embd`'s node (tied embeddings).
+    tied_copy: bool,
     /// `token_embd.weight` `[n_embd, n_vocab]`.
     pub token_embd: NodeAddr,
     /// `output_norm.weight` `[n_embd]`.
@@ -81,7 +101,12 @@ struct Wanted {
 impl Weights {
     /// Builds leaf nodes for every tensor the configuration needs, checking presence,
     /// shape and type.
-    pub fn load(file: &GgufFile, cfg: &ModelConfig, path: &Path) -> Result<Weights, EngineError> {
+    pub fn load(
+        file: &GgufFile,
+        cfg: &ModelConfig,
+        path: &Path,
+        repack: Repack,
+    ) -> Result<Weights, EngineError> {
         let (e, kv, ff, v) = (
             cfg.n_embd as u64,
             cfg.n_embd_kv() as u64,
@@ -180,6 +205,19 @@ impl Weights {
             names.push(w.name.clone());
         }
         let _ = path;
+        let tied = !names.iter().any(|n| n == "output.weight");
+        if tied {
+            // The output product reads its own copy; token_embd stays the lookup table.
+            let embd = names.iter().position(|n| n == "token_embd.weight");
+            if let Some(i) = embd {
+                nodes.push(nodes[i]);
+                names.push(TIED_OUTPUT.to_owned());
+            }
+        }
+        let mut packed = Vec::new();
+        if repack == Repack::On {
+            packed = pack_matrices(&mut nodes, &names)?;
+        }
         let nodes = nodes.into_boxed_slice();
         let addr = |name: &str| -> Option<NodeAddr> {
             names
@@ -189,7 +227,9 @@ impl Weights {
         };
         let must = |name: String| addr(&name).ok_or(EngineError::MissingTensor { name });
         let token_embd = must("token_embd.weight".into())?;
-        let output = addr("output.weight").unwrap_or(token_embd);
+        let output = addr("output.weight")
+            .or_else(|| addr(TIED_OUTPUT))
+            .unwrap_or(token_embd);
         let output_norm = must("output_norm.weight".into())?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for il in 0..cfg.n_layer {
@@ -215,7 +255,14 @@ impl Weights {
             output,
             layers,
             nodes,
+            packed,
+            tied_copy: tied,
         })
+    }
+
+    /// Bytes of repacked weight data held in memory (0 with [`Repack::Off`]).
+    pub fn packed_bytes(&self) -> usize {
+        self.packed.iter().map(|p| p.len()).sum()
     }
 
     /// The leaf node at `addr`.
@@ -235,8 +282,103 @@ impl Weights {
         self.nodes.is_empty()
     }
 
-    /// Total bytes of weight data.
+    /// Total bytes of the model's weight tensors (a tied output's packed copy not
+    /// counted twice).
     pub fn bytes(&self) -> u64 {
-        self.nodes.iter().map(|n| n.nb[3] * n.ne[3] as u64).sum()
+        self.nodes
+            .iter()
+            .filter(|n| !(self.tied_copy && std::ptr::eq(*n, self.node(self.output))))
+            .map(|n| n.nb[3] * n.ne[3] as u64)
+            .sum()
     }
+}
+
+/// Internal key of the tied output's node (its name stays `token_embd.weight`).
+const TIED_OUTPUT: &str = "token_embd.weight (output)";
+
+/// Moves every weight matrix of `nodes` (except the embedding lookup table) into
+/// huge-page-backed anonymous memory, repacking the packable ones, on all CPUs; updates
+/// data pointers and flags and returns the buffers that now hold the data.
+fn pack_matrices(
+    nodes: &mut [EngineNode],
+    names: &[String],
+) -> Result<Vec<memmap2::MmapMut>, EngineError> {
+    let jobs: Vec<usize> = (0..nodes.len())
+        .filter(|&i| {
+            let n = &nodes[i];
+            // The embedding lookup reads token_embd row by row from the mapped file.
+            names[i] != "token_embd.weight" && n.ne[1] > 1 && n.ne[2] <= 1
+        })
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let nodes_ref: &[EngineNode] = nodes;
+    let results: Vec<Vec<(usize, Moved)>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = jobs.get(j) else { break };
+                        done.push((i, move_one(&nodes_ref[i])));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("packing threads do not panic"))
+            .collect()
+    });
+    let mut buffers = Vec::with_capacity(jobs.len());
+    for (i, buf) in results.into_iter().flatten() {
+        let (buf, packed) = buf.map_err(|why| EngineError::Repack {
+            name: names[i].clone(),
+            why,
+        })?;
+        nodes[i].data = buf.as_ptr() as u64;
+        if packed {
+            nodes[i].flags |= NODE_FLAG_PACKED;
+        }
+        buffers.push(buf);
+    }
+    Ok(buffers)
+}
+
+/// Why one matrix could not be packed (a kernel or allocation error, as text).
+type PackError = String;
+
+/// A matrix moved into its own buffer, and whether that buffer is packed.
+type Moved = Result<(memmap2::MmapMut, bool), PackError>;
+
+/// One matrix node's (mapped, row-major) data copied into anonymous memory backed by
+/// transparent huge pages where the kernel allows (fewer TLB misses while decoding
+/// streams every weight once per token): repacked if [`packed::can_pack`], else as is.
+/// Returns the buffer and whether it is packed.
+fn move_one(node: &EngineNode) -> Moved {
+    use engine_kernels::packed;
+    let dtype = node.dtype().unwrap_or(DType::F32);
+    let (k, n) = (node.ne[0] as usize, node.ne[1] as usize);
+    let pack = packed::can_pack(dtype, k, n);
+    let src_len = node.nb[1] as usize * n;
+    let len = if pack {
+        packed::packed_len(dtype, k, n).map_err(|e| e.to_string())?
+    } else {
+        src_len
+    };
+    // SAFETY: the node's data points at its tensor in the mapped file, `nb[1] * ne[1]`
+    // bytes long (validated by the GGUF reader), alive as long as the model.
+    let src = unsafe { std::slice::from_raw_parts(node.data as *const u8, src_len) };
+    let mut dst =
+        memmap2::MmapMut::map_anon(len).map_err(|e| format!("allocating {len} bytes: {e}"))?;
+    // A hint only: without THP the buffer simply uses normal pages.
+    let _ = dst.advise(memmap2::Advice::HugePage);
+    if pack {
+        packed::pack(dtype, k, n, src, node.nb[1] as usize, &mut dst).map_err(|e| e.to_string())?;
+    } else {
+        dst.copy_from_slice(src);
+    }
+    Ok((dst, pack))
 }

@@ -15,7 +15,7 @@
 //! after a barrier each thread computes its share of the (head, row) pairs.
 
 use common::DType;
-use common::engine_abi::EngineNode;
+use common::engine_abi::{EngineNode, NODE_FLAG_PACKED};
 
 use super::{rows_for, src};
 use crate::backend::cpu::ComputeParams;
@@ -112,6 +112,35 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
         } else {
             ((node.data as *mut f32).wrapping_add(h * d.m * d.n), d.n)
         };
+        if w.flags & NODE_FLAG_PACKED != 0 {
+            // Packed weights are 2-D (h0 == 1) and this thread's rows are whole groups
+            // (split_rows hands out multiples of PACK_ROWS).
+            let len = engine_kernels::packed::packed_len(wtype, d.k, d.n)
+                .expect("packed at load time, so packable");
+            // SAFETY: the packed data of src0 is `len` bytes owned by the model; scratch
+            // and output as below.
+            unsafe {
+                let w_bytes = std::slice::from_raw_parts(w.data as *const u8, len);
+                let x_bytes = std::slice::from_raw_parts(
+                    p.wdata.add(h * d.m * x_row_bytes),
+                    d.m * x_row_bytes,
+                );
+                engine_kernels::packed::matmul_packed(
+                    wtype,
+                    w_bytes,
+                    d.k,
+                    x_bytes,
+                    x_row_bytes,
+                    d.m,
+                    n_start..n_end,
+                    y,
+                    y_stride,
+                )
+                .expect("buffer sizes match by construction");
+            }
+            i += n_end - n_start;
+            continue;
+        }
         // SAFETY: the weight head spans `w_len` bytes of src0's data; scratch rows of head
         // h were written in step 1 (barrier passed); `y` covers rows n_start..n_end of
         // every m for this head, which no other thread writes.
