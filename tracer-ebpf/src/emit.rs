@@ -113,7 +113,7 @@ pub fn abi_ok(abi_version: u32) -> bool {
     false
 }
 
-/// Ring-buffer submit flags: no wake-up of the collector, which drains on its own 10 ms
+/// Ring-buffer submit flags: no wake-up of the collector, which drains on its own 50 ms
 /// tick, unless the ring is more than a quarter full — then a forced one.
 ///
 /// Waking the collector on every record (the default) makes it preempt the traced
@@ -138,9 +138,10 @@ pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
     emit_with(ctx, ev, ring_wakeup_flags());
 }
 
-/// Like [`emit`], and wakes the collector at once: for the end of a decode call, the
-/// QoS controller's input (one per decoded batch, so it cannot feed back the way
-/// per-record wake-ups did).
+/// Like [`emit`], and wakes the collector at once: for the end of a decode call when
+/// the QoS controller or the live view needs it (one per decoded batch, so it cannot feed
+/// back the way per-record wake-ups did; ~20 µs inside the probe, measured with
+/// `BPF_ENABLE_STATS`).
 #[inline(always)]
 pub fn emit_waking<C: EbpfContext, T>(ctx: &C, ev: &T) {
     emit_with(ctx, ev, BPF_RB_FORCE_WAKEUP as u64);
