@@ -124,4 +124,8 @@ pub struct TraceFooter {
     pub end_reason: String,
     /// Monotonic time recording ended, ns.
     pub end_ts_ns: u64,
+    /// What tracing cost (eBPF program run time, collector CPU); absent in traces
+    /// written before it was recorded.
+    #[serde(default)]
+    pub cost: crate::ProbeCost,
 }

@@ -26,6 +26,7 @@
 //! build's [`common::event::OpEvent`] with `op_params` zero (unknown).
 
 mod chunk;
+mod cost;
 mod error;
 mod event;
 mod header;
@@ -37,6 +38,7 @@ pub use chunk::{
     CHUNK_HEADER_LEN, CHUNK_MAGIC, ChunkKind, FILE_MAGIC, FORMAT_VERSION, MAX_CHUNK_LEN,
     MIN_FORMAT_VERSION, PREAMBLE_LEN,
 };
+pub use cost::{ProbeCost, ProgramCost};
 pub use error::TraceError;
 pub use event::{Event, WireRecord, decode_op_v1, decode_record, record_bytes};
 pub use header::{

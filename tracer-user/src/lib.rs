@@ -15,6 +15,7 @@ pub mod load;
 pub mod observe;
 pub mod pmc;
 pub mod privileges;
+pub mod probe_cost;
 pub mod probe_points;
 pub mod qos;
 pub mod record;

@@ -57,6 +57,25 @@ fn record_tiny_model_two_threads() {
     let enters = decodes.iter().filter(|d| !d.header.is_exit()).count();
     let exits: Vec<_> = decodes.iter().filter(|d| d.header.is_exit()).collect();
     assert_eq!(enters, exits.len());
+
+    // Probe cost: the kernel's run counts of the programs match the records they wrote
+    // (nothing lost), and the collector's CPU time was measured.
+    let cost = &footer.cost;
+    assert!(cost.stats_enabled, "root can enable BPF run-time statistics");
+    let runs = |name: &str| {
+        cost.programs
+            .iter()
+            .find(|p| p.program == name)
+            .map_or(0, |p| p.hits)
+    };
+    assert_eq!(runs("engine_decode") as usize, enters, "{cost:?}");
+    assert_eq!(runs("engine_decode_ret") as usize, exits.len(), "{cost:?}");
+    let op_enters = evs
+        .iter()
+        .filter(|e| matches!(e, Event::Op(o) if !o.header.is_exit()))
+        .count();
+    assert_eq!(runs("engine_op_compute") as usize, op_enters, "{cost:?}");
+    assert!(cost.run_ns() > 0 && cost.collector_cpu_ns > 0 && cost.wall_ns > 0);
     let steps = exits.iter().filter(|d| d.n_tokens == 1).count();
     let prefill = exits.iter().filter(|d| d.n_tokens > 1).count();
     assert!(prefill >= 1, "a prefill batch");
