@@ -105,61 +105,43 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
         let h = i / d.n;
         let n_start = i % d.n;
         let n_end = (d.n).min(n_start + (mine.end - i));
-        let w_head = (w.data + (h / group) as u64 * w.nb[2]) as *const u8;
-        let w_len = (d.n - 1) * w.nb[1] as usize + wtype.row_bytes(d.k).unwrap_or(0);
         let (y, y_stride) = if y_layout == LAYOUT_HEADS_INNER {
             ((node.data as *mut f32).wrapping_add(h * d.n), d.n * d.h1)
         } else {
             ((node.data as *mut f32).wrapping_add(h * d.m * d.n), d.n)
         };
-        if w.flags & NODE_FLAG_PACKED != 0 {
-            // Packed weights are 2-D (h0 == 1) and this thread's rows are whole groups
-            // (split_rows hands out multiples of PACK_ROWS).
+        let packed = w.flags & NODE_FLAG_PACKED != 0;
+        // Packed weights are 2-D (h0 == 1) and this thread's rows are whole groups
+        // (split_rows hands out multiples of PACK_ROWS).
+        let (w_head, w_len) = if packed {
             let len = engine_kernels::packed::packed_len(wtype, d.k, d.n)
                 .expect("packed at load time, so packable");
-            // SAFETY: the packed data of src0 is `len` bytes owned by the model; scratch
-            // and output as below.
-            unsafe {
-                let w_bytes = std::slice::from_raw_parts(w.data as *const u8, len);
-                let x_bytes = std::slice::from_raw_parts(
-                    p.wdata.add(h * d.m * x_row_bytes),
-                    d.m * x_row_bytes,
-                );
-                engine_kernels::packed::matmul_packed(
-                    wtype,
-                    w_bytes,
-                    d.k,
-                    x_bytes,
-                    x_row_bytes,
-                    d.m,
-                    n_start..n_end,
-                    y,
-                    y_stride,
-                )
-                .expect("buffer sizes match by construction");
-            }
-            i += n_end - n_start;
-            continue;
-        }
-        // SAFETY: the weight head spans `w_len` bytes of src0's data; scratch rows of head
-        // h were written in step 1 (barrier passed); `y` covers rows n_start..n_end of
-        // every m for this head, which no other thread writes.
+            (w.data as *const u8, len)
+        } else {
+            (
+                (w.data + (h / group) as u64 * w.nb[2]) as *const u8,
+                (d.n - 1) * w.nb[1] as usize + wtype.row_bytes(d.k).unwrap_or(0),
+            )
+        };
+        // SAFETY: the weight head spans `w_len` bytes of src0's data (the packed copy the
+        // model owns, or the mapped tensor); scratch rows of head h were written in step 1
+        // (barrier passed); `y` covers rows n_start..n_end of every m for this head, which
+        // no other thread writes.
         unsafe {
             let w_bytes = std::slice::from_raw_parts(w_head, w_len);
             let x_bytes =
                 std::slice::from_raw_parts(p.wdata.add(h * d.m * x_row_bytes), d.m * x_row_bytes);
-            engine_kernels::matmul::matmul(
-                wtype,
-                w_bytes,
-                w.nb[1] as usize,
-                d.k,
-                x_bytes,
-                x_row_bytes,
-                d.m,
-                n_start..n_end,
-                y,
-                y_stride,
-            )
+            let (x, xs, m, rows) = (x_bytes, x_row_bytes, d.m, n_start..n_end);
+            if packed {
+                engine_kernels::packed::matmul_packed(
+                    wtype, w_bytes, d.k, x, xs, m, rows, y, y_stride,
+                )
+            } else {
+                let w_stride = w.nb[1] as usize;
+                engine_kernels::matmul::matmul(
+                    wtype, w_bytes, w_stride, d.k, x, xs, m, rows, y, y_stride,
+                )
+            }
             .expect("buffer sizes match by construction");
         }
         i += n_end - n_start;

@@ -208,11 +208,12 @@ fn matmul_agrees_across_backends_and_with_reference() {
     let n_range = 3..14;
     for wtype in WEIGHT_TYPES {
         // k % 8 != 0 exercises the vec_dot fallback of the float paths.
-        // 2048 + 64 crosses the float tiles' K block (sums of two blocks added).
+        // 24: four short rows at a time (m = 1); 2048 + 64 crosses the float tiles' K
+        // block (sums of two blocks added).
         let ks: &[usize] = if wtype.block_len() == 32 {
             &[64, 160]
         } else {
-            &[64, 72, 36, 2112]
+            &[64, 72, 36, 24, 2112]
         };
         for &k in ks {
             for m in [1usize, 2, 3, 5, 8, 33] {
