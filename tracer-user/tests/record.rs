@@ -61,7 +61,10 @@ fn record_tiny_model_two_threads() {
     // Probe cost: the kernel's run counts of the programs match the records they wrote
     // (nothing lost), and the collector's CPU time was measured.
     let cost = &footer.cost;
-    assert!(cost.stats_enabled, "root can enable BPF run-time statistics");
+    assert!(
+        cost.stats_enabled,
+        "root can enable BPF run-time statistics"
+    );
     let runs = |name: &str| {
         cost.programs
             .iter()
