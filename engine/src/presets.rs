@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::error::EngineError;
+use crate::model::tensors::{TensorKind, TensorShapes, tensor_specs};
 
 /// Hyper-parameters and tokenizer of a preset.
 #[derive(Clone, Debug)]
@@ -148,121 +149,47 @@ struct TensorPlan {
     init: Init,
 }
 
+/// The file's tensors ([`tensor_specs`]) with their stored type and random values: matrices
+/// in `dtype` with std 1/√fan-in, vectors f32 (norms around 1, biases around 0).
 fn plan(p: &Preset, dtype: DType) -> Vec<TensorPlan> {
-    let (e, kv, ff, v) = (
-        u64::from(p.n_embd),
-        u64::from(p.n_embd / p.n_head * p.n_head_kv),
-        u64::from(p.n_ff),
-        u64::from(p.n_vocab),
-    );
+    let arch = crate::model::arch::lookup(p.arch).expect("presets use supported architectures");
+    let shapes = TensorShapes {
+        n_embd: u64::from(p.n_embd),
+        n_embd_kv: u64::from(p.n_embd / p.n_head * p.n_head_kv),
+        n_ff: u64::from(p.n_ff),
+        n_vocab: u64::from(p.n_vocab),
+        n_layer: p.n_layer,
+    };
     let inv = |fan_in: u64| 1.0 / (fan_in as f32).sqrt();
-    let mut t = vec![TensorPlan {
-        name: "token_embd.weight".into(),
-        dims: vec![e, v],
-        dtype,
-        init: Init::Normal { std: 1.0 },
-    }];
-    for il in 0..p.n_layer {
-        let mut add = |s: &str, dims: Vec<u64>, dtype: DType, init: Init| {
-            t.push(TensorPlan {
-                name: format!("blk.{il}.{s}"),
-                dims,
-                dtype,
+    tensor_specs(arch, shapes)
+        .into_iter()
+        .filter(|t| !(t.optional && p.tied_embeddings))
+        .map(|t| {
+            let init = match (t.kind, t.name.as_str()) {
+                (TensorKind::Vector, n) if n.ends_with(".bias") => Init::Normal { std: 0.1 },
+                (TensorKind::Vector, _) => Init::One { std: 0.1 },
+                (TensorKind::Matrix, "token_embd.weight") => Init::Normal { std: 1.0 },
+                // Logits with a standard deviation of ~3 after the final norm: clear
+                // winners, as trained models have, rather than a near-uniform distribution.
+                (TensorKind::Matrix, "output.weight") => Init::Normal {
+                    std: 3.0 * inv(t.dims[0]),
+                },
+                (TensorKind::Matrix, _) => Init::Normal {
+                    std: inv(t.dims[0]),
+                },
+            };
+            TensorPlan {
+                dtype: if t.kind == TensorKind::Matrix {
+                    dtype
+                } else {
+                    DType::F32
+                },
+                name: t.name,
+                dims: t.dims,
                 init,
-            });
-        };
-        add(
-            "attn_norm.weight",
-            vec![e],
-            DType::F32,
-            Init::One { std: 0.1 },
-        );
-        add(
-            "attn_q.weight",
-            vec![e, e],
-            dtype,
-            Init::Normal { std: inv(e) },
-        );
-        add(
-            "attn_k.weight",
-            vec![e, kv],
-            dtype,
-            Init::Normal { std: inv(e) },
-        );
-        add(
-            "attn_v.weight",
-            vec![e, kv],
-            dtype,
-            Init::Normal { std: inv(e) },
-        );
-        if p.arch == "qwen2" {
-            add(
-                "attn_q.bias",
-                vec![e],
-                DType::F32,
-                Init::Normal { std: 0.1 },
-            );
-            add(
-                "attn_k.bias",
-                vec![kv],
-                DType::F32,
-                Init::Normal { std: 0.1 },
-            );
-            add(
-                "attn_v.bias",
-                vec![kv],
-                DType::F32,
-                Init::Normal { std: 0.1 },
-            );
-        }
-        add(
-            "attn_output.weight",
-            vec![e, e],
-            dtype,
-            Init::Normal { std: inv(e) },
-        );
-        add(
-            "ffn_norm.weight",
-            vec![e],
-            DType::F32,
-            Init::One { std: 0.1 },
-        );
-        add(
-            "ffn_gate.weight",
-            vec![e, ff],
-            dtype,
-            Init::Normal { std: inv(e) },
-        );
-        add(
-            "ffn_up.weight",
-            vec![e, ff],
-            dtype,
-            Init::Normal { std: inv(e) },
-        );
-        add(
-            "ffn_down.weight",
-            vec![ff, e],
-            dtype,
-            Init::Normal { std: inv(ff) },
-        );
-    }
-    t.push(TensorPlan {
-        name: "output_norm.weight".into(),
-        dims: vec![e],
-        dtype: DType::F32,
-        init: Init::One { std: 0.1 },
-    });
-    if !p.tied_embeddings {
-        // Logits with a standard deviation of ~3 after the final norm: clear winners,
-        // as trained models have, rather than a near-uniform distribution.
-        t.push(TensorPlan {
-            name: "output.weight".into(),
-            dims: vec![e, v],
-            dtype,
-            init: Init::Normal { std: 3.0 * inv(e) },
-        });
-    }
-    t
+            }
+        })
+        .collect()
 }
 
 /// `general.file_type` of llama.cpp for a weight type.

@@ -1,12 +1,11 @@
-//! The model's weights: one leaf [`EngineNode`] per tensor, whose data points into the
-//! memory-mapped GGUF file (zero-copy). Graph nodes refer to these leaves by address,
-//! so a traced DAG shows weights as its constant inputs.
+//! The model's weights: one leaf [`EngineNode`] per tensor. Graph nodes refer to these
+//! leaves by address, so a traced DAG shows weights as its constant inputs.
 //!
-//! Q4_0/Q8_0 matrices are repacked at load time into groups of 8 interleaved rows
-//! ([`engine_kernels::packed`], flag [`NODE_FLAG_PACKED`]) unless the caller asks for the
-//! plain file layout ([`Repack::Off`]). When the output projection is tied to
-//! `token_embd`, the embedding lookup keeps the mapped row-major table and the output
-//! product gets its own packed copy.
+//! Vectors and the `token_embd` lookup table point into the memory-mapped GGUF file
+//! (zero-copy). Unless the caller asks for the file layout ([`Repack::Off`]), matrices
+//! are copied at load time into huge-page-backed memory, Q4_0/Q8_0 ones repacked into
+//! groups of 8 interleaved rows ([`engine_kernels::packed`], flag [`NODE_FLAG_PACKED`]);
+//! a tied output projection then gets its own copy of `token_embd`.
 
 use std::path::Path;
 
@@ -15,6 +14,7 @@ use common::engine_abi::{EngineNode, NODE_FLAG_PACKED, NODE_FLAG_WEIGHT};
 use engine_gguf::GgufFile;
 
 use super::config::ModelConfig;
+use super::tensors::{TensorKind, TensorShapes, tensor_specs};
 use crate::error::EngineError;
 use crate::graph::{NodeAddr, contiguous_strides};
 
@@ -47,13 +47,14 @@ pub struct LayerWeights {
     pub ffn_down: NodeAddr,
 }
 
-/// Whether quantized matrices are repacked for the CPU backend at load time.
+/// Whether weight matrices leave the memory-mapped file at load time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Repack {
-    /// Repack every Q4_0/Q8_0 matrix whose rows come in groups of 8 (the default).
+    /// Copy every matrix (but the embedding lookup table) into huge-page-backed memory,
+    /// Q4_0/Q8_0 ones whose rows come in groups of 8 repacked (the default).
     #[default]
     On,
-    /// Keep the file's row-major layout (zero-copy; slower products).
+    /// Keep the file's row-major layout in the mapping (zero-copy; slower products).
     Off,
 }
 
@@ -83,21 +84,6 @@ impl std::fmt::Debug for Weights {
     }
 }
 
-/// Kind of a weight: matrices may be quantized, vectors must be f32.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Matrix,
-    Vector,
-}
-
-struct Wanted {
-    name: String,
-    dims: Vec<u64>,
-    kind: Kind,
-    layer: i32,
-    optional: bool,
-}
-
 impl Weights {
     /// Builds leaf nodes for every tensor the configuration needs, checking presence,
     /// shape and type.
@@ -107,62 +93,16 @@ impl Weights {
         path: &Path,
         repack: Repack,
     ) -> Result<Weights, EngineError> {
-        let (e, kv, ff, v) = (
-            cfg.n_embd as u64,
-            cfg.n_embd_kv() as u64,
-            cfg.n_ff as u64,
-            cfg.n_vocab as u64,
+        let wanted = tensor_specs(
+            cfg.arch,
+            TensorShapes {
+                n_embd: cfg.n_embd as u64,
+                n_embd_kv: cfg.n_embd_kv() as u64,
+                n_ff: cfg.n_ff as u64,
+                n_vocab: cfg.n_vocab as u64,
+                n_layer: cfg.n_layer as u32,
+            },
         );
-        let mut wanted = vec![
-            Wanted {
-                name: "token_embd.weight".into(),
-                dims: vec![e, v],
-                kind: Kind::Matrix,
-                layer: -1,
-                optional: false,
-            },
-            Wanted {
-                name: "output_norm.weight".into(),
-                dims: vec![e],
-                kind: Kind::Vector,
-                layer: -1,
-                optional: false,
-            },
-            Wanted {
-                name: "output.weight".into(),
-                dims: vec![e, v],
-                kind: Kind::Matrix,
-                layer: -1,
-                optional: true,
-            },
-        ];
-        for il in 0..cfg.n_layer {
-            let l = il as i32;
-            let mut add = |suffix: &str, dims: Vec<u64>, kind: Kind, optional: bool| {
-                wanted.push(Wanted {
-                    name: format!("blk.{il}.{suffix}"),
-                    dims,
-                    kind,
-                    layer: l,
-                    optional,
-                });
-            };
-            add("attn_norm.weight", vec![e], Kind::Vector, false);
-            add("attn_q.weight", vec![e, e], Kind::Matrix, false);
-            add("attn_k.weight", vec![e, kv], Kind::Matrix, false);
-            add("attn_v.weight", vec![e, kv], Kind::Matrix, false);
-            add("attn_output.weight", vec![e, e], Kind::Matrix, false);
-            if cfg.arch.qkv_bias {
-                add("attn_q.bias", vec![e], Kind::Vector, false);
-                add("attn_k.bias", vec![kv], Kind::Vector, false);
-                add("attn_v.bias", vec![kv], Kind::Vector, false);
-            }
-            add("ffn_norm.weight", vec![e], Kind::Vector, false);
-            add("ffn_gate.weight", vec![e, ff], Kind::Matrix, false);
-            add("ffn_up.weight", vec![e, ff], Kind::Matrix, false);
-            add("ffn_down.weight", vec![ff, e], Kind::Matrix, false);
-        }
-
         let mut nodes = Vec::with_capacity(wanted.len());
         let mut names = Vec::with_capacity(wanted.len());
         for w in &wanted {
@@ -175,7 +115,7 @@ impl Weights {
                 });
             };
             let dtype = DType::from_u32(t.ggml_type as u32)
-                .filter(|d| *d != DType::I32 && (w.kind == Kind::Matrix || *d == DType::F32))
+                .filter(|d| *d != DType::I32 && (w.kind == TensorKind::Matrix || *d == DType::F32))
                 .ok_or_else(|| EngineError::UnsupportedTensorType {
                     name: w.name.clone(),
                     ty: t.ggml_type.name().to_owned(),
@@ -205,9 +145,10 @@ impl Weights {
             names.push(w.name.clone());
         }
         let _ = path;
-        let tied = !names.iter().any(|n| n == "output.weight");
-        if tied {
-            // The output product reads its own copy; token_embd stays the lookup table.
+        // Repacking gives a tied output product its own copy; token_embd stays the
+        // row-major lookup table.
+        let tied_copy = repack == Repack::On && !names.iter().any(|n| n == "output.weight");
+        if tied_copy {
             let embd = names.iter().position(|n| n == "token_embd.weight");
             if let Some(i) = embd {
                 nodes.push(nodes[i]);
@@ -256,7 +197,7 @@ impl Weights {
             layers,
             nodes,
             packed,
-            tied_copy: tied,
+            tied_copy,
         })
     }
 

@@ -36,6 +36,7 @@ use common::engine_abi::DType;
 use crate::backend::Backend;
 use crate::error::KernelError;
 use crate::f16::read_f16;
+use crate::matmul::check_matrix;
 use crate::quant::QK;
 
 /// Rows per interleaved group.
@@ -95,15 +96,7 @@ pub fn pack(
     dst: &mut [u8],
 ) -> Result<(), KernelError> {
     let len = packed_len(dtype, k, n)?;
-    let row = dtype.row_bytes(k).unwrap_or(0);
-    let need = (n - 1) * stride + row;
-    if stride < row || src.len() < need {
-        return Err(KernelError::BufferTooSmall {
-            what: "rows to pack",
-            required: need.max(row),
-            actual: src.len(),
-        });
-    }
+    check_matrix("rows to pack", dtype, k, src, stride, n)?;
     if dst.len() != len {
         return Err(KernelError::BufferTooSmall {
             what: "packed weights",
@@ -245,15 +238,7 @@ pub unsafe fn matmul_packed_with(
             actual: w.len(),
         });
     }
-    let xrow = DType::Q8_0.row_bytes(k).unwrap_or(0);
-    let xneed = (m - 1) * x_stride + xrow;
-    if x_stride < xrow || x.len() < xneed {
-        return Err(KernelError::BufferTooSmall {
-            what: "matmul activations",
-            required: xneed.max(xrow),
-            actual: x.len(),
-        });
-    }
+    check_matrix("matmul activations", DType::Q8_0, k, x, x_stride, m)?;
     let nb = k / QK;
     let gb = group_block_bytes(wtype).unwrap_or(0);
     let backend = if backend.is_supported() {
@@ -261,26 +246,28 @@ pub unsafe fn matmul_packed_with(
     } else {
         Backend::Generic
     };
+    #[cfg(target_arch = "x86_64")]
+    let bias = if backend == Backend::Avx2 && wtype == DType::Q4_0 {
+        nibble_bias(x, x_stride, m, nb)
+    } else {
+        Vec::new()
+    };
+    #[cfg(target_arch = "x86_64")]
+    let acts = x86::Activations {
+        rows: x.as_ptr(),
+        stride: x_stride,
+        bias: bias.as_ptr(),
+    };
     for g in n_range.start / PACK_ROWS..n_range.end / PACK_ROWS {
         let wg = &w[g * nb * gb..(g + 1) * nb * gb];
         let yg = y.wrapping_add(g * PACK_ROWS);
         match backend {
             #[cfg(target_arch = "x86_64")]
             Backend::Avx2 => {
-                // SAFETY: AVX2 supported; group and activation rows checked above; outputs
-                // of rows 8g..8g+8 for every i are the caller's.
-                unsafe {
-                    x86::group_rows(
-                        wtype,
-                        nb,
-                        wg.as_ptr(),
-                        x.as_ptr(),
-                        x_stride,
-                        m,
-                        yg,
-                        y_stride,
-                    )
-                }
+                // SAFETY: AVX2 supported; group and activation rows checked above, biases
+                // of every row and block computed above; outputs of rows 8g..8g+8 for every
+                // i are the caller's.
+                unsafe { x86::group_rows(wtype, nb, wg.as_ptr(), &acts, m, yg, y_stride) }
             }
             _ => {
                 // SAFETY: as above.
@@ -289,6 +276,19 @@ pub unsafe fn matmul_packed_with(
         }
     }
     Ok(())
+}
+
+/// `8 · Σ quants` of every block of `m` Q8_0 activation rows (`nb` blocks each), row-major:
+/// what Q4_0's offset of 8 takes off the unsigned-nibble sums, once per product.
+#[cfg(target_arch = "x86_64")]
+fn nibble_bias(x: &[u8], x_stride: usize, m: usize, nb: usize) -> Vec<i32> {
+    let mut out = Vec::with_capacity(m * nb);
+    for i in 0..m {
+        for blk in x[i * x_stride..][..nb * 34].chunks_exact(34) {
+            out.push(8 * blk[2..].iter().map(|&q| i32::from(q as i8)).sum::<i32>());
+        }
+    }
+    out
 }
 
 /// Portable product of one group (8 rows) with `m` activation rows, in the AVX2 order.

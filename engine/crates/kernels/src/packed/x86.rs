@@ -50,25 +50,21 @@ unsafe fn load_chunks<const Q4: bool>(p: *const u8) -> Chunks {
 }
 
 /// Exact per-row integer sums of one group block against one activation block whose
-/// element halves are broadcast in `xlo`/`xhi`: lane `r` holds row `r`'s sum.
+/// element halves are broadcast in `xlo`/`xhi`: lane `r` holds row `r`'s sum. For Q4_0
+/// the nibbles are taken unsigned (`Σ q·x`); the caller subtracts `8 · Σ x`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn block_sums<const Q4: bool>(w: &Chunks, xlo: __m256i, xhi: __m256i) -> __m256i {
     let ones = _mm256_set1_epi16(1);
     let mut s = [_mm256_setzero_si256(); 4];
     if Q4 {
-        // Σ (q - 8)·x = Σ q·x - Σ 8·x; all terms stay far inside i16.
-        let eight = _mm256_set1_epi8(8);
-        let bias = _mm256_add_epi16(
-            _mm256_maddubs_epi16(eight, xlo),
-            _mm256_maddubs_epi16(eight, xhi),
-        );
         for (sc, (lo, hi)) in s.iter_mut().zip(w) {
+            // Each pair sum is at most 2 · 15 · 128: the i16 add cannot overflow.
             let t = _mm256_add_epi16(
                 _mm256_maddubs_epi16(*lo, xlo),
                 _mm256_maddubs_epi16(*hi, xhi),
             );
-            *sc = _mm256_madd_epi16(_mm256_sub_epi16(t, bias), ones);
+            *sc = _mm256_madd_epi16(t, ones);
         }
     } else {
         // Σ w·x = Σ |x|·(w·sgn x): |x| once per activation block, one sign per chunk half.
@@ -82,17 +78,16 @@ fn block_sums<const Q4: bool>(w: &Chunks, xlo: __m256i, xhi: __m256i) -> __m256i
     _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]))
 }
 
-/// One group (`nb` group blocks at `w`) against `RN` activation rows.
+/// One group (`nb` group blocks at `w`) against `RN` activation rows of `x`.
 ///
 /// # Safety
-/// AVX2/FMA/F16C available; `w` readable for `nb` group blocks; activation row `j` (Q8_0,
-/// `nb` blocks) at `x + j * x_stride`; `y + j * y_stride + 0..8` writable.
+/// AVX2/FMA/F16C available; `w` readable for `nb` group blocks; `x` covers `RN` rows of
+/// `nb` blocks (and, for Q4_0, their `nb` biases each); `y + j * y_stride + 0..8` writable.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tile<const Q4: bool, const RN: usize>(
     nb: usize,
     w: *const u8,
-    x: *const u8,
-    x_stride: usize,
+    x: &Activations,
     y: *mut f32,
     y_stride: usize,
 ) {
@@ -108,16 +103,21 @@ unsafe fn tile<const Q4: bool, const RN: usize>(
             )
         };
         for (j, acc_j) in acc.iter_mut().enumerate() {
-            // SAFETY: block b of activation row j is readable (caller).
-            let (dx, xlo, xhi) = unsafe {
-                let p = x.add(j * x_stride + b * 34);
+            // SAFETY: block b of activation row j (and its bias) is readable (caller).
+            let (dx, xlo, xhi, bias) = unsafe {
+                let p = x.rows.add(j * x.stride + b * 34);
                 (
                     load_f16_scalar(p),
                     _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(2).cast())),
                     _mm256_broadcastsi128_si256(_mm_loadu_si128(p.add(18).cast())),
+                    if Q4 { *x.bias.add(j * nb + b) } else { 0 },
                 )
             };
-            let sums = _mm256_cvtepi32_ps(block_sums::<Q4>(&chunks, xlo, xhi));
+            let mut isum = block_sums::<Q4>(&chunks, xlo, xhi);
+            if Q4 {
+                isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(bias));
+            }
+            let sums = _mm256_cvtepi32_ps(isum);
             *acc_j = _mm256_fmadd_ps(sums, _mm256_mul_ps(dw, _mm256_set1_ps(dx)), *acc_j);
         }
     }
@@ -127,18 +127,38 @@ unsafe fn tile<const Q4: bool, const RN: usize>(
     }
 }
 
+/// Q8_0 activation rows as the tiles read them.
+pub(super) struct Activations {
+    /// Row 0 (Q8_0 blocks).
+    pub rows: *const u8,
+    /// Bytes from one row to the next.
+    pub stride: usize,
+    /// For Q4_0 weights, `8 · Σ quants` of every block, row-major (`nb` per row): the
+    /// offset of Q4_0's nibbles, computed once per product instead of once per group.
+    pub bias: *const i32,
+}
+
+impl Activations {
+    /// The same activations from row `j` on.
+    fn skip_rows(&self, j: usize, nb: usize) -> Activations {
+        Activations {
+            rows: self.rows.wrapping_add(j * self.stride),
+            stride: self.stride,
+            bias: self.bias.wrapping_add(j * nb),
+        }
+    }
+}
+
 /// One group of packed `wtype` weights against `m` activation rows, in tiles of
 /// [`TILE_COLS`] rows.
 ///
 /// # Safety
 /// As [`tile`] for every activation row `0..m`; `wtype` is Q4_0 or Q8_0.
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
 pub(super) unsafe fn group_rows(
     wtype: DType,
     nb: usize,
     w: *const u8,
-    x: *const u8,
-    x_stride: usize,
+    x: &Activations,
     m: usize,
     y: *mut f32,
     y_stride: usize,
@@ -147,23 +167,14 @@ pub(super) unsafe fn group_rows(
     let mut j = 0;
     while j < m {
         let rn = (m - j).min(TILE_COLS);
-        let f: unsafe fn(usize, *const u8, *const u8, usize, *mut f32, usize) = match (q4, rn) {
+        let f: unsafe fn(usize, *const u8, &Activations, *mut f32, usize) = match (q4, rn) {
             (true, 1) => tile::<true, 1>,
             (true, _) => tile::<true, TILE_COLS>,
             (false, 1) => tile::<false, 1>,
             (false, _) => tile::<false, TILE_COLS>,
         };
         // SAFETY: rows j..j + rn are in range (caller).
-        unsafe {
-            f(
-                nb,
-                w,
-                x.add(j * x_stride),
-                x_stride,
-                y.add(j * y_stride),
-                y_stride,
-            )
-        };
+        unsafe { f(nb, w, &x.skip_rows(j, nb), y.add(j * y_stride), y_stride) };
         j += rn;
     }
 }
