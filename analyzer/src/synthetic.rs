@@ -9,7 +9,7 @@ use common::{
     engine_abi::OpType,
     event::{
         DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GraphEvent, OP_DETAIL_NAME,
-        OP_DETAIL_STRUCTURE, OpEvent, PhaseEvent,
+        OP_DETAIL_STRUCTURE, OpEvent, OpExitEvent, PhaseEvent,
     },
 };
 use trace_format::{TraceError, TraceFooter, TraceHeader, TraceWriter, event_kind_table};
@@ -156,9 +156,9 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
             }
             for th in 0..spec.threads {
                 let end = t + spec.op_ns - u64::from(th) * 1000;
-                op.header = header(EventKind::OpCompute, true, end, main + th);
-                op.ith = th;
-                push(record_bytes(&op));
+                let mut exit = OpExitEvent::zeroed();
+                exit.header = header(EventKind::OpComputeExit, true, end, main + th);
+                push(record_bytes(&exit));
             }
             t += spec.op_ns + 200;
         }

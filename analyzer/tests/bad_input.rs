@@ -6,7 +6,7 @@ use analyzer::{
     AnalyzeOptions,
     synthetic::{SYNTH_MAIN_TID, SynthSpec, synth_header, write_trace},
 };
-use common::event::{DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, OpEvent};
+use common::event::{DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, OpEvent, OpExitEvent};
 use support::{analyze, data, write};
 use trace_format::{Event, TraceReader};
 
@@ -94,9 +94,22 @@ fn unpaired_records_are_counted_not_fatal() {
         tid,
         ..EventHeader::default()
     };
-    let op = |exit: bool, ts: u64, tid: u32, addr: u64| {
+    let op = |ts: u64, tid: u32, addr: u64| {
         let mut o = OpEvent::zeroed();
-        o.header = h(EventKind::OpCompute, exit, ts, tid);
+        o.header = h(EventKind::OpCompute, false, ts, tid);
+        o.node_addr = addr;
+        Event::Op(Box::new(o))
+    };
+    let exit = |ts: u64, tid: u32| {
+        let mut o = OpExitEvent::zeroed();
+        o.header = h(EventKind::OpComputeExit, true, ts, tid);
+        Event::OpExit(o)
+    };
+    // An exit the way trace formats 1 and 2 stored it: a whole `OpEvent` with the exit
+    // flag, which the reader converts.
+    let old_exit = |ts: u64, tid: u32, addr: u64| {
+        let mut o = OpEvent::zeroed();
+        o.header = h(EventKind::OpCompute, true, ts, tid);
         o.node_addr = addr;
         Event::Op(Box::new(o))
     };
@@ -109,24 +122,26 @@ fn unpaired_records_are_counted_not_fatal() {
             ..DecodeEvent::default()
         }),
         // Thread killed mid-op: an entry with no exit.
-        op(false, 200, main + 1, 0x10),
+        op(200, main + 1, 0x10),
         // An exit with no entry.
-        op(true, 300, main + 2, 0x20),
-        // Entry and exit of different nodes.
-        op(false, 400, main, 0x30),
-        op(true, 500, main, 0x40),
-        // A complete op.
-        op(false, 600, main, 0x50),
-        op(true, 700, main, 0x50),
+        exit(300, main + 2),
+        // An entry whose exit was not recorded (operator level switched off mid-op):
+        // the thread's next entry finds it still open.
+        op(400, main, 0x30),
+        // A complete op, and one with an old-format exit.
+        op(600, main, 0x50),
+        exit(700, main),
+        op(800, main, 0x60),
+        old_exit(900, main, 0x60),
         // The decode call never returns.
     ];
     write(&p, &synth_header(), None, &events);
     let (_, report) = analyze(&p);
     let u = report.summary.unpaired;
     assert_eq!(u.op_enter, 2, "{u:?}");
-    assert_eq!(u.op_exit, 2, "{u:?}");
+    assert_eq!(u.op_exit, 1, "{u:?}");
     assert_eq!(u.token_enter, 1, "{u:?}");
-    assert_eq!(u.total(), 5);
-    assert!(report.warnings.iter().any(|w| w.contains("5 unpaired")));
+    assert_eq!(u.total(), 4);
+    assert!(report.warnings.iter().any(|w| w.contains("4 unpaired")));
     assert!(report.warnings.iter().any(|w| w.contains("no footer")));
 }

@@ -68,9 +68,17 @@ pub struct TracerControl {
     pub newtask_clone_flags_offset: u32,
     /// `CONTROL_FLAG_*` bits.
     pub flags: u32,
+    /// Bit `c` set: counter `c` is a hardware counter, which the kernel may multiplex, so
+    /// the probes read it with its enabled and running times (`bpf_perf_event_read_value`)
+    /// for scaling. Other counters (software ones never multiplex) are read as a bare
+    /// count (`bpf_perf_event_read`, ~0.06 µs cheaper per read), `enabled`/`running` 0.
+    pub pmc_scaled: u32,
+    /// Zero.
+    pub _reserved: u32,
 }
-const _: () = assert!(size_of::<TracerControl>() == 32);
+const _: () = assert!(size_of::<TracerControl>() == 40);
 const _: () = assert!(offset_of!(TracerControl, flags) == 28);
+const _: () = assert!(offset_of!(TracerControl, pmc_scaled) == 32);
 
 /// [`TracerControl::flags`]: wake the collector at every decode exit (someone reacts to
 /// tokens at once: the QoS controller or the live view). Off, the collector sees tokens

@@ -31,8 +31,11 @@ pub enum EventKind {
     Decode = 1,
     /// `engine_graph_compute` entry/exit ([`GraphEvent`]).
     GraphCompute = 10,
-    /// `engine_op_compute` entry/exit ([`OpEvent`]).
+    /// `engine_op_compute` entry ([`OpEvent`]); in traces of format 1 and 2 also the
+    /// exit (with `EVENT_FLAG_EXIT`), which readers convert to [`OpExitEvent`].
     OpCompute = 20,
+    /// `engine_op_compute` exit ([`OpExitEvent`], trace format 3 on).
+    OpComputeExit = 21,
     /// `engine_phase_embed` entry/exit ([`PhaseEvent`]).
     PhaseEmbed = 30,
     /// `engine_phase_copy_logits` entry/exit ([`PhaseEvent`]).
@@ -65,10 +68,11 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 16] = [
+    pub const ALL: [EventKind; 17] = [
         EventKind::Decode,
         EventKind::GraphCompute,
         EventKind::OpCompute,
+        EventKind::OpComputeExit,
         EventKind::PhaseEmbed,
         EventKind::PhaseCopyLogits,
         EventKind::PhaseSoftmax,
@@ -90,6 +94,7 @@ impl EventKind {
             1 => EventKind::Decode,
             10 => EventKind::GraphCompute,
             20 => EventKind::OpCompute,
+            21 => EventKind::OpComputeExit,
             30 => EventKind::PhaseEmbed,
             31 => EventKind::PhaseCopyLogits,
             32 => EventKind::PhaseSoftmax,
@@ -113,6 +118,7 @@ impl EventKind {
             EventKind::Decode => size_of::<DecodeEvent>(),
             EventKind::GraphCompute => size_of::<GraphEvent>(),
             EventKind::OpCompute => size_of::<OpEvent>(),
+            EventKind::OpComputeExit => size_of::<OpExitEvent>(),
             EventKind::PhaseEmbed
             | EventKind::PhaseCopyLogits
             | EventKind::PhaseSoftmax
@@ -133,6 +139,7 @@ impl EventKind {
             EventKind::Decode => "decode",
             EventKind::GraphCompute => "graph_compute",
             EventKind::OpCompute => "op_compute",
+            EventKind::OpComputeExit => "op_compute_exit",
             EventKind::PhaseEmbed => "phase_embed",
             EventKind::PhaseCopyLogits => "phase_copy_logits",
             EventKind::PhaseSoftmax => "phase_softmax",
@@ -300,11 +307,13 @@ pub struct PmcReading {
 }
 const _: () = assert!(size_of::<PmcReading>() == 24);
 
-/// Operator level: `engine_op_compute(node, ith, nth, params)` entry and exit.
+/// Operator level: `engine_op_compute(node, ith, nth, params)` entry.
 ///
-/// The exit record repeats `node_addr`, `op`, `ith`, `nth` (stashed per thread at entry);
-/// `name` and `structure` are only filled at entry. Counter readings are raw values at
-/// each side; the per-thread delta of an operator is exit minus entry.
+/// The exit is an [`OpExitEvent`] on the same thread (operators do not nest on a thread,
+/// so an exit closes the thread's last entry). Counter readings are raw values; the
+/// per-thread delta of an operator is exit minus entry. Traces of format 1 and 2 also
+/// stored exits as `OpEvent`s (with `EVENT_FLAG_EXIT`, repeating the entry's fixed
+/// fields); readers convert those with [`OpExitEvent::from_op_exit`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OpEvent {
@@ -402,6 +411,62 @@ impl OpEvent {
             .position(|&b| b == 0)
             .unwrap_or(NODE_NAME_LEN);
         core::str::from_utf8(&self.name[..len]).unwrap_or("")
+    }
+}
+
+/// Operator level: `engine_op_compute` exit. Only what changes between entry and exit:
+/// the time (header) and the counters; the entry on the same thread says which node.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpExitEvent {
+    /// Common header (`EVENT_FLAG_EXIT` set).
+    pub header: EventHeader,
+    /// `OP_DETAIL_PMC` when `pmc` holds readings, else 0.
+    pub detail: u32,
+    /// Bit `i` set when `pmc[i]` was read successfully.
+    pub pmc_ok: u32,
+    /// Counter readings in the order of the trace header's counter list.
+    pub pmc: [PmcReading; MAX_PMC],
+}
+const _: () = assert!(size_of::<OpExitEvent>() == 232);
+const _: () = assert!(offset_of!(OpExitEvent, detail) == 32);
+const _: () = assert!(offset_of!(OpExitEvent, pmc) == 40);
+
+impl OpExitEvent {
+    /// An all-zero event.
+    pub const fn zeroed() -> OpExitEvent {
+        OpExitEvent {
+            header: EventHeader {
+                kind: 0,
+                flags: 0,
+                ts_ns: 0,
+                pid: 0,
+                tid: 0,
+                cpu: 0,
+                _pad: 0,
+            },
+            detail: 0,
+            pmc_ok: 0,
+            pmc: [PmcReading {
+                counter: 0,
+                enabled: 0,
+                running: 0,
+            }; MAX_PMC],
+        }
+    }
+
+    /// The exit part of an operator exit stored as an [`OpEvent`] (trace formats 1 and
+    /// 2): header (kind becomes [`EventKind::OpComputeExit`]), counter readings, and
+    /// `OP_DETAIL_PMC`.
+    pub fn from_op_exit(op: &OpEvent) -> OpExitEvent {
+        let mut header = op.header;
+        header.kind = EventKind::OpComputeExit as u32;
+        OpExitEvent {
+            header,
+            detail: op.detail & OP_DETAIL_PMC,
+            pmc_ok: op.pmc_ok,
+            pmc: op.pmc,
+        }
     }
 }
 
@@ -573,7 +638,7 @@ mod tests {
             let level_ok = match k {
                 EventKind::Decode => (1..10).contains(&v),
                 EventKind::GraphCompute => (10..20).contains(&v),
-                EventKind::OpCompute => (20..30).contains(&v),
+                EventKind::OpCompute | EventKind::OpComputeExit => (20..30).contains(&v),
                 EventKind::PhaseEmbed
                 | EventKind::PhaseCopyLogits
                 | EventKind::PhaseSoftmax

@@ -5,8 +5,10 @@ use std::io::{self, Read};
 /// First 8 bytes of every trace file.
 pub const FILE_MAGIC: [u8; 8] = *b"PFTRACE\0";
 /// Current format version (preamble bytes 8..12, little-endian). Version 2 added
-/// `op_params` to operator records (464 bytes instead of 432) and the `leaf_node` kind.
-pub const FORMAT_VERSION: u32 = 2;
+/// `op_params` to operator records (464 bytes instead of 432) and the `leaf_node` kind;
+/// version 3 records operator exits as compact `op_compute_exit` records (232 bytes)
+/// instead of full `op_compute` records with the exit flag.
+pub const FORMAT_VERSION: u32 = 3;
 /// Oldest format version this reader reads (format-1 operator records are converted,
 /// their `op_params` zero-filled).
 pub const MIN_FORMAT_VERSION: u32 = 1;

@@ -2,7 +2,7 @@
 
 use common::event::{
     DecodeEvent, EventHeader, EventKind, GraphEvent, LeafNodeEvent, LossEvent,
-    OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, PhaseEvent, PmcOpenEvent, QosSwitchEvent,
+    OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, PhaseEvent, PmcOpenEvent, QosSwitchEvent,
     SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
 };
 
@@ -13,8 +13,11 @@ pub enum Event {
     Decode(DecodeEvent),
     /// Graph level (`engine_graph_compute`).
     Graph(GraphEvent),
-    /// Operator level (`engine_op_compute`); boxed, it is large.
+    /// Operator entry (`engine_op_compute`); boxed, it is large.
     Op(Box<OpEvent>),
+    /// Operator exit: closes the last [`Event::Op`] entry on the same thread (format-1
+    /// and 2 exits, stored as `OpEvent`s, are converted to this).
+    OpExit(OpExitEvent),
     /// A phase; `header.kind` says which one.
     Phase(PhaseEvent),
     /// A context switch involving a target thread.
@@ -47,6 +50,7 @@ impl Event {
             Event::Decode(e) => &e.header,
             Event::Graph(e) => &e.header,
             Event::Op(e) => &e.header,
+            Event::OpExit(e) => &e.header,
             Event::Phase(e) => &e.header,
             Event::SchedSwitch(e) => &e.header,
             Event::SchedWakeup(e) => &e.header,
@@ -85,6 +89,7 @@ wire_records!(
     DecodeEvent,
     GraphEvent,
     OpEvent,
+    OpExitEvent,
     PhaseEvent,
     SchedSwitchEvent,
     SchedWakeupEvent,
@@ -113,12 +118,14 @@ pub fn record_bytes<T: WireRecord>(rec: &T) -> &[u8] {
 }
 
 /// Decodes one record of known kind from the start of `bytes` (exactly
-/// `kind.record_size()` bytes are used). Returns `None` if `bytes` is too short.
+/// `kind.record_size()` bytes are used). Returns `None` if `bytes` is too short. An
+/// operator exit stored as an `OpEvent` (formats 1 and 2) becomes [`Event::OpExit`].
 pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
     Some(match kind {
         EventKind::Decode => Event::Decode(read(bytes)?),
         EventKind::GraphCompute => Event::Graph(read(bytes)?),
-        EventKind::OpCompute => Event::Op(Box::new(read(bytes)?)),
+        EventKind::OpCompute => op_event(read(bytes)?),
+        EventKind::OpComputeExit => Event::OpExit(read(bytes)?),
         EventKind::PhaseEmbed
         | EventKind::PhaseCopyLogits
         | EventKind::PhaseSoftmax
@@ -147,6 +154,16 @@ pub fn decode_op_v1(bytes: &[u8]) -> Option<OpEvent> {
     let mut op: OpEvent = read(&buf)?;
     op.detail &= !common::event::OP_DETAIL_OP_PARAMS;
     Some(op)
+}
+
+/// An operator record as an event: an entry, or (formats 1 and 2) an exit converted to
+/// [`OpExitEvent`].
+pub(crate) fn op_event(op: OpEvent) -> Event {
+    if op.header.is_exit() {
+        Event::OpExit(OpExitEvent::from_op_exit(&op))
+    } else {
+        Event::Op(Box::new(op))
+    }
 }
 
 /// The header at the start of `bytes`, if there are enough bytes.

@@ -399,10 +399,14 @@ mod tests {
         assert_eq!(op.pmc[1].counter, 444);
         assert_eq!(op.pmc[7].running, 999);
         assert!(matches!(&events[1], Event::Decode(d) if d.header.ts_ns == 5));
-        let Event::Op(exit) = &events[2] else {
-            panic!("not an op");
+        // The exit, stored whole in format 1, reads as a compact exit record.
+        let Event::OpExit(exit) = &events[2] else {
+            panic!("not an op exit: {:?}", events[2]);
         };
         assert_eq!(exit.header.flags & EVENT_FLAG_EXIT, EVENT_FLAG_EXIT);
+        assert_eq!(exit.header.kind, EventKind::OpComputeExit as u32);
+        assert_eq!((exit.header.ts_ns, exit.pmc_ok), (20, 0b11));
+        assert_eq!(exit.pmc[1].counter, 444);
         // The borrowed path converts the same way.
         let mut chunks = r.chunks();
         let chunk = chunks.next().expect("a chunk").expect("valid");
@@ -411,6 +415,8 @@ mod tests {
         assert_eq!(recs[0].bytes().len(), OP_EVENT_V1_SIZE);
         assert_eq!(recs[0].op().as_ref(), Some(op.as_ref()));
         assert_eq!(recs[1].op(), None);
+        assert_eq!(recs[2].op(), None, "an exit is not an entry");
+        assert_eq!(recs[2].op_exit().as_ref(), Some(exit));
         std::fs::remove_file(&path).ok();
     }
 

@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use common::event::{EventHeader, EventKind, OP_EVENT_V1_SIZE, OpEvent};
+use common::event::{EventHeader, EventKind, OP_EVENT_V1_SIZE, OpEvent, OpExitEvent};
 
 use crate::{
     Event, TraceError,
-    event::{decode_op_v1, decode_record, peek_header, read},
+    event::{decode_op_v1, decode_record, op_event, peek_header, read},
 };
 
 /// Kind numbers below this are looked up in an array (every known kind is).
@@ -104,9 +104,9 @@ impl<'a> RecordRef<'a> {
         self.bytes
     }
 
-    /// The operator record, if this is one: a copy on the stack, no heap allocation
-    /// (format-1 records converted).
-    pub fn op(&self) -> Option<OpEvent> {
+    /// The operator record as stored by formats 1 and 2 (entries and exits) or 3
+    /// (entries only), format-1 records converted.
+    fn op_any(&self) -> Option<OpEvent> {
         if self.kind != Some(EventKind::OpCompute) {
             return None;
         }
@@ -117,10 +117,26 @@ impl<'a> RecordRef<'a> {
         }
     }
 
-    /// The owned event (allocates for operator records and unknown kinds).
+    /// The operator entry record, if this is one: a copy on the stack, no heap
+    /// allocation (format-1 records converted).
+    pub fn op(&self) -> Option<OpEvent> {
+        self.op_any().filter(|op| !op.header.is_exit())
+    }
+
+    /// The operator exit record, if this is one (format-1 and 2 exits converted).
+    pub fn op_exit(&self) -> Option<OpExitEvent> {
+        if self.kind == Some(EventKind::OpComputeExit) {
+            return read(self.bytes);
+        }
+        self.op_any()
+            .filter(|op| op.header.is_exit())
+            .map(|op| OpExitEvent::from_op_exit(&op))
+    }
+
+    /// The owned event (allocates for operator entries and unknown kinds).
     pub fn to_event(&self) -> Event {
         let decoded = if self.op_v1 {
-            self.op().map(|op| Event::Op(Box::new(op)))
+            self.op_any().map(op_event)
         } else {
             self.kind.and_then(|k| decode_record(k, self.bytes))
         };

@@ -10,7 +10,7 @@ use aya_ebpf::{
     },
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        generated::{bpf_perf_event_output, bpf_perf_event_read_value},
+        generated::{bpf_perf_event_output, bpf_perf_event_read, bpf_perf_event_read_value},
     },
 };
 use common::{
@@ -19,7 +19,7 @@ use common::{
         TracerControl,
     },
     engine_abi::ENGINE_ABI_VERSION,
-    event::{EventHeader, EventKind, MAX_PMC, OpEvent},
+    event::{EventHeader, EventKind, MAX_PMC, OpEvent, PmcReading},
 };
 
 use crate::maps::{CONTROL, COUNTERS, EVENTS, PERF_EVENTS, PMC_SLOTS, STATS};
@@ -219,32 +219,43 @@ pub fn emit_op<C: EbpfContext, F: FnOnce(&mut OpEvent)>(ctx: &C, fill: F) {
     entry.submit(ring_wakeup_flags());
 }
 
-/// Reads this thread's counters into `ev.pmc`, setting `ev.pmc_ok` bits.
+/// Reads this thread's counters into `pmc` and returns the mask of successful reads.
+/// Counters in `control.pmc_scaled` (hardware, may be multiplexed) are read with their
+/// enabled/running times; the others as a bare count, which is cheaper.
 #[inline(always)]
-pub fn read_pmcs(ev: &mut OpEvent, n_pmc: u32, tid: u32) {
+pub fn read_pmcs(pmc: &mut [PmcReading; MAX_PMC], control: &TracerControl, tid: u32) -> u32 {
     // SAFETY: plain lookup; the value is copied out.
     let Some(slot) = (unsafe { PMC_SLOTS.get(tid) }).copied() else {
-        return;
+        return 0;
     };
+    let map = core::ptr::addr_of!(COUNTERS).cast_mut().cast::<c_void>();
     let mut ok = 0u32;
-    for i in 0..MAX_PMC {
-        if i as u32 >= n_pmc {
+    for (i, reading) in pmc.iter_mut().enumerate() {
+        if i as u32 >= control.n_pmc {
             break;
         }
-        let index = u64::from(slot * n_pmc + i as u32);
-        // SAFETY: `COUNTERS` is a perf event array map; the destination is a
-        // `PmcReading`, which has the layout of `bpf_perf_event_value` (24 bytes).
-        let ret = unsafe {
-            bpf_perf_event_read_value(
-                core::ptr::addr_of!(COUNTERS).cast_mut().cast::<c_void>(),
-                index,
-                core::ptr::from_mut(&mut ev.pmc[i]).cast::<bpf_perf_event_value>(),
-                size_of::<bpf_perf_event_value>() as u32,
-            )
+        let index = u64::from(slot * control.n_pmc + i as u32);
+        let read = if control.pmc_scaled & (1 << i) != 0 {
+            // SAFETY: `COUNTERS` is a perf event array map; the destination is a
+            // `PmcReading`, which has the layout of `bpf_perf_event_value` (24 bytes).
+            unsafe {
+                bpf_perf_event_read_value(
+                    map,
+                    index,
+                    core::ptr::from_mut(reading).cast::<bpf_perf_event_value>(),
+                    size_of::<bpf_perf_event_value>() as u32,
+                ) == 0
+            }
+        } else {
+            // SAFETY: `COUNTERS` is a perf event array map. The helper returns the count,
+            // or a negative errno in the same word (a count never reaches 2^63).
+            let v = unsafe { bpf_perf_event_read(map, index) };
+            reading.counter = v;
+            (v as i64) >= 0
         };
-        if ret == 0 {
+        if read {
             ok |= 1 << i;
         }
     }
-    ev.pmc_ok = ok;
+    ok
 }

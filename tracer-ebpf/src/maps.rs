@@ -49,30 +49,6 @@ pub static DECODE_STASH: HashMap<u32, DecodeEvent> =
 #[map]
 pub static GRAPH_STASH: HashMap<u32, GraphEvent> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
 
-/// What an operator exit repeats from its entry.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct OpStash {
-    /// Node address.
-    pub node_addr: u64,
-    /// Op type.
-    pub op: u32,
-    /// Worker index.
-    pub ith: u32,
-    /// Worker count.
-    pub nth: u32,
-    /// Node index.
-    pub index: u32,
-    /// Layer.
-    pub layer: i32,
-    /// Whether counters were read at entry (read them at exit too).
-    pub pmc: u32,
-}
-
-/// tid → the operator in flight on that thread.
-#[map]
-pub static OP_STASH: HashMap<u32, OpStash> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
-
 /// The target's threads (tid → 1), for the scheduler probes. Seeded by the collector,
 /// extended in-kernel on fork/clone, pruned on exit.
 #[map]

@@ -363,6 +363,16 @@ impl PmcSet {
         self.counters.is_empty()
     }
 
+    /// Bit `c` set for each hardware counter (read with enabled/running times for
+    /// multiplexing; see `TracerControl::pmc_scaled`).
+    pub fn scaled_mask(&self) -> u32 {
+        self.counters
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.perf_type == PERF_TYPE_HARDWARE)
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
     /// Notes to print once and store in the trace (fallbacks).
     pub fn notes(&self) -> &[String] {
         &self.notes

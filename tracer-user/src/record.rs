@@ -368,6 +368,8 @@ fn record_inner(
         } else {
             0
         },
+        pmc_scaled: pmcs.scaled_mask(),
+        _reserved: 0,
     };
 
     // Thread set and counters of the threads that exist now.

@@ -152,7 +152,7 @@ fn measure(flags: &[&str]) {
             Event::Decode(_) => tokens.enter(h.tid, (), h.ts_ns),
             Event::Graph(_) if exit => graphs.exit(h.tid, h.ts_ns),
             Event::Graph(g) => graphs.enter(h.tid, g.graph_id, h.ts_ns),
-            Event::Op(_) if exit => ops.exit(h.tid, h.ts_ns),
+            Event::OpExit(_) => ops.exit(h.tid, h.ts_ns),
             Event::Op(op) => ops.enter(h.tid, (op.index, op.ith), h.ts_ns),
             Event::Phase(_) if exit => phases.exit(h.tid, h.ts_ns),
             Event::Phase(_) => {

@@ -75,9 +75,15 @@ fn record_tiny_model_two_threads() {
     assert_eq!(runs("engine_decode_ret") as usize, exits.len(), "{cost:?}");
     let op_enters = evs
         .iter()
-        .filter(|e| matches!(e, Event::Op(o) if !o.header.is_exit()))
+        .filter(|e| matches!(e, Event::Op(_)))
+        .count();
+    let op_exits = evs
+        .iter()
+        .filter(|e| matches!(e, Event::OpExit(_)))
         .count();
     assert_eq!(runs("engine_op_compute") as usize, op_enters, "{cost:?}");
+    assert_eq!(runs("engine_op_compute_ret") as usize, op_exits, "{cost:?}");
+    assert_eq!(op_enters, op_exits, "every operator entry has its exit");
     assert!(cost.run_ns() > 0 && cost.collector_cpu_ns > 0 && cost.wall_ns > 0);
     let steps = exits.iter().filter(|d| d.n_tokens == 1).count();
     let prefill = exits.iter().filter(|d| d.n_tokens > 1).count();
@@ -89,7 +95,8 @@ fn record_tiny_model_two_threads() {
     assert!(exits.iter().all(|d| d.ret == 0));
 
     // Graph and operator level: within each graph computation, every computed node runs
-    // once per worker thread, and each op entry is followed by its exit on that thread.
+    // once per worker thread, and each op entry is followed by its exit on that thread
+    // before the thread's next entry.
     let mut graphs = 0;
     let mut current: Option<(u32, u64)> = None; // (n_nodes, graph_addr)
     let mut ops_in_graph: Vec<&OpEvent> = Vec::new();
@@ -115,17 +122,13 @@ fn record_tiny_model_two_threads() {
                 );
                 graphs += 1;
             }
-            Event::Op(op) => {
+            Event::OpExit(op) => {
                 let tid = op.header.tid;
-                engine_tids.insert(tid);
                 assert_eq!(op.header.pid, pid);
-                if op.header.is_exit() {
-                    assert_eq!(
-                        open_op.remove(&tid),
-                        Some(op.node_addr),
-                        "exit matches entry on tid {tid}"
-                    );
+                assert!(open_op.remove(&tid).is_some(), "exit after an entry on tid {tid}");
+                {
                     let enter = op_enter.remove(&tid).expect("entry seen");
+                    assert!(op.header.ts_ns >= enter.header.ts_ns, "exit after its entry");
                     let bit = 1 << task_clock;
                     if enter.pmc_ok & bit != 0 && op.pmc_ok & bit != 0 {
                         let cpu_ns = op.pmc[task_clock].counter - enter.pmc[task_clock].counter;
@@ -142,7 +145,13 @@ fn record_tiny_model_two_threads() {
                         );
                         op_deltas_checked += 1;
                     }
-                } else {
+                }
+            }
+            Event::Op(op) => {
+                let tid = op.header.tid;
+                engine_tids.insert(tid);
+                assert_eq!(op.header.pid, pid);
+                {
                     assert!(current.is_some(), "op inside a graph computation");
                     assert_eq!(
                         open_op.insert(tid, op.node_addr),
@@ -235,7 +244,7 @@ fn check_op_params_and_leaves(evs: &[Event], trace: &std::path::Path) {
     let mut weight_names: HashSet<&str> = HashSet::new();
     for e in evs {
         let Event::Op(op) = e else { continue };
-        if op.header.is_exit() || op.op != OpType::MulMat as u32 {
+        if op.op != OpType::MulMat as u32 {
             continue;
         }
         assert_ne!(
@@ -392,7 +401,7 @@ fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
     // entry can follow it (exits of operators already running may).
     let late_ops = evs
         .iter()
-        .filter(|e| matches!(e, Event::Op(o) if !o.header.is_exit() && o.header.ts_ns > switch_ts))
+        .filter(|e| matches!(e, Event::Op(o) if o.header.ts_ns > switch_ts))
         .count();
     assert_eq!(late_ops, 0, "operator probes are off");
     // Medians: one step delayed by the scheduler must not decide the comparison.
@@ -560,10 +569,14 @@ fn foreign_engine_abi_version_is_counted_and_its_fields_are_not_recorded() {
             _ => None,
         })
         .collect();
-    assert_eq!(ops.len(), 5 * 3 * 2, "entry and exit of every op");
+    let exits = evs
+        .iter()
+        .filter(|e| matches!(e, Event::OpExit(_)))
+        .count();
+    assert_eq!((ops.len(), exits), (5 * 3, 5 * 3), "entry and exit of every op");
     let mismatch = common::event::OP_DETAIL_ABI_MISMATCH;
     for (i, op) in ops.iter().enumerate() {
-        let foreign = i < 4 * 3 * 2;
+        let foreign = i < 4 * 3;
         assert_eq!(op.detail & mismatch != 0, foreign, "op record {i}");
         if foreign {
             assert_eq!((op.op, op.index, op.layer), (u32::MAX, u32::MAX, -1));
@@ -571,10 +584,10 @@ fn foreign_engine_abi_version_is_counted_and_its_fields_are_not_recorded() {
             assert_eq!(op.detail & common::event::OP_DETAIL_STRUCTURE, 0);
         } else {
             assert_eq!(op.op, common::engine_abi::OpType::Add as u32);
-            assert_eq!(op.index as usize, (i - 24) / 2);
+            assert_eq!(op.index as usize, i - 12);
         }
     }
-    assert_eq!(ops[24].name_str(), "node-0");
+    assert_eq!(ops[12].name_str(), "node-0");
     std::fs::remove_file(&out).ok();
 }
 
@@ -790,15 +803,18 @@ fn assert_ops_pair(evs: &[Event]) -> usize {
     let mut by_time: Vec<&Event> = evs.iter().collect();
     by_time.sort_by_key(|e| e.header().ts_ns);
     for e in by_time {
-        if let Event::Op(op) = e {
-            let key = (op.node_addr, op.index, op.ith);
-            if op.header.is_exit() {
-                assert_eq!(open.remove(&op.header.tid), Some(key), "exit matches entry");
+        match e {
+            Event::OpExit(exit) => {
+                let (start, ..) = open.remove(&exit.header.tid).expect("exit after an entry");
+                assert!(exit.header.ts_ns >= start, "exit after its entry");
                 pairs += 1;
-            } else {
+            }
+            Event::Op(op) => {
                 assert!(!op.name_str().is_empty(), "entry has its name");
+                let key = (op.header.ts_ns, op.index, op.ith);
                 assert_eq!(open.insert(op.header.tid, key), None, "no nested op");
             }
+            _ => {}
         }
     }
     assert!(open.is_empty());

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 
 use common::{
     engine_abi::OpType,
-    event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent},
+    event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent, OpExitEvent, PmcReading},
 };
 pub use graph::GraphSpan;
 pub use leaf::LeafInfo;
@@ -51,11 +51,24 @@ pub fn op_slot(op: u32) -> usize {
 #[derive(Clone, Copy, Debug)]
 struct OpenOp {
     start_ns: u64,
-    node_addr: u64,
     node: u32,
     graph: u32,
     pmc_ok: u32,
-    pmc: [u64; MAX_PMC],
+    pmc: [PmcReading; MAX_PMC],
+}
+
+/// A counter's change between two readings. A multiplexed (hardware) counter, read
+/// with its enabled and running times, is scaled by enabled / running over the interval,
+/// as `perf stat` does; software counters carry no times and are taken as counted.
+fn counter_delta(entry: &PmcReading, exit: &PmcReading) -> u64 {
+    let delta = exit.counter.wrapping_sub(entry.counter);
+    let enabled = exit.enabled.wrapping_sub(entry.enabled);
+    let running = exit.running.wrapping_sub(entry.running);
+    if running == 0 || running >= enabled {
+        return delta;
+    }
+    (u128::from(delta) * u128::from(enabled) / u128::from(running)).min(u128::from(u64::MAX))
+        as u64
 }
 
 /// Per-thread pairing state.
@@ -201,7 +214,16 @@ impl TraceModel {
             }
             Event::Op(e) => {
                 self.counts.op += 1;
-                self.apply_op(e);
+                // An exit built the format-1/2 way (readers convert those on reading).
+                if e.header.is_exit() {
+                    self.apply_op_exit(&OpExitEvent::from_op_exit(e));
+                } else {
+                    self.apply_op(e);
+                }
+            }
+            Event::OpExit(e) => {
+                self.counts.op += 1;
+                self.apply_op_exit(e);
             }
             Event::Phase(e) => {
                 self.counts.phase += 1;
@@ -319,13 +341,16 @@ impl TraceModel {
     /// Applies one record borrowed from its chunk, as [`TraceModel::apply`] does; an
     /// operator record is read onto the stack, not boxed.
     pub fn apply_record(&mut self, record: &RecordRef<'_>) {
-        match record.op() {
-            Some(op) => {
-                self.note_time(op.header.ts_ns);
-                self.counts.op += 1;
-                self.apply_op(&op);
-            }
-            None => self.apply(&record.to_event()),
+        if let Some(op) = record.op() {
+            self.note_time(op.header.ts_ns);
+            self.counts.op += 1;
+            self.apply_op(&op);
+        } else if let Some(exit) = record.op_exit() {
+            self.note_time(exit.header.ts_ns);
+            self.counts.op += 1;
+            self.apply_op_exit(&exit);
+        } else {
+            self.apply(&record.to_event());
         }
     }
 
@@ -361,41 +386,42 @@ impl TraceModel {
         }
     }
 
+    /// An operator entry: opens an operator on its thread.
     fn apply_op(&mut self, e: &OpEvent) {
         let h = &e.header;
         let Some(t) = self.thread(h.tid, Some(h.pid)) else {
             return;
         };
-        if !h.is_exit() {
-            let Some(node) = self.intern_node(e) else {
-                return;
-            };
-            let open = OpenOp {
-                start_ns: h.ts_ns,
-                node_addr: e.node_addr,
-                node,
-                graph: self.current_graph.unwrap_or(NONE_U32),
-                pmc_ok: if e.detail & OP_DETAIL_PMC != 0 {
-                    e.pmc_ok
-                } else {
-                    0
-                },
-                pmc: std::array::from_fn(|i| e.pmc[i].counter),
-            };
-            if self.pairing[t].op.replace(open).is_some() {
-                self.unpaired.op_enter += 1;
-            }
+        let Some(node) = self.intern_node(e) else {
             return;
+        };
+        let open = OpenOp {
+            start_ns: h.ts_ns,
+            node,
+            graph: self.current_graph.unwrap_or(NONE_U32),
+            pmc_ok: if e.detail & OP_DETAIL_PMC != 0 {
+                e.pmc_ok
+            } else {
+                0
+            },
+            pmc: e.pmc,
+        };
+        if self.pairing[t].op.replace(open).is_some() {
+            self.unpaired.op_enter += 1;
         }
+    }
+
+    /// An operator exit: closes the operator open on its thread (operators do not nest
+    /// on a thread, so the exit belongs to the thread's last entry).
+    fn apply_op_exit(&mut self, e: &OpExitEvent) {
+        let h = &e.header;
+        let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+            return;
+        };
         let Some(open) = self.pairing[t].op.take() else {
             self.unpaired.op_exit += 1;
             return;
         };
-        if open.node_addr != e.node_addr {
-            self.unpaired.op_enter += 1;
-            self.unpaired.op_exit += 1;
-            return;
-        }
         let n = self.counter_names.len();
         let ok = if e.detail & OP_DETAIL_PMC != 0 {
             open.pmc_ok & e.pmc_ok
@@ -404,9 +430,9 @@ impl TraceModel {
         };
         let pmc = if ok != 0 && n > 0 {
             let at = self.slice_pmc.len() as u32;
-            for i in 0..n {
+            for i in 0..n.min(MAX_PMC) {
                 self.slice_pmc.push(if ok & (1 << i) != 0 {
-                    e.pmc[i].counter.wrapping_sub(open.pmc[i])
+                    counter_delta(&open.pmc[i], &e.pmc[i])
                 } else {
                     PMC_MISSING
                 });

@@ -4,7 +4,8 @@
 //! The node is read with `bpf_probe_read_user` using the `common::engine_abi::EngineNode`
 //! layout: the fixed fields always, the structure (dtype, shape, strides, sources, op
 //! params — one read of the contiguous `ne..op_params` span) when `DETAIL_STRUCTURE` is
-//! on; the per-thread counters when `DETAIL_PMC` is on.
+//! on; the per-thread counters when `DETAIL_PMC` is on. The exit records only its time
+//! and counters ([`OpExitEvent`]).
 
 use core::mem::offset_of;
 
@@ -18,14 +19,11 @@ use common::{
     engine_abi::{EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC},
     event::{
         EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
-        OP_DETAIL_PMC, OP_DETAIL_STRUCTURE,
+        OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpExitEvent,
     },
 };
 
-use crate::{
-    emit::{ProbeResult, abi_ok, current_tid, emit_op, enabled_for_target, header, read_pmcs},
-    maps::{CONTROL, OP_STASH, OpStash},
-};
+use crate::emit::{ProbeResult, abi_ok, emit, emit_op, enabled_for_target, header, read_pmcs};
 
 /// The leading fields of `EngineNode`: `abi_version`, `op`, `dtype`, `flags`.
 const NODE_HEAD_WORDS: usize = 4;
@@ -79,25 +77,14 @@ fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
     } else {
         [u32::MAX, u32::MAX]
     };
-    let tid = current_tid();
-    let stash = OpStash {
-        node_addr: node as u64,
-        op: if layout_ok { head[1] } else { u32::MAX },
-        ith,
-        nth,
-        index: tail[1],
-        layer: tail[0] as i32,
-        pmc: control.op_detail & DETAIL_PMC,
-    };
-    OP_STASH.insert(tid, stash, 0)?;
     emit_op(ctx, |ev| {
         ev.header = header(EventKind::OpCompute, 0);
-        ev.node_addr = stash.node_addr;
-        ev.op = stash.op;
+        ev.node_addr = node as u64;
+        ev.op = if layout_ok { head[1] } else { u32::MAX };
         ev.ith = ith;
         ev.nth = nth;
-        ev.index = stash.index;
-        ev.layer = stash.layer;
+        ev.index = tail[1];
+        ev.layer = tail[0] as i32;
         let mut detail = 0;
         if layout_ok {
             // SAFETY: the helper validates the user address and writes at most the slice.
@@ -132,7 +119,7 @@ fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
             }
         }
         if control.op_detail & DETAIL_PMC != 0 {
-            read_pmcs(ev, control.n_pmc, tid);
+            ev.pmc_ok = read_pmcs(&mut ev.pmc, &control, ev.header.tid);
             detail |= OP_DETAIL_PMC;
         }
         ev.detail = detail;
@@ -147,33 +134,19 @@ pub fn engine_op_compute_ret(ctx: RetProbeContext) -> u32 {
     0
 }
 
+/// A compact record: time and counters. No per-thread stash of the entry — the analyzer
+/// pairs an exit with the last entry on its thread (operators do not nest), which saves
+/// a hash-map insert at entry and a lookup and delete here.
 fn try_op_exit(ctx: &RetProbeContext) -> ProbeResult {
-    let tid = current_tid();
-    // SAFETY: the value is copied out before the entry is removed.
-    let Some(stash) = (unsafe { OP_STASH.get(tid) }).copied() else {
+    let Some(control) = enabled_for_target(LEVEL_OP) else {
         return Ok(());
     };
-    OP_STASH.remove(tid)?;
-    let n_pmc = CONTROL.get(0).map_or(0, |c| c.n_pmc);
-    emit_op(ctx, |ev| {
-        ev.header = header(EventKind::OpCompute, EVENT_FLAG_EXIT);
-        ev.node_addr = stash.node_addr;
-        ev.op = stash.op;
-        ev.ith = stash.ith;
-        ev.nth = stash.nth;
-        ev.index = stash.index;
-        ev.layer = stash.layer;
-        // The entry stored `op = u32::MAX` for a node of another layout.
-        let mut detail = if stash.op == u32::MAX {
-            OP_DETAIL_ABI_MISMATCH
-        } else {
-            0
-        };
-        if stash.pmc != 0 {
-            read_pmcs(ev, n_pmc, tid);
-            detail |= OP_DETAIL_PMC;
-        }
-        ev.detail = detail;
-    });
+    let mut ev = OpExitEvent::zeroed();
+    ev.header = header(EventKind::OpComputeExit, EVENT_FLAG_EXIT);
+    if control.op_detail & DETAIL_PMC != 0 {
+        ev.pmc_ok = read_pmcs(&mut ev.pmc, &control, ev.header.tid);
+        ev.detail = OP_DETAIL_PMC;
+    }
+    emit(ctx, &ev);
     Ok(())
 }
