@@ -84,6 +84,11 @@ const _: () = assert!(offset_of!(TracerControl, pmc_scaled) == 32);
 /// tokens at once: the QoS controller or the live view). Off, the collector sees tokens
 /// on its periodic drain; a forced wake-up costs ~20 µs inside the probe.
 pub const CONTROL_FLAG_WAKE_ON_DECODE: u32 = 1 << 0;
+/// [`TracerControl::flags`]: wake the collector at every graph exit. Set while leaf
+/// nodes wait to be read from the target's memory (`tracer-user/src/leaves.rs`): a short
+/// run could otherwise exit before the collector's next periodic drain, and its memory
+/// with it.
+pub const CONTROL_FLAG_WAKE_ON_GRAPH: u32 = 1 << 1;
 const _: () = assert!(offset_of!(TracerControl, target_tgid) == 0);
 const _: () = assert!(offset_of!(TracerControl, levels) == 4);
 const _: () = assert!(offset_of!(TracerControl, newtask_clone_flags_offset) == 24);

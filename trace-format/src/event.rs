@@ -2,8 +2,8 @@
 
 use common::event::{
     DecodeEvent, EventHeader, EventKind, GraphEvent, LeafNodeEvent, LossEvent,
-    OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, PhaseEvent, PmcOpenEvent, QosSwitchEvent,
-    SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
+    OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, PhaseEvent, PmcOpenEvent,
+    QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
 };
 
 /// One event of a trace.

@@ -12,9 +12,9 @@ use aya::maps::{
 };
 use common::{
     control::{
-        CONTROL_FLAG_WAKE_ON_DECODE, CONTROL_INDEX, DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP,
-        OUTPUT_PERF_BUF, OUTPUT_RING_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST,
-        STAT_PRODUCED, TracerControl,
+        CONTROL_FLAG_WAKE_ON_DECODE, CONTROL_FLAG_WAKE_ON_GRAPH, CONTROL_INDEX, DETAIL_PMC,
+        DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF, OUTPUT_RING_BUF, STAT_ABI_MISMATCH,
+        STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED, TracerControl,
     },
     event::{EVENT_FLAG_EXIT, EventHeader, EventKind, LossEvent, PmcOpenEvent, QosSwitchEvent},
 };
@@ -350,6 +350,8 @@ fn record_inner(
     if !pmcs.is_empty() {
         op_detail |= DETAIL_PMC;
     }
+    // Leaf nodes are named from the target's memory when operator records carry sources.
+    let leaves_wanted = cfg.structure && cfg.levels & LEVEL_OP != 0;
     let mut control = TracerControl {
         target_tgid: pid,
         levels: cfg.levels,
@@ -365,6 +367,11 @@ fn record_inner(
         // reads them on its next drain and spares the probe the wake-up.
         flags: if cfg.qos.is_some() || observer.is_live() {
             CONTROL_FLAG_WAKE_ON_DECODE
+        } else {
+            0
+        } | if leaves_wanted {
+            // Until the first leaves are read (see `LeafResolver::wants_wakeup`).
+            CONTROL_FLAG_WAKE_ON_GRAPH
         } else {
             0
         },
@@ -511,8 +518,7 @@ fn record_inner(
     let mut abi_reported = false;
     let mut written = 0u64;
     let mut write_error: Option<TraceError> = None;
-    // Leaf nodes are named from the target's memory when operator records carry sources.
-    let mut leaves = (cfg.structure && cfg.levels & LEVEL_OP != 0).then(|| LeafResolver::new(pid));
+    let mut leaves = leaves_wanted.then(|| LeafResolver::new(pid));
     let leaf_header = || collector_header(EventKind::LeafNode, pid, 0, u32::MAX);
     let mut target_exited = false;
     let duration = cfg.duration;
@@ -590,6 +596,17 @@ fn record_inner(
                         observer.on_record(trace_format::record_bytes(&ev));
                         collector_events += 1;
                     }
+                }
+                let flags = if l.wants_wakeup(now) {
+                    control.flags | CONTROL_FLAG_WAKE_ON_GRAPH
+                } else {
+                    control.flags & !CONTROL_FLAG_WAKE_ON_GRAPH
+                };
+                if flags != control.flags {
+                    control.flags = flags;
+                    control_map
+                        .set(CONTROL_INDEX, control, 0)
+                        .map_err(map_err("CONTROL"))?;
                 }
             }
             if let Some(q) = qos.as_mut() {

@@ -73,14 +73,8 @@ fn record_tiny_model_two_threads() {
     };
     assert_eq!(runs("engine_decode") as usize, enters, "{cost:?}");
     assert_eq!(runs("engine_decode_ret") as usize, exits.len(), "{cost:?}");
-    let op_enters = evs
-        .iter()
-        .filter(|e| matches!(e, Event::Op(_)))
-        .count();
-    let op_exits = evs
-        .iter()
-        .filter(|e| matches!(e, Event::OpExit(_)))
-        .count();
+    let op_enters = evs.iter().filter(|e| matches!(e, Event::Op(_))).count();
+    let op_exits = evs.iter().filter(|e| matches!(e, Event::OpExit(_))).count();
     assert_eq!(runs("engine_op_compute") as usize, op_enters, "{cost:?}");
     assert_eq!(runs("engine_op_compute_ret") as usize, op_exits, "{cost:?}");
     assert_eq!(op_enters, op_exits, "every operator entry has its exit");
@@ -125,10 +119,16 @@ fn record_tiny_model_two_threads() {
             Event::OpExit(op) => {
                 let tid = op.header.tid;
                 assert_eq!(op.header.pid, pid);
-                assert!(open_op.remove(&tid).is_some(), "exit after an entry on tid {tid}");
+                assert!(
+                    open_op.remove(&tid).is_some(),
+                    "exit after an entry on tid {tid}"
+                );
                 {
                     let enter = op_enter.remove(&tid).expect("entry seen");
-                    assert!(op.header.ts_ns >= enter.header.ts_ns, "exit after its entry");
+                    assert!(
+                        op.header.ts_ns >= enter.header.ts_ns,
+                        "exit after its entry"
+                    );
                     let bit = 1 << task_clock;
                     if enter.pmc_ok & bit != 0 && op.pmc_ok & bit != 0 {
                         let cpu_ns = op.pmc[task_clock].counter - enter.pmc[task_clock].counter;
@@ -569,11 +569,12 @@ fn foreign_engine_abi_version_is_counted_and_its_fields_are_not_recorded() {
             _ => None,
         })
         .collect();
-    let exits = evs
-        .iter()
-        .filter(|e| matches!(e, Event::OpExit(_)))
-        .count();
-    assert_eq!((ops.len(), exits), (5 * 3, 5 * 3), "entry and exit of every op");
+    let exits = evs.iter().filter(|e| matches!(e, Event::OpExit(_))).count();
+    assert_eq!(
+        (ops.len(), exits),
+        (5 * 3, 5 * 3),
+        "entry and exit of every op"
+    );
     let mismatch = common::event::OP_DETAIL_ABI_MISMATCH;
     for (i, op) in ops.iter().enumerate() {
         let foreign = i < 4 * 3;

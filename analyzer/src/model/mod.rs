@@ -67,8 +67,7 @@ fn counter_delta(entry: &PmcReading, exit: &PmcReading) -> u64 {
     if running == 0 || running >= enabled {
         return delta;
     }
-    (u128::from(delta) * u128::from(enabled) / u128::from(running)).min(u128::from(u64::MAX))
-        as u64
+    (u128::from(delta) * u128::from(enabled) / u128::from(running)).min(u128::from(u64::MAX)) as u64
 }
 
 /// Per-thread pairing state.
