@@ -3,8 +3,9 @@
 //! more switched on (token+graph; +operator and phase; +structure; +scheduler; +PMC;
 //! everything with the perf buffer instead of the ring buffer), interleaved so that every
 //! configuration sees the same machine; the slowdown is reported per configuration as the
-//! relative drop of decode and prefill tokens/s against the untraced runs of the same
-//! repetitions.
+//! median over repetitions of the relative drop of decode and prefill tokens/s against the
+//! untraced run just before it (paired, so that the machine's slow drifts — memory
+//! bandwidth on a shared VM swings by tens of percent — cancel), with the range.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -170,6 +171,18 @@ fn traced(
     Ok((t, summary, cost))
 }
 
+/// Relative drop from `base` to `traced` tokens/s, in %.
+fn slowdown(base: f64, traced: f64) -> f64 {
+    100.0 * (base - traced) / base.max(f64::MIN_POSITIVE)
+}
+
+/// `median (min..max)` of slowdowns in %.
+fn spread(v: Vec<f64>) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{:+.2} % ({lo:+.1}..{hi:+.1})", median(v))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
@@ -194,14 +207,21 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
     // Warm the page cache and the engine once, unmeasured.
     untraced(&engine, &model, cfg)?;
     let mut base: Vec<Throughput> = Vec::new();
+    // (decode, prefill) slowdown in % of each traced run against the untraced run before it.
+    let mut paired: Vec<Vec<(f64, f64)>> = SETTINGS.iter().map(|_| Vec::new()).collect();
     let mut runs: Vec<Vec<Throughput>> = SETTINGS.iter().map(|_| Vec::new()).collect();
     let mut summaries: Vec<String> = vec![String::new(); SETTINGS.len()];
     let mut costs: Vec<Vec<ProbeCost>> = SETTINGS.iter().map(|_| Vec::new()).collect();
     for rep in 1..=cfg.reps {
         steps.run(&format!("rep {rep}/{}", cfg.reps), || {
             for (i, s) in SETTINGS.iter().enumerate() {
-                base.push(untraced(&engine, &model, cfg)?);
+                let b = untraced(&engine, &model, cfg)?;
                 let (t, summary, cost) = traced(&profinfer, &engine, &model, cfg, s)?;
+                paired[i].push((
+                    slowdown(b.decode_tokens_per_s, t.decode_tokens_per_s),
+                    slowdown(b.prefill_tokens_per_s, t.prefill_tokens_per_s),
+                ));
+                base.push(b);
                 runs[i].push(t);
                 summaries[i] = summary;
                 costs[i].push(cost);
@@ -214,13 +234,15 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
     let mut table = String::new();
     let _ = writeln!(
         table,
-        "Tracing overhead on `{}` {} at {} threads (pp{} / tg{}; median of {} interleaved runs; \
-         untraced: prefill {base_pre:.2} tok/s, decode {base_dec:.2} tok/s).\n",
+        "Tracing overhead on `{}` {} at {} threads (pp{} / tg{}; {} interleaved repetitions; \
+         untraced: prefill {base_pre:.2} tok/s, decode {base_dec:.2} tok/s, medians). Slowdown: \
+         median and range over the repetitions of each traced run against the untraced run just \
+         before it.\n",
         cfg.preset, cfg.dtype, cfg.threads, cfg.prompt, cfg.generate, cfg.reps
     );
     let _ = writeln!(
         table,
-        "| configuration | decode tok/s | decode slowdown | prefill tok/s | prefill slowdown | \
+        "| configuration | decode tok/s | decode slowdown (range) | prefill tok/s | prefill slowdown (range) | \
          eBPF runs | eBPF µs/run | eBPF CPU load | collector CPU | events (last run) |"
     );
     let _ = writeln!(table, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
@@ -247,11 +269,11 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
         let collector = median(c.iter().map(ProbeCost::collector_cpu_percent).collect());
         let _ = writeln!(
             table,
-            "| {} | {dec:.2} | {:+.2} % | {pre:.2} | {:+.2} % | {runs_n:.0} | {per_run:.2} | \
+            "| {} | {dec:.2} | {} | {pre:.2} | {} | {runs_n:.0} | {per_run:.2} | \
              {load:.3} % | {collector:.2} % | {} |",
             s.name,
-            100.0 * (base_dec - dec) / base_dec,
-            100.0 * (base_pre - pre) / base_pre,
+            spread(paired[i].iter().map(|p| p.0).collect()),
+            spread(paired[i].iter().map(|p| p.1).collect()),
             events.split(';').next().unwrap_or("")
         );
     }
@@ -259,8 +281,9 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
         table,
         "\neBPF columns: the kernel's run-time statistics of the tracer's programs \
          (`BPF_ENABLE_STATS`), summed over the recording; CPU load = eBPF time / (recording \
-         wall time × engine threads). The uprobe trap itself (~0.35 µs per hit on a 5-byte \
-         nop, more with a uretprobe) is not inside the programs. Collector CPU: the \
+         wall time × engine threads). The uprobe trap itself is not inside the programs: \
+         with empty programs ~0.46 µs per uprobe hit on a 5-byte nop and ~0.91 µs per uprobe + \
+         uretprobe pair on this VM (`docs/performance.md`). Collector CPU: the \
          `profinfer` process, % of one CPU over the recording."
     );
     let _ = writeln!(
