@@ -6,7 +6,7 @@ use aya::{
     Ebpf, EbpfError, EbpfLoader,
     programs::{
         ProgramError, TracePoint, UProbe,
-        uprobe::{UProbeAttachLocation, UProbeScope},
+        uprobe::{UProbeAttachLocation, UProbeLinkId, UProbeScope},
     },
 };
 use common::{
@@ -67,6 +67,15 @@ pub enum LoadError {
         /// The probed symbol.
         symbol: &'static str,
         /// aya's error.
+        #[source]
+        source: Box<ProgramError>,
+    },
+    /// A uprobe or uretprobe could not be detached.
+    #[error("detaching {program} failed")]
+    UprobeDetach {
+        /// Program name.
+        program: &'static str,
+        /// Why.
         #[source]
         source: Box<ProgramError>,
     },
@@ -249,21 +258,125 @@ fn program<'a>(
         .ok_or(LoadError::ProgramMissing { program: name })
 }
 
+/// The operator level's uprobe and uretprobe, which the collector detaches while the
+/// operator level is off (QoS or the live view) and attaches again when it comes back:
+/// switched off in the control map only, they would still cost the target the kernel's
+/// trap (~0.9 µs per operator and thread, `docs/probe-abi.md`) for nothing recorded.
+#[derive(Debug)]
+pub struct OpProbes {
+    exe: PathBuf,
+    entry_offset: u64,
+    scope: UprobeScope,
+    links: Option<(UProbeLinkId, UProbeLinkId)>,
+}
+
+impl OpProbes {
+    /// Whether the probes are attached now.
+    pub fn attached(&self) -> bool {
+        self.links.is_some()
+    }
+
+    /// Attaches (`on`) or detaches the operator probes; nothing to do if they already are.
+    /// A detached uretprobe whose function is still running just does not fire: that
+    /// operator's entry stays unpaired in the trace.
+    pub fn set_attached(&mut self, ebpf: &mut Ebpf, on: bool) -> Result<(), LoadError> {
+        let Some(spec) = UPROBES.iter().find(|s| s.level == LEVEL_OP) else {
+            return Ok(());
+        };
+        match (on, self.links.take()) {
+            (true, None) => {
+                let scope = &mut self.scope;
+                let enter = attach_uprobe(
+                    ebpf,
+                    spec.enter,
+                    spec.symbol,
+                    self.entry_offset,
+                    &self.exe,
+                    scope,
+                )?;
+                let exit = attach_uprobe(ebpf, spec.exit, spec.symbol, 0, &self.exe, scope)?;
+                self.links = Some((enter, exit));
+            }
+            (false, Some((enter, exit))) => {
+                for (prog, link) in [(spec.enter, enter), (spec.exit, exit)] {
+                    let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(|source| {
+                        LoadError::ProgramLoad {
+                            program: prog,
+                            source: Box::new(source),
+                        }
+                    })?;
+                    p.detach(link).map_err(|source| LoadError::UprobeDetach {
+                        program: prog,
+                        source: Box::new(source),
+                    })?;
+                }
+            }
+            (_, links) => self.links = links,
+        }
+        Ok(())
+    }
+}
+
+/// Attaches the loaded program `prog` to `symbol` (+ `offset`) of `exe` in the processes
+/// `scope` says. A per-process attachment the kernel refuses falls back to every process
+/// (`scope` becomes [`UprobeScope::AllProcesses`], with a note on stderr): the probes
+/// filter by the target's tgid anyway, only other processes of the same binary then pay
+/// the trap.
+fn attach_uprobe(
+    ebpf: &mut Ebpf,
+    prog: &'static str,
+    symbol: &'static str,
+    offset: u64,
+    exe: &Path,
+    scope: &mut UprobeScope,
+) -> Result<UProbeLinkId, LoadError> {
+    let load_err = |source| LoadError::ProgramLoad {
+        program: prog,
+        source: Box::new(source),
+    };
+    let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(load_err)?;
+    let location = || {
+        if offset == 0 {
+            UProbeAttachLocation::Symbol(symbol)
+        } else {
+            UProbeAttachLocation::SymbolOffset(symbol, offset)
+        }
+    };
+    let attached = match p.attach(location(), exe, scope.to_aya()) {
+        Err(e) if *scope != UprobeScope::AllProcesses => {
+            eprintln!(
+                "profinfer: note: per-process uprobes failed ({e}); probing every process that runs {} (filtered by pid in the probes)",
+                exe.display()
+            );
+            *scope = UprobeScope::AllProcesses;
+            p.attach(location(), exe, UProbeScope::AllProcesses)
+        }
+        r => r,
+    };
+    attached.map_err(|source| LoadError::UprobeAttach {
+        attach: if prog.ends_with("_ret") {
+            "uretprobe"
+        } else {
+            "uprobe"
+        },
+        exe: exe.to_path_buf(),
+        symbol,
+        source: Box::new(source),
+    })
+}
+
 /// Attaches the uprobes of the enabled `levels` to `exe` (in the processes `scope` says)
-/// and the scheduler tracepoints. Returns the probe table for the trace header.
-///
-/// A per-process attachment the kernel refuses falls back to every process (with a note
-/// on stderr): the probes filter by the target's tgid anyway, only other processes of
-/// the same binary then pay the trap.
+/// and the scheduler tracepoints. Returns the probe table for the trace header and the
+/// operator probes (to detach and attach again at run time).
 pub fn attach(
     ebpf: &mut Ebpf,
     exe: &Path,
     points: &ProbePoints,
     levels: u32,
-    scope: UprobeScope,
-) -> Result<Vec<ProbeInfo>, LoadError> {
+    mut scope: UprobeScope,
+) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
     let mut table = Vec::new();
-    let fell_back = &mut false;
+    let mut op_probes = None;
     for spec in &UPROBES {
         if levels & spec.level == 0 {
             continue;
@@ -276,6 +389,7 @@ pub fn attach(
             );
             continue;
         };
+        let mut links = Vec::with_capacity(2);
         for (prog, attach_kind, offset) in [
             (spec.enter, "uprobe", point.attach_offset),
             (spec.exit, "uretprobe", 0),
@@ -286,32 +400,14 @@ pub fn attach(
             };
             let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(load_err)?;
             p.load().map_err(load_err)?;
-            let location = || {
-                if offset == 0 {
-                    UProbeAttachLocation::Symbol(spec.symbol)
-                } else {
-                    UProbeAttachLocation::SymbolOffset(spec.symbol, offset)
-                }
-            };
-            let attached = match p.attach(location(), exe, scope.to_aya()) {
-                Err(e) if scope != UprobeScope::AllProcesses => {
-                    if !*fell_back {
-                        eprintln!(
-                            "profinfer: note: per-process uprobes failed ({e}); probing every process that runs {} (filtered by pid in the probes)",
-                            exe.display()
-                        );
-                        *fell_back = true;
-                    }
-                    p.attach(location(), exe, UProbeScope::AllProcesses)
-                }
-                r => r,
-            };
-            attached.map_err(|source| LoadError::UprobeAttach {
-                attach: attach_kind,
-                exe: exe.to_path_buf(),
-                symbol: spec.symbol,
-                source: Box::new(source),
-            })?;
+            links.push(attach_uprobe(
+                ebpf,
+                prog,
+                spec.symbol,
+                offset,
+                exe,
+                &mut scope,
+            )?);
             let (insn, cost) = if attach_kind == "uprobe" {
                 (
                     point.attach_insn.clone(),
@@ -328,6 +424,16 @@ pub fn attach(
                 offset,
                 first_insn: insn,
                 cost_class: cost,
+            });
+        }
+        if spec.level == LEVEL_OP
+            && let (Some(exit), Some(enter)) = (links.pop(), links.pop())
+        {
+            op_probes = Some(OpProbes {
+                exe: exe.to_path_buf(),
+                entry_offset: point.attach_offset,
+                scope,
+                links: Some((enter, exit)),
             });
         }
     }
@@ -362,5 +468,5 @@ pub fn attach(
             cost_class: "n/a".into(),
         });
     }
-    Ok(table)
+    Ok((table, op_probes))
 }

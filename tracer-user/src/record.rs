@@ -117,6 +117,39 @@ fn map_err(name: &'static str) -> impl FnOnce(MapError) -> RecordError {
     move |source| RecordError::Map { name, source }
 }
 
+/// Writes `control` to the control map and attaches or detaches the operator probes to
+/// match its levels: off, the control map first (programs in flight stop recording),
+/// then the probes come off the target; on, the probes first. Returns the collector
+/// time (trace clock) of the control map write, when the switch took effect: detaching
+/// waits for the kernel's uprobe grace period (~0.2 s here), attaching for breakpoint
+/// installation.
+fn apply_levels(
+    control_map: &mut Array<MapData, TracerControl>,
+    control: TracerControl,
+    op_probes: Option<&mut crate::load::OpProbes>,
+    ebpf: &mut aya::Ebpf,
+) -> Result<u64, RecordError> {
+    let op_on = control.levels & LEVEL_OP != 0;
+    let mut write = || {
+        control_map
+            .set(CONTROL_INDEX, control, 0)
+            .map_err(map_err("CONTROL"))
+            .map(|()| clocks().0)
+    };
+    Ok(match op_probes {
+        Some(p) if op_on => {
+            p.set_attached(ebpf, true)?;
+            write()?
+        }
+        Some(p) => {
+            let at = write()?;
+            p.set_attached(ebpf, false)?;
+            at
+        }
+        None => write()?,
+    })
+}
+
 fn take_map(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<Map, RecordError> {
     ebpf.take_map(name).ok_or(RecordError::MapMissing { name })
 }
@@ -434,7 +467,7 @@ fn record_inner(
         open_pmcs(&mut pmcs, &mut ebpf, t, &mut pmc_events)?;
     }
 
-    let probes = crate::load::attach(
+    let (probes, mut op_probes) = crate::load::attach(
         &mut ebpf,
         &exe,
         &points,
@@ -620,9 +653,8 @@ fn record_inner(
                     let before = control.levels;
                     qos_op_on = on;
                     control.levels = effective_levels(cfg.levels, user_levels, qos_op_on);
-                    control_map
-                        .set(CONTROL_INDEX, control, 0)
-                        .map_err(map_err("CONTROL"))?;
+                    let switched_at =
+                        apply_levels(&mut control_map, control, op_probes.as_mut(), &mut ebpf)?;
                     qos_switches += 1;
                     eprintln!(
                         "profinfer: QoS: {:.1} tokens/s {} {:.1}: operator probes {}",
@@ -632,7 +664,10 @@ fn record_inner(
                         if on { "on" } else { "off" }
                     );
                     let switch = QosSwitchEvent {
-                        header: collector_header(EventKind::QosSwitch, pid, 0, u32::MAX),
+                        header: EventHeader {
+                            ts_ns: switched_at,
+                            ..collector_header(EventKind::QosSwitch, pid, 0, u32::MAX)
+                        },
                         levels_before: before,
                         levels_after: control.levels,
                         tps_milli: (tps * 1000.0) as u64,
@@ -686,9 +721,12 @@ fn record_inner(
                             let levels = effective_levels(cfg.levels, user_levels, qos_op_on);
                             if levels != control.levels {
                                 control.levels = levels;
-                                control_map
-                                    .set(CONTROL_INDEX, control, 0)
-                                    .map_err(map_err("CONTROL"))?;
+                                apply_levels(
+                                    &mut control_map,
+                                    control,
+                                    op_probes.as_mut(),
+                                    &mut ebpf,
+                                )?;
                             }
                         }
                         if reply.stop {

@@ -420,6 +420,24 @@ fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
         .filter(|e| matches!(e, Event::Op(o) if o.header.ts_ns > switch_ts))
         .count();
     assert_eq!(late_ops, 0, "operator probes are off");
+    // And off the target: the collector detaches them, so their programs stop running
+    // (in the control map alone they would still run, and trap, on every operator). A
+    // few run in the moment between the control map update and the detach.
+    let footer = r.footer().expect("footer");
+    let op_runs = footer
+        .cost
+        .programs
+        .iter()
+        .find(|p| p.program == "engine_op_compute")
+        .map_or(0, |p| p.hits);
+    let op_entries = evs.iter().filter(|e| matches!(e, Event::Op(_))).count() as u64;
+    let per_step = op_entries / (with_ops.len() as u64 + 1).max(1);
+    let would_run = per_step * without_ops.len() as u64;
+    assert!(
+        op_runs.saturating_sub(op_entries) * 4 < would_run,
+        "operator probes detached: {op_runs} program runs, {op_entries} entries recorded, \
+         {would_run} runs expected if still attached"
+    );
     // Medians: one step delayed by the scheduler must not decide the comparison.
     let median = |v: &mut Vec<u64>| {
         v.sort_unstable();
