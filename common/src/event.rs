@@ -202,6 +202,17 @@ const _: () = assert!(offset_of!(EventHeader, tid) == 20);
 const _: () = assert!(offset_of!(EventHeader, cpu) == 24);
 
 impl EventHeader {
+    /// All zero (the start of a record's `zeroed()`).
+    pub const ZERO: EventHeader = EventHeader {
+        kind: 0,
+        flags: 0,
+        ts_ns: 0,
+        pid: 0,
+        tid: 0,
+        cpu: 0,
+        _pad: 0,
+    };
+
     /// True on the exit side of a probe.
     pub const fn is_exit(&self) -> bool {
         self.flags & EVENT_FLAG_EXIT != 0
@@ -307,6 +318,15 @@ pub struct PmcReading {
 }
 const _: () = assert!(size_of::<PmcReading>() == 24);
 
+impl PmcReading {
+    /// No reading.
+    pub const ZERO: PmcReading = PmcReading {
+        counter: 0,
+        enabled: 0,
+        running: 0,
+    };
+}
+
 /// Operator level: `engine_op_compute(node, ith, nth, params)` entry.
 ///
 /// The exit is an [`OpExitEvent`] on the same thread (operators do not nest on a thread,
@@ -368,15 +388,7 @@ impl OpEvent {
     /// An all-zero event.
     pub const fn zeroed() -> OpEvent {
         OpEvent {
-            header: EventHeader {
-                kind: 0,
-                flags: 0,
-                ts_ns: 0,
-                pid: 0,
-                tid: 0,
-                cpu: 0,
-                _pad: 0,
-            },
+            header: EventHeader::ZERO,
             node_addr: 0,
             op: 0,
             ith: 0,
@@ -395,11 +407,7 @@ impl OpEvent {
                 src: [0; MAX_SRC],
                 op_params: [0; MAX_OP_PARAMS],
             },
-            pmc: [PmcReading {
-                counter: 0,
-                enabled: 0,
-                running: 0,
-            }; MAX_PMC],
+            pmc: [PmcReading::ZERO; MAX_PMC],
         }
     }
 
@@ -436,22 +444,10 @@ impl OpExitEvent {
     /// An all-zero event.
     pub const fn zeroed() -> OpExitEvent {
         OpExitEvent {
-            header: EventHeader {
-                kind: 0,
-                flags: 0,
-                ts_ns: 0,
-                pid: 0,
-                tid: 0,
-                cpu: 0,
-                _pad: 0,
-            },
+            header: EventHeader::ZERO,
             detail: 0,
             pmc_ok: 0,
-            pmc: [PmcReading {
-                counter: 0,
-                enabled: 0,
-                running: 0,
-            }; MAX_PMC],
+            pmc: [PmcReading::ZERO; MAX_PMC],
         }
     }
 

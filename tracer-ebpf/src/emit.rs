@@ -147,6 +147,20 @@ pub fn emit_waking<C: EbpfContext, T>(ctx: &C, ev: &T) {
     emit_with(ctx, ev, BPF_RB_FORCE_WAKEUP as u64);
 }
 
+/// [`emit_waking`] when the control map's `flags` has `flag` (a `CONTROL_FLAG_WAKE_*`),
+/// else [`emit`].
+#[inline(always)]
+pub fn emit_waking_if<C: EbpfContext, T>(ctx: &C, ev: &T, flag: u32) {
+    let wake = CONTROL
+        .get(CONTROL_INDEX)
+        .is_some_and(|c| c.flags & flag != 0);
+    if wake {
+        emit_waking(ctx, ev);
+    } else {
+        emit(ctx, ev);
+    }
+}
+
 #[inline(always)]
 fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, ring_flags: u64) {
     bump(STAT_PRODUCED);

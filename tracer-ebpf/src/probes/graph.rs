@@ -9,14 +9,14 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use common::{
-    control::{CONTROL_FLAG_WAKE_ON_GRAPH, CONTROL_INDEX, LEVEL_GRAPH},
+    control::{CONTROL_FLAG_WAKE_ON_GRAPH, LEVEL_GRAPH},
     engine_abi::EngineGraph,
     event::{EVENT_FLAG_EXIT, EventKind, GraphEvent},
 };
 
 use crate::{
-    emit::{ProbeResult, abi_ok, current_tid, emit, emit_waking, enabled_for_target, header},
-    maps::{CONTROL, GRAPH_STASH},
+    emit::{ProbeResult, abi_ok, current_tid, emit, emit_waking_if, enabled_for_target, header},
+    maps::GRAPH_STASH,
 };
 
 /// `engine_graph_compute` entry.
@@ -77,13 +77,7 @@ fn try_graph_exit(ctx: &RetProbeContext) -> ProbeResult {
     GRAPH_STASH.remove(tid)?;
     ev.header = header(EventKind::GraphCompute, EVENT_FLAG_EXIT);
     ev.ret = ctx.ret::<i32>();
-    let wake = CONTROL
-        .get(CONTROL_INDEX)
-        .is_some_and(|c| c.flags & CONTROL_FLAG_WAKE_ON_GRAPH != 0);
-    if wake {
-        emit_waking(ctx, &ev);
-    } else {
-        emit(ctx, &ev);
-    }
+    // Wake the collector while leaf nodes wait to be read from the target's memory.
+    emit_waking_if(ctx, &ev, CONTROL_FLAG_WAKE_ON_GRAPH);
     Ok(())
 }

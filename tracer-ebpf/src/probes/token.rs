@@ -7,13 +7,13 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use common::{
-    control::{CONTROL_FLAG_WAKE_ON_DECODE, CONTROL_INDEX, LEVEL_TOKEN},
+    control::{CONTROL_FLAG_WAKE_ON_DECODE, LEVEL_TOKEN},
     event::{DecodeEvent, EVENT_FLAG_EXIT, EventKind},
 };
 
 use crate::{
-    emit::{ProbeResult, current_tid, emit, emit_waking, enabled_for_target, header},
-    maps::{CONTROL, DECODE_STASH},
+    emit::{ProbeResult, current_tid, emit, emit_waking_if, enabled_for_target, header},
+    maps::DECODE_STASH,
 };
 
 /// `engine_decode` entry.
@@ -56,13 +56,6 @@ fn try_decode_exit(ctx: &RetProbeContext) -> ProbeResult {
     ev.header = header(EventKind::Decode, EVENT_FLAG_EXIT);
     ev.ret = ctx.ret::<i32>();
     // Wake the collector only for someone who reacts to tokens at once (QoS, live view).
-    let wake = CONTROL
-        .get(CONTROL_INDEX)
-        .is_some_and(|c| c.flags & CONTROL_FLAG_WAKE_ON_DECODE != 0);
-    if wake {
-        emit_waking(ctx, &ev);
-    } else {
-        emit(ctx, &ev);
-    }
+    emit_waking_if(ctx, &ev, CONTROL_FLAG_WAKE_ON_DECODE);
     Ok(())
 }
