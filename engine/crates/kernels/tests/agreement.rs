@@ -200,6 +200,74 @@ fn dots_agree_across_backends_and_with_reference() {
     }
 }
 
+/// The product, as rows `m` × `y_stride` of outputs, for one weight layout.
+struct Product<'a> {
+    wtype: DType,
+    /// Weights in row-major layout (for the reference).
+    w: &'a Matrix,
+    /// Activations (`vec_dot_type(wtype)` rows).
+    x: &'a Matrix,
+    k: usize,
+    m: usize,
+    n_range: std::ops::Range<usize>,
+    y_stride: usize,
+}
+
+impl Product<'_> {
+    /// Runs `compute(backend, y)` for every supported backend into an output filled with
+    /// `sentinel` and checks: nothing written outside `n_range`, every output within
+    /// tolerance of the f64 reference, and all backends bit-identical. Returns the first
+    /// backend's output.
+    fn check_backends(&self, sentinel: f32, compute: impl Fn(Backend, *mut f32)) -> Vec<f32> {
+        let Product {
+            wtype,
+            w,
+            x,
+            k,
+            m,
+            ref n_range,
+            y_stride,
+        } = *self;
+        let outs: Vec<(Backend, Vec<f32>)> = Backend::supported()
+            .into_iter()
+            .map(|b| {
+                let mut y = vec![sentinel; m * y_stride];
+                compute(b, y.as_mut_ptr());
+                (b, y)
+            })
+            .collect();
+        let (_, first) = &outs[0];
+        for i in 0..m {
+            for n in 0..y_stride {
+                let v = first[i * y_stride + n];
+                if !n_range.contains(&n) {
+                    assert_eq!(
+                        v, sentinel,
+                        "{wtype:?} wrote outside its range at ({i},{n})"
+                    );
+                    continue;
+                }
+                let wr = w.row(n, wtype.row_bytes(k).unwrap());
+                let xr = x.row(i, vec_dot_type(wtype).row_bytes(k).unwrap());
+                let (want, abs) = reference(wtype, wr, xr, k);
+                assert!(
+                    (f64::from(v) - want).abs() <= tolerance(k, abs),
+                    "{wtype:?} k={k} m={m} ({i},{n}): {v} vs {want}"
+                );
+                for (b, other) in &outs[1..] {
+                    let o = other[i * y_stride + n];
+                    assert_eq!(
+                        o.to_bits(),
+                        v.to_bits(),
+                        "{wtype:?} k={k} m={m} ({i},{n}) {b:?}: {o} vs {v}"
+                    );
+                }
+            }
+        }
+        outs.into_iter().next().map(|(_, y)| y).unwrap_or_default()
+    }
+}
+
 #[test]
 fn matmul_agrees_across_backends_and_with_reference() {
     const SENTINEL: f32 = 12345.5;
@@ -220,10 +288,17 @@ fn matmul_agrees_across_backends_and_with_reference() {
                 let w = make_matrix(&mut rng, wtype, true, n_total, k, 6, 1);
                 let x = make_matrix(&mut rng, vec_dot_type(wtype), false, m, k, 2, 3);
                 let y_stride = n_total + 3;
-                let mut outs = Vec::new();
-                for b in Backend::supported() {
-                    let mut y = vec![SENTINEL; m * y_stride];
-                    // SAFETY: y holds m rows of y_stride >= n_range.end outputs; single thread.
+                let product = Product {
+                    wtype,
+                    w: &w,
+                    x: &x,
+                    k,
+                    m,
+                    n_range: n_range.clone(),
+                    y_stride,
+                };
+                let y = product.check_backends(SENTINEL, |b, y| {
+                    // SAFETY: y holds m rows of y_stride >= n_range.end outputs; one caller.
                     unsafe {
                         matmul_with(
                             b,
@@ -235,42 +310,20 @@ fn matmul_agrees_across_backends_and_with_reference() {
                             x.stride,
                             m,
                             n_range.clone(),
-                            y.as_mut_ptr(),
+                            y,
                             y_stride,
                         )
                         .unwrap();
                     }
-                    outs.push((b, y));
-                }
-                let (_, first) = &outs[0];
-                for i in 0..m {
-                    for n in 0..y_stride {
-                        let v = first[i * y_stride + n];
-                        if !n_range.contains(&n) {
-                            assert_eq!(
-                                v, SENTINEL,
-                                "{wtype:?} wrote outside its range at ({i},{n})"
-                            );
-                            continue;
-                        }
-                        let wr = w.row(n, wtype.row_bytes(k).unwrap());
-                        let xr = x.row(i, vec_dot_type(wtype).row_bytes(k).unwrap());
-                        let (want, abs) = reference(wtype, wr, xr, k);
-                        assert!(
-                            (f64::from(v) - want).abs() <= tolerance(k, abs),
-                            "{wtype:?} k={k} m={m} ({i},{n}): {v} vs {want}"
-                        );
-                        for (b, other) in &outs[1..] {
-                            let o = other[i * y_stride + n];
-                            assert_eq!(
-                                o.to_bits(),
-                                v.to_bits(),
-                                "{wtype:?} k={k} m={m} ({i},{n}) {b:?}: {o} vs {v}"
-                            );
-                        }
-                        // Quantized products round exactly like vec_dot for every m; float
-                        // ones do for a single row.
-                        if wtype.block_len() == 32 || m == 1 {
+                });
+                // Quantized products round exactly like vec_dot for every m; float ones
+                // do for a single row.
+                if wtype.block_len() == 32 || m == 1 {
+                    for i in 0..m {
+                        for n in n_range.clone() {
+                            let v = y[i * y_stride + n];
+                            let wr = w.row(n, wtype.row_bytes(k).unwrap());
+                            let xr = x.row(i, vec_dot_type(wtype).row_bytes(k).unwrap());
                             let d = vec_dot_with(Backend::Generic, wtype, k, wr, xr).unwrap();
                             assert_eq!(
                                 d.to_bits(),
@@ -348,9 +401,16 @@ fn packed_matmul_agrees_across_backends_and_with_reference() {
                 let x = make_matrix(&mut rng, DType::Q8_0, false, m, k, 2, 1);
                 let n_range = PACK_ROWS..3 * PACK_ROWS;
                 let y_stride = n_total + 1;
-                let mut outs = Vec::new();
-                for b in Backend::supported() {
-                    let mut y = vec![SENTINEL; m * y_stride];
+                let product = Product {
+                    wtype,
+                    w: &w,
+                    x: &x,
+                    k,
+                    m,
+                    n_range: n_range.clone(),
+                    y_stride,
+                };
+                product.check_backends(SENTINEL, |b, y| {
                     // SAFETY: y holds m rows of y_stride > n_range.end outputs; one caller.
                     unsafe {
                         matmul_packed_with(
@@ -362,34 +422,12 @@ fn packed_matmul_agrees_across_backends_and_with_reference() {
                             x.stride,
                             m,
                             n_range.clone(),
-                            y.as_mut_ptr(),
+                            y,
                             y_stride,
                         )
                         .unwrap();
                     }
-                    outs.push((b, y));
-                }
-                let (_, first) = &outs[0];
-                for i in 0..m {
-                    for n in 0..y_stride {
-                        let v = first[i * y_stride + n];
-                        if !n_range.contains(&n) {
-                            assert_eq!(v, SENTINEL, "{wtype:?} wrote outside ({i},{n})");
-                            continue;
-                        }
-                        let wr = w.row(n, wtype.row_bytes(k).unwrap());
-                        let xr = x.row(i, DType::Q8_0.row_bytes(k).unwrap());
-                        let (want, abs) = reference(wtype, wr, xr, k);
-                        assert!(
-                            (f64::from(v) - want).abs() <= tolerance(k, abs),
-                            "{wtype:?} k={k} m={m} ({i},{n}): {v} vs {want}"
-                        );
-                        for (b, other) in &outs[1..] {
-                            let o = other[i * y_stride + n];
-                            assert_eq!(o.to_bits(), v.to_bits(), "{wtype:?} {b:?} ({i},{n})");
-                        }
-                    }
-                }
+                });
             }
             // A range that does not start on a group is refused.
             let x = make_matrix(&mut rng, DType::Q8_0, false, 1, k, 0, 0);
