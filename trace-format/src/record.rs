@@ -120,17 +120,21 @@ impl<'a> RecordRef<'a> {
     /// The operator entry record, if this is one: a copy on the stack, no heap
     /// allocation (format-1 records converted).
     pub fn op(&self) -> Option<OpEvent> {
-        self.op_any().filter(|op| !op.header.is_exit())
+        if self.header.is_exit() {
+            return None;
+        }
+        self.op_any()
     }
 
     /// The operator exit record, if this is one (format-1 and 2 exits converted).
     pub fn op_exit(&self) -> Option<OpExitEvent> {
-        if self.kind == Some(EventKind::OpComputeExit) {
-            return read(self.bytes);
+        match self.kind {
+            Some(EventKind::OpComputeExit) => read(self.bytes),
+            Some(EventKind::OpCompute) if self.header.is_exit() => {
+                self.op_any().map(|op| OpExitEvent::from_op_exit(&op))
+            }
+            _ => None,
         }
-        self.op_any()
-            .filter(|op| op.header.is_exit())
-            .map(|op| OpExitEvent::from_op_exit(&op))
     }
 
     /// The owned event (allocates for operator entries and unknown kinds).

@@ -138,27 +138,22 @@ pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
     emit_with(ctx, ev, ring_wakeup_flags());
 }
 
-/// Like [`emit`], and wakes the collector at once: for the end of a decode call when
-/// the QoS controller or the live view needs it (one per decoded batch, so it cannot feed
-/// back the way per-record wake-ups did; ~20 µs inside the probe, measured with
-/// `BPF_ENABLE_STATS`).
-#[inline(always)]
-pub fn emit_waking<C: EbpfContext, T>(ctx: &C, ev: &T) {
-    emit_with(ctx, ev, BPF_RB_FORCE_WAKEUP as u64);
-}
-
-/// [`emit_waking`] when the control map's `flags` has `flag` (a `CONTROL_FLAG_WAKE_*`),
-/// else [`emit`].
+/// Like [`emit`], and wakes the collector at once when the control map's `flags` has
+/// `flag` (a `CONTROL_FLAG_WAKE_*`): at decode exits for the QoS controller or the live
+/// view, at graph exits while leaf nodes wait to be read. At most one per decode call or
+/// graph, so it cannot feed back the way per-record wake-ups did; a forced wake-up costs
+/// ~20 µs inside the probe (measured with `BPF_ENABLE_STATS`, `docs/tracer.md`).
 #[inline(always)]
 pub fn emit_waking_if<C: EbpfContext, T>(ctx: &C, ev: &T, flag: u32) {
     let wake = CONTROL
         .get(CONTROL_INDEX)
         .is_some_and(|c| c.flags & flag != 0);
-    if wake {
-        emit_waking(ctx, ev);
+    let ring_flags = if wake {
+        BPF_RB_FORCE_WAKEUP as u64
     } else {
-        emit(ctx, ev);
-    }
+        ring_wakeup_flags()
+    };
+    emit_with(ctx, ev, ring_flags);
 }
 
 #[inline(always)]

@@ -154,20 +154,22 @@ impl LeafResolver {
         let Some(since) = self.pending_since else {
             return false;
         };
-        let rested = self
-            .last_batch
-            .is_none_or(|t| now.duration_since(t) >= RESOLVE_INTERVAL);
-        rested && (boundary || now.duration_since(since) >= RESOLVE_INTERVAL)
+        self.rested(now) && (boundary || now.duration_since(since) >= RESOLVE_INTERVAL)
+    }
+
+    /// At least [`RESOLVE_INTERVAL`] since the previous batch (or none yet).
+    fn rested(&self, now: Instant) -> bool {
+        self.last_batch
+            .is_none_or(|t| now.duration_since(t) >= RESOLVE_INTERVAL)
     }
 
     /// Whether the collector should be woken at graph exits (`CONTROL_FLAG_WAKE_ON_GRAPH`):
     /// nothing read yet, or addresses waiting, and a batch may run now. A short run can
     /// end before the next periodic drain; its leaves must be read while it lives.
     pub fn wants_wakeup(&self, now: Instant) -> bool {
-        let rested = self
-            .last_batch
-            .is_none_or(|t| now.duration_since(t) >= RESOLVE_INTERVAL);
-        !self.gone && rested && (self.last_batch.is_none() || self.pending_since.is_some())
+        !self.gone
+            && self.rested(now)
+            && (self.last_batch.is_none() || self.pending_since.is_some())
     }
 
     /// Reads the pending addresses that are not computed nodes; returns a record per

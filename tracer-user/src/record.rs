@@ -130,12 +130,7 @@ fn apply_levels(
     ebpf: &mut aya::Ebpf,
 ) -> Result<u64, RecordError> {
     let op_on = control.levels & LEVEL_OP != 0;
-    let mut write = || {
-        control_map
-            .set(CONTROL_INDEX, control, 0)
-            .map_err(map_err("CONTROL"))
-            .map(|()| clocks().0)
-    };
+    let mut write = || write_control(control_map, control);
     Ok(match op_probes {
         Some(p) if op_on => {
             p.set_attached(ebpf, true)?;
@@ -148,6 +143,18 @@ fn apply_levels(
         }
         None => write()?,
     })
+}
+
+/// Writes `control` to the control map; returns the collector time (trace clock) of the
+/// write.
+fn write_control(
+    control_map: &mut Array<MapData, TracerControl>,
+    control: TracerControl,
+) -> Result<u64, RecordError> {
+    control_map
+        .set(CONTROL_INDEX, control, 0)
+        .map_err(map_err("CONTROL"))?;
+    Ok(clocks().0)
 }
 
 fn take_map(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<Map, RecordError> {
@@ -531,9 +538,7 @@ fn record_inner(
     let mut collector_events = pmc_events.len() as u64;
     pmc_events.clear();
 
-    control_map
-        .set(CONTROL_INDEX, control, 0)
-        .map_err(map_err("CONTROL"))?;
+    write_control(&mut control_map, control)?;
     let pidfd = target::pidfd_open(pid)?;
     let is_child = held.is_some();
     if let Some(child) = held {
@@ -637,9 +642,7 @@ fn record_inner(
                 };
                 if flags != control.flags {
                     control.flags = flags;
-                    control_map
-                        .set(CONTROL_INDEX, control, 0)
-                        .map_err(map_err("CONTROL"))?;
+                    write_control(&mut control_map, control)?;
                 }
             }
             if let Some(q) = qos.as_mut() {
@@ -746,9 +749,7 @@ fn record_inner(
         };
         // Stop producing, let in-flight programs finish, then drain what is left.
         control.target_tgid = 0;
-        control_map
-            .set(CONTROL_INDEX, control, 0)
-            .map_err(map_err("CONTROL"))?;
+        write_control(&mut control_map, control)?;
         tokio::time::sleep(Duration::from_millis(50)).await;
         Ok::<_, RecordError>(reason)
     })?;

@@ -283,7 +283,7 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
          (`BPF_ENABLE_STATS`), summed over the recording; CPU load = eBPF time / (recording \
          wall time × engine threads). The uprobe trap itself is not inside the programs: \
          with empty programs ~0.46 µs per uprobe hit on a 5-byte nop and ~0.91 µs per uprobe + \
-         uretprobe pair on this VM (`docs/performance.md`). Collector CPU: the \
+         uretprobe pair on this VM (`docs/probe-abi.md`). Collector CPU: the \
          `profinfer` process, % of one CPU over the recording."
     );
     let _ = writeln!(
