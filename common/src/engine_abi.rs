@@ -19,66 +19,108 @@ pub const NODE_NAME_LEN: usize = 64;
 /// Number of 32-bit operator parameters in a node.
 pub const MAX_OP_PARAMS: usize = 8;
 
-/// Element type of a tensor. The numbers are ggml's `ggml_type` values, so a GGUF
-/// tensor type id and a node's `dtype` mean the same thing.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DType {
+/// Declares [`DType`] from one table: variant, ggml type id, ggml's name, elements per
+/// block and bytes per block. Every per-type fact (`ALL`, `from_u32`, `from_name`, `name`,
+/// `block_len`, `block_bytes`) is generated from the same row, so they cannot disagree.
+macro_rules! dtypes {
+    ($( $(#[$doc:meta])* $variant:ident = $id:literal, $name:literal, $block_len:literal, $block_bytes:literal; )*) => {
+        /// Element type of a tensor. The numbers are ggml's `ggml_type` values, so a GGUF
+        /// tensor type id and a node's `dtype` mean the same thing (the tracer reads them:
+        /// never renumber).
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[expect(non_camel_case_types, reason = "variants spell ggml's type names (Q4_0, Q6_K)")]
+        pub enum DType {
+            $( $(#[$doc])* $variant = $id, )*
+        }
+
+        impl DType {
+            /// All types of the ABI, in id order.
+            pub const ALL: &'static [DType] = &[$(DType::$variant),*];
+
+            /// The type for a ggml type id, if the ABI has it.
+            pub const fn from_u32(v: u32) -> Option<DType> {
+                match v {
+                    $( $id => Some(DType::$variant), )*
+                    _ => None,
+                }
+            }
+
+            /// Name as ggml spells it (`f32`, `q8_0`, `q6_K`, `bf16`, ...).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( DType::$variant => $name, )*
+                }
+            }
+
+            /// Number of elements in one block (1 for plain types).
+            pub const fn block_len(self) -> usize {
+                match self {
+                    $( DType::$variant => $block_len, )*
+                }
+            }
+
+            /// Size in bytes of one block.
+            pub const fn block_bytes(self) -> usize {
+                match self {
+                    $( DType::$variant => $block_bytes, )*
+                }
+            }
+        }
+    };
+}
+
+dtypes! {
     /// 32-bit IEEE float.
-    F32 = 0,
+    F32 = 0, "f32", 1, 4;
     /// 16-bit IEEE float.
-    F16 = 1,
+    F16 = 1, "f16", 1, 2;
     /// ggml Q4_0: blocks of 32 weights, one f16 scale and 16 bytes of 4-bit values.
-    Q4_0 = 2,
+    Q4_0 = 2, "q4_0", 32, 18;
+    /// ggml Q4_1: blocks of 32 weights, f16 scale and minimum, 16 bytes of 4-bit values.
+    Q4_1 = 3, "q4_1", 32, 20;
+    /// ggml Q5_0: blocks of 32 weights, f16 scale, 4 bytes of fifth bits, 16 bytes of nibbles.
+    Q5_0 = 6, "q5_0", 32, 22;
+    /// ggml Q5_1: blocks of 32 weights, f16 scale and minimum, 4 bytes of fifth bits,
+    /// 16 bytes of nibbles.
+    Q5_1 = 7, "q5_1", 32, 24;
     /// ggml Q8_0: blocks of 32 weights, one f16 scale and 32 signed bytes.
-    Q8_0 = 8,
+    Q8_0 = 8, "q8_0", 32, 34;
+    /// ggml Q8_1: blocks of 32 weights, f16 scale and scaled sum, 32 signed bytes (the
+    /// activation type of Q4_1 and Q5_1 products).
+    Q8_1 = 9, "q8_1", 32, 36;
+    /// ggml Q2_K: super-blocks of 256 weights, 2.625 bits per weight.
+    Q2_K = 10, "q2_K", 256, 84;
+    /// ggml Q3_K: super-blocks of 256 weights, 3.4375 bits per weight.
+    Q3_K = 11, "q3_K", 256, 110;
+    /// ggml Q4_K: super-blocks of 256 weights, 4.5 bits per weight.
+    Q4_K = 12, "q4_K", 256, 144;
+    /// ggml Q5_K: super-blocks of 256 weights, 5.5 bits per weight.
+    Q5_K = 13, "q5_K", 256, 176;
+    /// ggml Q6_K: super-blocks of 256 weights, 6.5625 bits per weight.
+    Q6_K = 14, "q6_K", 256, 210;
+    /// ggml Q8_K: f32 scale, 256 signed bytes and 16 i16 block sums (the activation type
+    /// of K-quant products).
+    Q8_K = 15, "q8_K", 256, 292;
     /// 32-bit signed integer (token ids, positions).
-    I32 = 26,
+    I32 = 26, "i32", 1, 4;
+    /// bfloat16: the upper half of an IEEE f32.
+    BF16 = 30, "bf16", 1, 2;
 }
 
 impl DType {
-    /// All supported types.
-    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::Q4_0, DType::Q8_0, DType::I32];
-
-    /// The type for a ggml type id, if this engine supports it.
-    pub const fn from_u32(v: u32) -> Option<DType> {
-        match v {
-            0 => Some(DType::F32),
-            1 => Some(DType::F16),
-            2 => Some(DType::Q4_0),
-            8 => Some(DType::Q8_0),
-            26 => Some(DType::I32),
-            _ => None,
-        }
+    /// The type named `name` as ggml spells it, ignoring ASCII case (`q4_k` finds
+    /// [`DType::Q4_K`]).
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
     }
 
-    /// Lower-case name as ggml spells it (`f32`, `q8_0`, ...).
-    pub const fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::Q4_0 => "q4_0",
-            DType::Q8_0 => "q8_0",
-            DType::I32 => "i32",
-        }
-    }
-
-    /// Number of elements in one block (1 for plain types).
-    pub const fn block_len(self) -> usize {
-        match self {
-            DType::Q4_0 | DType::Q8_0 => 32,
-            _ => 1,
-        }
-    }
-
-    /// Size in bytes of one block.
-    pub const fn block_bytes(self) -> usize {
-        match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 => 2,
-            DType::Q4_0 => 18,
-            DType::Q8_0 => 34,
-        }
+    /// Whether the type stores elements in blocks of more than one.
+    pub const fn is_quantized(self) -> bool {
+        self.block_len() > 1
     }
 
     /// Bytes taken by a row of `n` elements; `None` if `n` is not a whole number of blocks.
@@ -353,11 +395,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dtype_ids_round_trip() {
-        for t in DType::ALL {
+    fn dtype_ids_and_names_round_trip() {
+        for &t in DType::ALL {
             assert_eq!(DType::from_u32(t as u32), Some(t));
+            assert_eq!(DType::from_name(t.name()), Some(t));
         }
-        assert_eq!(DType::from_u32(3), None);
+        assert_eq!(DType::from_name("Q4_k"), Some(DType::Q4_K));
+        for id in [4, 5, 16, 27, 31, u32::MAX] {
+            assert_eq!(DType::from_u32(id), None, "{id}");
+        }
+        assert_eq!(DType::from_name("q4_2"), None);
+    }
+
+    /// ggml's type ids and block sizes (ggml.h `enum ggml_type`, ggml-common.h block
+    /// structs), written out independently of the table.
+    #[test]
+    fn dtype_table_matches_ggml() {
+        let ggml: [(DType, u32, usize, usize); 16] = [
+            (DType::F32, 0, 1, 4),
+            (DType::F16, 1, 1, 2),
+            (DType::Q4_0, 2, 32, 2 + 16),
+            (DType::Q4_1, 3, 32, 2 * 2 + 16),
+            (DType::Q5_0, 6, 32, 2 + 4 + 16),
+            (DType::Q5_1, 7, 32, 2 * 2 + 4 + 16),
+            (DType::Q8_0, 8, 32, 2 + 32),
+            (DType::Q8_1, 9, 32, 2 * 2 + 32),
+            (DType::Q2_K, 10, 256, 256 / 16 + 256 / 4 + 2 * 2),
+            (DType::Q3_K, 11, 256, 256 / 8 + 256 / 4 + 12 + 2),
+            (DType::Q4_K, 12, 256, 2 * 2 + 12 + 256 / 2),
+            (DType::Q5_K, 13, 256, 2 * 2 + 12 + 256 / 8 + 256 / 2),
+            (DType::Q6_K, 14, 256, 256 / 2 + 256 / 4 + 256 / 16 + 2),
+            (DType::Q8_K, 15, 256, 4 + 256 + 16 * 2),
+            (DType::I32, 26, 1, 4),
+            (DType::BF16, 30, 1, 2),
+        ];
+        assert_eq!(ggml.len(), DType::ALL.len());
+        for (t, id, len, bytes) in ggml {
+            assert_eq!(
+                (t as u32, t.block_len(), t.block_bytes()),
+                (id, len, bytes),
+                "{}",
+                t.name()
+            );
+        }
     }
 
     #[test]

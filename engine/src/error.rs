@@ -38,14 +38,14 @@ pub enum EngineError {
         why: String,
     },
     /// A tensor has a type this engine cannot compute with.
-    #[error(
-        "tensor `{name}` has type {ty}, which this engine does not support (f32, f16, q8_0, q4_0)"
-    )]
+    #[error("tensor `{name}` has type {ty}, which this engine does not support ({supported})")]
     UnsupportedTensorType {
         /// Tensor name.
         name: String,
         /// ggml type name.
         ty: String,
+        /// The types it could have, comma-separated.
+        supported: String,
     },
     /// A tensor's shape does not match the hyper-parameters.
     #[error("tensor `{name}` has shape {found:?}, expected {expected:?}")]

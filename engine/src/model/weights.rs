@@ -115,10 +115,20 @@ impl Weights {
                 });
             };
             let dtype = DType::from_u32(t.ggml_type as u32)
-                .filter(|d| *d != DType::I32 && (w.kind == TensorKind::Matrix || *d == DType::F32))
+                .filter(|&d| match w.kind {
+                    TensorKind::Matrix => engine_kernels::has_kernels(d),
+                    _ => d == DType::F32,
+                })
                 .ok_or_else(|| EngineError::UnsupportedTensorType {
                     name: w.name.clone(),
                     ty: t.ggml_type.name().to_owned(),
+                    supported: match w.kind {
+                        TensorKind::Matrix => engine_kernels::weight_types()
+                            .map(DType::name)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        _ => DType::F32.name().to_owned(),
+                    },
                 })?;
             let mut dims = t.dims.clone();
             while dims.len() > w.dims.len() && dims.last() == Some(&1) {

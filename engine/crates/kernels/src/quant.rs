@@ -257,7 +257,7 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
                 dequantize_q4_0_bytes_block(read_f16(b, 0), &b[2..18], out);
             }
         }
-        DType::I32 => {
+        _ => {
             return Err(KernelError::UnsupportedType {
                 dtype,
                 op: "dequantize_row",
@@ -289,7 +289,7 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
                 o.copy_from_slice(bytemuck::bytes_of(&quantize_block_q4_0_ref(x)));
             }
         }
-        DType::I32 => {
+        _ => {
             return Err(KernelError::UnsupportedType {
                 dtype,
                 op: "quantize_row",

@@ -12,12 +12,29 @@ use crate::error::KernelError;
 use crate::f16::f32_row_to_f16_bytes;
 use crate::quant::{QK, check_row, quantize_block_q8_0_avx2_semantics};
 
+/// Whether weight matrices of type `w` have dot-product and matrix-product kernels here.
+/// The loader refuses other types by name before anything runs.
+pub const fn has_kernels(w: DType) -> bool {
+    matches!(w, DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
+}
+
+/// Weight types with kernels ([`has_kernels`]), in ggml id order.
+pub fn weight_types() -> impl Iterator<Item = DType> {
+    DType::ALL.iter().copied().filter(|&t| has_kernels(t))
+}
+
 /// The type activations are converted to before they meet weights of type `w` (ggml's
-/// `vec_dot_type`): Q8_0 for Q8_0 and Q4_0 weights, F16 for F16, F32 otherwise.
+/// `vec_dot_type`): Q8_0 for Q8_0, Q4_0 and Q5_0 weights, Q8_1 for Q4_1 and Q5_1, Q8_K for
+/// the K-quants, F16 for F16, BF16 for BF16, F32 otherwise.
 pub const fn vec_dot_type(w: DType) -> DType {
     match w {
-        DType::Q8_0 | DType::Q4_0 => DType::Q8_0,
+        DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => DType::Q8_0,
+        DType::Q4_1 | DType::Q5_1 | DType::Q8_1 => DType::Q8_1,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
+            DType::Q8_K
+        }
         DType::F16 => DType::F16,
+        DType::BF16 => DType::BF16,
         DType::F32 | DType::I32 => DType::F32,
     }
 }
@@ -44,7 +61,7 @@ pub fn convert_activations(
                 out.copy_from_slice(&x.to_le_bytes());
             }
         }
-        DType::Q4_0 | DType::I32 => {
+        _ => {
             return Err(KernelError::UnsupportedType {
                 dtype: dst_type,
                 op: "convert_activations",
@@ -108,7 +125,7 @@ pub(crate) unsafe fn vec_dot_unchecked(
                     DType::F16 => x86::dot_f16(k, w, x),
                     DType::Q8_0 => x86::dot_q8_0(k / QK, w, x),
                     DType::Q4_0 => x86::dot_q4_0(k / QK, w, x),
-                    DType::I32 => {
+                    _ => {
                         return Err(KernelError::UnsupportedType {
                             dtype: wtype,
                             op: "vec_dot",
@@ -130,7 +147,7 @@ pub(crate) unsafe fn vec_dot_unchecked(
                 DType::F16 => generic::dot_f16(k, w, x),
                 DType::Q8_0 => generic::dot_q8_0(k / QK, w, x),
                 DType::Q4_0 => generic::dot_q4_0(k / QK, w, x),
-                DType::I32 => {
+                _ => {
                     return Err(KernelError::UnsupportedType {
                         dtype: wtype,
                         op: "vec_dot",

@@ -231,7 +231,7 @@ unsafe fn matmul_generic(
                 DType::F16 => generic::dot_f16(k, wr, xr),
                 DType::Q8_0 => generic::dot_q8_0(k / QK, wr, xr),
                 DType::Q4_0 => generic::dot_q4_0(k / QK, wr, xr),
-                DType::I32 => {
+                _ => {
                     return Err(KernelError::UnsupportedType {
                         dtype: wtype,
                         op: "matmul",
