@@ -123,6 +123,13 @@ impl Context {
         self.n_past = 0;
     }
 
+    /// Forgets the cached tokens from position `n_past` on; the ones before it keep their
+    /// K/V and the next decode continues after them (a chat turn reusing the prefix it
+    /// shares with the previous one). Larger values change nothing.
+    pub fn truncate(&mut self, n_past: usize) {
+        self.n_past = self.n_past.min(n_past);
+    }
+
     /// Logits of the last token of the last decoded batch.
     pub fn logits(&self) -> &[f32] {
         &self.logits

@@ -8,15 +8,18 @@
 //! Layout: [`model`] (hyper-parameters, weights, architectures, graph building),
 //! [`graph`] (nodes and activation memory), [`ops`] (one module per operator),
 //! [`backend`] (thread pool), [`context`] (KV cache + decode), [`sampler`],
-//! [`generate`] (the generation loop and timings), [`bench`], [`presets`]
-//! (`gen-model`), [`self_profile`] (ground-truth timestamps).
+//! [`generate`] (the generation loop and timings), [`chat`] (chat templates and
+//! conversations), [`utf8_stream`] (streamed text), [`info`] (what a model file holds),
+//! [`bench`], [`presets`] (`gen-model`), [`self_profile`] (ground-truth timestamps).
 
 pub mod backend;
 pub mod bench;
+pub mod chat;
 pub mod context;
 pub mod error;
 pub mod generate;
 pub mod graph;
+pub mod info;
 pub mod kv_cache;
 pub mod model;
 pub mod ops;
@@ -25,6 +28,7 @@ pub mod probe;
 pub mod probe_bench;
 pub mod sampler;
 pub mod self_profile;
+pub mod utf8_stream;
 
 pub use context::{Context, ContextParams};
 pub use error::EngineError;

@@ -1,4 +1,4 @@
-//! `engine`: generate models, run them, benchmark them.
+//! `engine`: generate models, inspect them, run them, chat with them, benchmark them.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,9 +9,12 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use common::DType;
 use engine::bench::{self, BenchParams};
+use engine::chat::{ChatSession, ChatTemplate, TemplateOrigin, repl};
 use engine::generate::{GenerateParams, generate};
+use engine::info::ModelInfo;
 use engine::model::Repack;
 use engine::sampler::{Sampler, SamplerParams};
+use engine::utf8_stream::Utf8Stream;
 use engine::{Context, ContextParams, Model, presets, self_profile};
 
 /// A GGUF LLM inference engine with a stable probe ABI (see docs/probe-abi.md).
@@ -26,8 +29,13 @@ struct Cli {
 enum Command {
     /// Write a GGUF model with seeded random weights in the shape of a preset.
     GenModel(GenModelArgs),
-    /// Generate text from a prompt.
+    /// Generate text from a prompt (with --chat: answer it as a chat message).
     Run(RunArgs),
+    /// Chat interactively: one line is one message; /reset, /exit (or end of input).
+    Chat(ChatArgs),
+    /// Describe a GGUF file: architecture, hyper-parameters, tensor types, tokenizer,
+    /// chat template, and whether this engine can run it.
+    Info(InfoArgs),
     /// One forward pass over tokens; print the last position's logits.
     Eval(EvalArgs),
     /// Tokenize text with the model's tokenizer.
@@ -84,19 +92,8 @@ struct ModelArgs {
     no_repack: bool,
 }
 
-#[derive(Args)]
-struct RunArgs {
-    #[command(flatten)]
-    model: ModelArgs,
-    /// Prompt text.
-    #[arg(short, long, conflicts_with = "tokens")]
-    prompt: Option<String>,
-    /// Prompt as comma-separated token ids (used as given: no BOS is added).
-    #[arg(long, value_delimiter = ',')]
-    tokens: Option<Vec<i32>>,
-    /// Tokens to generate.
-    #[arg(short, long, default_value_t = 32)]
-    n_predict: usize,
+#[derive(Args, Clone)]
+struct SamplingArgs {
     /// Temperature (0 = greedy).
     #[arg(long, default_value_t = 0.0)]
     temp: f32,
@@ -109,6 +106,44 @@ struct RunArgs {
     /// Random seed of the sampler.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+impl SamplingArgs {
+    fn sampler(&self) -> Sampler {
+        Sampler::new(SamplerParams {
+            temp: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            seed: self.seed,
+        })
+    }
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Prompt text.
+    #[arg(short, long, conflicts_with = "tokens")]
+    prompt: Option<String>,
+    /// Prompt as comma-separated token ids (used as given: no BOS is added).
+    #[arg(long, value_delimiter = ',')]
+    tokens: Option<Vec<i32>>,
+    /// Send the prompt as one user message through the model's chat template and print
+    /// only the answer, which ends at the end of the assistant's turn.
+    #[arg(long, conflicts_with_all = ["tokens", "ignore_eos"])]
+    chat: bool,
+    /// System message before the prompt (with --chat).
+    #[arg(long, requires = "chat")]
+    system: Option<String>,
+    /// Jinja chat template to use instead of the model's (with --chat).
+    #[arg(long, value_name = "FILE", requires = "chat")]
+    chat_template_file: Option<PathBuf>,
+    /// Tokens to generate.
+    #[arg(short, long, default_value_t = 32)]
+    n_predict: usize,
+    #[command(flatten)]
+    sampling: SamplingArgs,
     /// Keep generating after an end-of-generation token.
     #[arg(long)]
     ignore_eos: bool,
@@ -118,6 +153,39 @@ struct RunArgs {
     /// Write per-op and per-phase CLOCK_MONOTONIC timestamps (JSON Lines) to FILE.
     #[arg(long, value_name = "FILE")]
     self_profile: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ChatArgs {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// System message that opens the conversation (kept by /reset).
+    #[arg(long)]
+    system: Option<String>,
+    /// Jinja chat template to use instead of the model's.
+    #[arg(long, value_name = "FILE")]
+    chat_template_file: Option<PathBuf>,
+    /// Largest reply in tokens (default: until the end of the turn or of the context).
+    #[arg(short, long)]
+    n_predict: Option<usize>,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    /// Print each turn's token counts and speeds (to stderr).
+    #[arg(long)]
+    stats: bool,
+    /// Print one JSON object per turn instead of streaming the replies.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    /// GGUF model file.
+    #[arg(short, long)]
+    model: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -169,13 +237,11 @@ struct BenchArgs {
     json: bool,
 }
 
+/// The weight type named `s` (any ASCII case); the error lists every name the ABI knows.
 fn parse_dtype(s: &str) -> anyhow::Result<DType> {
-    Ok(match s {
-        "f32" => DType::F32,
-        "f16" => DType::F16,
-        "q8_0" => DType::Q8_0,
-        "q4_0" => DType::Q4_0,
-        _ => bail!("unknown dtype `{s}` (expected f32, f16, q8_0 or q4_0)"),
+    DType::from_name(s).with_context(|| {
+        let names: Vec<&str> = DType::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown dtype `{s}` (expected one of {})", names.join(", "))
     })
 }
 
@@ -220,7 +286,32 @@ fn run(a: &RunArgs) -> anyhow::Result<()> {
     if a.self_profile.is_some() {
         self_profile::enable();
     }
-    let mut ctx = load(&a.model)?;
+    let ctx = load(&a.model)?;
+    if a.chat {
+        let Some(prompt) = &a.prompt else {
+            bail!("give the message with -p TEXT");
+        };
+        run_chat(ctx, a, prompt)?;
+    } else {
+        run_plain(ctx, a)?;
+    }
+    if let Some(path) = &a.self_profile {
+        let records = self_profile::drain();
+        let f =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        self_profile::write_jsonl(&records, std::io::BufWriter::new(f))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "self-profile: {} spans written to {}",
+            records.len(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// `run` without a template: echoes the prompt, then streams the continuation.
+fn run_plain(mut ctx: Context, a: &RunArgs) -> anyhow::Result<()> {
     let prompt: Vec<i32> = match (&a.prompt, &a.tokens) {
         (_, Some(t)) => t.clone(),
         (Some(p), None) => ctx
@@ -232,12 +323,7 @@ fn run(a: &RunArgs) -> anyhow::Result<()> {
             .collect(),
         (None, None) => bail!("give a prompt with -p TEXT or --tokens IDS"),
     };
-    let mut sampler = Sampler::new(SamplerParams {
-        temp: a.temp,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        seed: a.seed,
-    });
+    let mut sampler = a.sampling.sampler();
     let params = GenerateParams {
         n_predict: a.n_predict,
         ignore_eos: a.ignore_eos,
@@ -256,12 +342,22 @@ fn run(a: &RunArgs) -> anyhow::Result<()> {
         stdout.flush()?;
     }
     let json = a.json;
+    let mut stream = Utf8Stream::new();
+    let mut write_error = None;
     let g = generate(&mut ctx, &prompt, &params, &mut sampler, |tok| {
-        if !json {
-            let _ = stdout.write_all(model.tokenizer.token_to_piece(tok as u32, false));
-            let _ = stdout.flush();
+        if !json && write_error.is_none() {
+            let text = stream.push(model.tokenizer.token_to_piece(tok as u32, false));
+            if let Err(e) = stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                write_error = Some(e);
+            }
         }
     })?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
     let ids: Vec<u32> = g.generated_tokens.iter().map(|&t| t as u32).collect();
     let text = model.tokenizer.decode(&ids);
     if json {
@@ -269,29 +365,119 @@ fn run(a: &RunArgs) -> anyhow::Result<()> {
         v["text"] = text.into();
         writeln!(stdout, "{v}")?;
     } else {
-        let t = &g.timings;
+        write!(stdout, "{}", stream.finish())?;
         writeln!(stdout)?;
+        print_timings(&g.timings);
+    }
+    Ok(())
+}
+
+/// `run --chat`: one user message through the chat template, the answer streamed.
+fn run_chat(ctx: Context, a: &RunArgs, prompt: &str) -> anyhow::Result<()> {
+    let template = chat_template(ctx.model(), a.chat_template_file.as_deref())?;
+    let mut session = ChatSession::new(ctx, template, a.system.clone());
+    let mut sampler = a.sampling.sampler();
+    let mut stdout = std::io::stdout().lock();
+    let json = a.json;
+    let mut write_error = None;
+    let reply = session.turn(prompt, &mut sampler, Some(a.n_predict), |text| {
+        if !json
+            && write_error.is_none()
+            && let Err(e) = stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+        {
+            write_error = Some(e);
+        }
+    })?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    if json {
+        // The shape of plain `run --json`, with the whole rendered prompt as prompt_tokens
+        // (a fresh session prefills all of it) plus the chat fields.
+        let mut v = serde_json::to_value(&reply.generation)?;
+        v["text"] = reply.text.into();
+        v["prompt"] = reply.prompt.into();
+        v["stop"] = reply.stop.as_str().into();
+        writeln!(stdout, "{v}")?;
+    } else {
+        writeln!(stdout)?;
+        if reply.stop == engine::chat::StopReason::ContextFull {
+            eprintln!("[context full: answer cut; enlarge the context with -c]");
+        }
+        print_timings(&reply.generation.timings);
+    }
+    Ok(())
+}
+
+/// The model's chat template, or the one in `file`; says so when falling back to ChatML.
+fn chat_template(model: &Model, file: Option<&std::path::Path>) -> anyhow::Result<ChatTemplate> {
+    let template = match file {
+        Some(path) => {
+            let source = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the chat template {}", path.display()))?;
+            ChatTemplate::with_source(model, &source)?
+        }
+        None => ChatTemplate::from_model(model)?,
+    };
+    if template.origin() == TemplateOrigin::ChatmlFallback {
+        eprintln!("note: the model has no chat template; using ChatML, as llama.cpp does");
+    }
+    Ok(template)
+}
+
+fn print_timings(t: &engine::generate::Timings) {
+    eprintln!(
+        "\nprompt {} tokens, generated {} | TTFT {:.2} ms | TPOT {:.2} ms | prefill {:.2} tok/s | decode {:.2} tok/s",
+        t.n_prompt,
+        t.n_generated,
+        t.ttft_ms,
+        t.tpot_ms,
+        t.prefill_tokens_per_s,
+        t.decode_tokens_per_s
+    );
+}
+
+fn chat(a: &ChatArgs) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let ctx = load(&a.model)?;
+    let template = chat_template(ctx.model(), a.chat_template_file.as_deref())?;
+    let terminal = std::io::stdin().is_terminal();
+    if terminal {
         eprintln!(
-            "\nprompt {} tokens, generated {} | TTFT {:.2} ms | TPOT {:.2} ms | prefill {:.2} tok/s | decode {:.2} tok/s",
-            t.n_prompt,
-            t.n_generated,
-            t.ttft_ms,
-            t.tpot_ms,
-            t.prefill_tokens_per_s,
-            t.decode_tokens_per_s
+            "chatting with {} (context {} tokens); /reset starts over, /exit or Ctrl-D leaves",
+            a.model.model.display(),
+            ctx.n_ctx()
         );
     }
-    if let Some(path) = &a.self_profile {
-        let records = self_profile::drain();
-        let f =
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        self_profile::write_jsonl(&records, std::io::BufWriter::new(f))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!(
-            "self-profile: {} spans written to {}",
-            records.len(),
-            path.display()
-        );
+    let mut session = ChatSession::new(ctx, template, a.system.clone());
+    let mut sampler = a.sampling.sampler();
+    let options = repl::ReplOptions {
+        max_tokens: a.n_predict,
+        show_prompt: terminal && !a.json,
+        stats: a.stats,
+        json: a.json,
+    };
+    repl::run(
+        &mut session,
+        &mut sampler,
+        std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+        &options,
+    )
+    .context("chatting over stdin/stdout")?;
+    Ok(())
+}
+
+fn info(a: &InfoArgs) -> anyhow::Result<()> {
+    let info = ModelInfo::inspect(&a.model)?;
+    let mut stdout = std::io::stdout().lock();
+    if a.json {
+        writeln!(stdout, "{}", serde_json::to_string(&info)?)?;
+    } else {
+        info.write_text(&mut stdout)?;
     }
     Ok(())
 }
@@ -364,6 +550,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::GenModel(a) => gen_model(a),
         Command::Run(a) => run(a),
+        Command::Chat(a) => chat(a),
+        Command::Info(a) => info(a),
         Command::Eval(a) => eval(a),
         Command::Tokenize(a) => tokenize(a),
         Command::Bench(a) => bench_cmd(a),

@@ -1,6 +1,7 @@
 //! `engine gen-model`: GGUF files with seeded random weights in the real shapes of known
 //! models, plus tiny presets for tests. The files carry complete tokenizer metadata
-//! (a synthetic vocabulary of the model's real size) and load in llama.cpp too.
+//! (a synthetic vocabulary of the model's real size) and a chat template matching it, and
+//! load in llama.cpp too.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -15,6 +16,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::chat::known_templates;
+use crate::chat::template::TEMPLATE_KEY;
 use crate::error::EngineError;
 use crate::model::tensors::{TensorKind, TensorShapes, tensor_specs};
 
@@ -192,14 +195,26 @@ fn plan(p: &Preset, dtype: DType) -> Vec<TensorPlan> {
         .collect()
 }
 
-/// `general.file_type` of llama.cpp for a weight type.
-fn file_type(dtype: DType) -> u32 {
-    match dtype {
-        DType::F32 | DType::I32 => 0,
+/// `general.file_type` of llama.cpp (`enum llama_ftype`) for a weight type; K-quants map to
+/// the `_M` mixes that llama.cpp names after them. `None` for types that are no file type
+/// (Q8_1, Q8_K, I32): the key is then left out.
+fn file_type(dtype: DType) -> Option<u32> {
+    Some(match dtype {
+        DType::F32 => 0,
         DType::F16 => 1,
         DType::Q4_0 => 2,
+        DType::Q4_1 => 3,
         DType::Q8_0 => 7,
-    }
+        DType::Q5_0 => 8,
+        DType::Q5_1 => 9,
+        DType::Q2_K => 10,
+        DType::Q3_K => 12,
+        DType::Q4_K => 15,
+        DType::Q5_K => 17,
+        DType::Q6_K => 18,
+        DType::BF16 => 32,
+        DType::Q8_1 | DType::Q8_K | DType::I32 => return None,
+    })
 }
 
 /// Adds the `tokenizer.ggml.*` keys of `vocab`.
@@ -244,6 +259,17 @@ fn add_vocab(w: &mut GgufWriter, vocab: &Vocab) -> Result<(), engine_gguf::GgufE
     Ok(())
 }
 
+/// The published chat template whose special tokens the vocabulary kind has: Llama 2's
+/// `[INST]` for SentencePiece, Llama 3's headers for Llama 3 BPE, ChatML for Qwen2 BPE
+/// (Qwen2.5's own template is ChatML with a default system message and tool calls).
+fn chat_template(kind: SynthKind) -> &'static str {
+    match kind {
+        SynthKind::Spm => known_templates::LLAMA2,
+        SynthKind::Llama3Bpe => known_templates::LLAMA3,
+        SynthKind::Qwen2Bpe => known_templates::CHATML,
+    }
+}
+
 /// Writes preset `p` with weights of type `dtype` and random seed `seed` to `path`.
 pub fn write_model(
     p: &Preset,
@@ -264,7 +290,6 @@ pub fn write_model(
             "general.name".into(),
             format!("profinfer synthetic {}", p.name).into(),
         ),
-        ("general.file_type".into(), file_type(dtype).into()),
         ("general.quantization_version".into(), 2u32.into()),
         (format!("{a}.context_length"), p.n_ctx.into()),
         (format!("{a}.embedding_length"), p.n_embd.into()),
@@ -286,6 +311,9 @@ pub fn write_model(
     for (k, v) in kvs {
         w.add_kv(k, v).map_err(gguf)?;
     }
+    if let Some(ft) = file_type(dtype) {
+        w.add_kv("general.file_type", ft).map_err(gguf)?;
+    }
     let vocab = synth_vocab(p.tokenizer, p.n_vocab as usize, seed).map_err(|e| {
         EngineError::HyperParameter {
             key: "tokenizer.ggml.tokens".into(),
@@ -293,6 +321,8 @@ pub fn write_model(
         }
     })?;
     add_vocab(&mut w, &vocab).map_err(gguf)?;
+    w.add_kv(TEMPLATE_KEY, chat_template(p.tokenizer))
+        .map_err(gguf)?;
 
     let tensors = plan(p, dtype);
     for t in &tensors {

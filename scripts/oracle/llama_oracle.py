@@ -11,6 +11,8 @@ Subcommands:
   tokenize  --model F --text T [--text T2 ...] [--texts-json FILE] [--no-special] [--parse-special]
   bench     --model F --threads 2 -p 512 -n 128 [--reps 3]   prefill / decode tokens per second
   gguf-read --model F                                    metadata keys and tensors as gguf-py sees them
+  chat-render --model F --messages-json JSON [--no-generation-prompt]
+                                                         the file's chat template rendered and tokenized
 
 Evaluation settings (kept identical everywhere so results are comparable): no flash
 attention, llama.cpp's default f16 KV cache, n_batch = n_ubatch = 512, logits only for the
@@ -222,6 +224,49 @@ def cmd_gguf_read(args: argparse.Namespace) -> dict[str, Any]:
     return {"metadata": metadata, "tensors": tensors}
 
 
+# llama.cpp's template for files without one (common/chat.cpp CHATML_TEMPLATE_SRC).
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\\n' -}}\n"
+    "{%- endif -%}"
+)
+
+
+def cmd_chat_render(args: argparse.Namespace) -> dict[str, Any]:
+    """Renders messages with the file's chat template as llama-cpp-python does (Python's
+    jinja2 through `Jinja2ChatFormatter`, BOS/EOS texts from the vocabulary), then
+    tokenizes the text as llama.cpp's chat front ends do: a BOS (EOS) text the template
+    wrote is dropped when the vocabulary adds that token anyway
+    (`common_chat_template_direct_apply`), then add_special and parse_special are on."""
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    messages = json.loads(args.messages_json)
+    llm = Llama(model_path=args.model, vocab_only=True, verbose=False)
+    template = llm.metadata.get("tokenizer.chat_template") or CHATML_TEMPLATE
+    model = llm._model
+    bos_id, eos_id = model.token_bos(), model.token_eos()
+    bos = model.token_get_text(bos_id) if bos_id != -1 else ""
+    eos = model.token_get_text(eos_id) if eos_id != -1 else ""
+    formatter = Jinja2ChatFormatter(
+        template=template,
+        eos_token=eos,
+        bos_token=bos,
+        add_generation_prompt=not args.no_generation_prompt,
+    )
+    prompt = formatter(messages=messages).prompt
+    text = prompt
+    if model.add_bos_token() and bos and text.startswith(bos):
+        text = text[len(bos):]
+    if model.add_eos_token() and eos and text.endswith(eos):
+        text = text[: -len(eos)]
+    tokens = llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+    return {"prompt": prompt, "tokens": tokens}
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -259,6 +304,12 @@ def main(argv: Sequence[str]) -> int:
     p = sub.add_parser("gguf-read", help="metadata and tensors as read by gguf-py")
     p.add_argument("--model", required=True)
     p.set_defaults(func=cmd_gguf_read)
+
+    p = sub.add_parser("chat-render", help="chat template rendered and tokenized")
+    p.add_argument("--model", required=True)
+    p.add_argument("--messages-json", required=True, help='[{"role": "user", "content": "Hi"}]')
+    p.add_argument("--no-generation-prompt", action="store_true")
+    p.set_defaults(func=cmd_chat_render)
 
     args = parser.parse_args(argv)
     result = args.func(args)
