@@ -170,6 +170,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 let summary = record(req).context("record failed")?;
                 eprintln!("{summary}");
+                // A failing target makes `profinfer record` fail too (as `strace` and
+                // `time` do), so scripts and the demo do not take a broken run for a trace.
+                if let Some(end) = summary.target_end {
+                    return Ok(ExitCode::from(end.exit_code()));
+                }
             }
         }
         Command::Live(args) => {

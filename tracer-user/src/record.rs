@@ -213,6 +213,8 @@ pub struct RecordSummary {
     pub leaves_unread: u64,
     /// Why recording ended.
     pub end_reason: String,
+    /// How the target ended, when `profinfer record` started it and saw it end.
+    pub target_end: Option<target::TargetEnd>,
     /// What tracing cost (eBPF program run time, collector CPU).
     pub cost: ProbeCost,
 }
@@ -559,6 +561,7 @@ fn record_inner(
     let mut leaves = leaves_wanted.then(|| LeafResolver::new(pid));
     let leaf_header = || collector_header(EventKind::LeafNode, pid, 0, u32::MAX);
     let mut target_exited = false;
+    let mut target_end = None;
     let duration = cfg.duration;
     let end_reason = rt.block_on(async {
         // SAFETY: the pidfd is owned by the `AsyncFd` and stays open until it is dropped.
@@ -740,8 +743,8 @@ fn record_inner(
                 r = pid_ready.readable() => {
                     if let Ok(mut g) = r { g.clear_ready(); }
                     target_exited = true;
-                    let how = if is_child { target::reap(pid) } else { None };
-                    break how.unwrap_or_else(|| "target exited".to_owned());
+                    target_end = if is_child { target::reap(pid) } else { None };
+                    break target_end.map_or_else(|| "target exited".to_owned(), |e| e.to_string());
                 }
                 _ = &mut ctrl_c => break "interrupted (Ctrl-C); target left running".to_owned(),
                 _ = &mut deadline => break "duration elapsed; target left running".to_owned(),
@@ -845,6 +848,7 @@ fn record_inner(
         leaves_recorded: leaf_stats.recorded,
         leaves_unread: leaf_stats.unread,
         end_reason,
+        target_end,
         cost,
     })
 }

@@ -261,8 +261,41 @@ pub fn pidfd_open(pid: u32) -> Result<OwnedFd, TargetError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Reaps our child `pid` if it exited; returns a description of how.
-pub fn reap(pid: u32) -> Option<String> {
+/// How a target started by `profinfer record` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetEnd {
+    /// It exited with this status.
+    Exited(i32),
+    /// A signal killed it.
+    Signaled(i32),
+    /// It ended some other way.
+    Other,
+}
+
+impl TargetEnd {
+    /// The exit code a shell would report for it (`128 + signal` when killed), which
+    /// `profinfer record` passes on so scripts see a failing target fail.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            TargetEnd::Exited(code) => code.clamp(0, 255) as u8,
+            TargetEnd::Signaled(sig) => (128 + sig).clamp(0, 255) as u8,
+            TargetEnd::Other => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for TargetEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetEnd::Exited(code) => write!(f, "target exited with status {code}"),
+            TargetEnd::Signaled(sig) => write!(f, "target killed by signal {sig}"),
+            TargetEnd::Other => f.write_str("target ended"),
+        }
+    }
+}
+
+/// Reaps our child `pid` if it exited; returns how it ended.
+pub fn reap(pid: u32) -> Option<TargetEnd> {
     let mut status = 0i32;
     // SAFETY: waitpid on our own child with a valid status pointer.
     let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
@@ -270,11 +303,11 @@ pub fn reap(pid: u32) -> Option<String> {
         return None;
     }
     Some(if libc::WIFEXITED(status) {
-        format!("target exited with status {}", libc::WEXITSTATUS(status))
+        TargetEnd::Exited(libc::WEXITSTATUS(status))
     } else if libc::WIFSIGNALED(status) {
-        format!("target killed by signal {}", libc::WTERMSIG(status))
+        TargetEnd::Signaled(libc::WTERMSIG(status))
     } else {
-        "target ended".to_owned()
+        TargetEnd::Other
     })
 }
 
@@ -284,6 +317,17 @@ mod tests {
 
     fn os(code: i32) -> std::io::Error {
         std::io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn target_end_exit_codes_follow_the_shell() {
+        assert_eq!(TargetEnd::Exited(0).exit_code(), 0);
+        assert_eq!(TargetEnd::Exited(2).exit_code(), 2);
+        assert_eq!(TargetEnd::Signaled(9).exit_code(), 137);
+        assert_eq!(
+            TargetEnd::Exited(2).to_string(),
+            "target exited with status 2"
+        );
     }
 
     #[test]

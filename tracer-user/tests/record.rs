@@ -533,6 +533,23 @@ fn clear_errors_for_bad_targets() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("no engine probe symbols"), "{err}");
+    // A target that exits early with an error: the trace is complete and readable, and
+    // profinfer exits with the target's status so a script sees the failure.
+    let (engine, _) = engine_and_model();
+    let o = profinfer()
+        .args(["record", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(engine)
+        .args(["run", "--no-such-option"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "the engine's usage error: {err}");
+    assert!(err.contains("target exited with status 2"), "{err}");
+    let r = TraceReader::open(&out).expect("the early exit's trace opens");
+    assert!(r.footer().is_some(), "recording ended cleanly");
+    std::fs::remove_file(&out).ok();
 }
 
 /// The stand-in engine of `examples/abi_mismatch_target.rs`, built once.
