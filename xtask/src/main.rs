@@ -5,10 +5,12 @@
 
 mod bench;
 mod demo;
+mod digest;
 mod engine;
 mod oracle_env;
 mod paths;
 mod process;
+mod real_model;
 mod setup;
 mod steps;
 mod test;
@@ -41,7 +43,7 @@ enum Task {
     },
     /// Set up (with the oracle) and run every test, then a fuzz smoke run.
     Test,
-    /// Build, generate the default model, run it and print the timings.
+    /// Install what it needs, build, fetch SmolLM2, chat with it traced, analyze the trace.
     Demo,
     /// Analyze a trace into every view (runs `profinfer analyze`; extra options pass through).
     Analyze {

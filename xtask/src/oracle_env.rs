@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use sha2::{Digest as _, Sha256};
 
+use crate::digest::sha256_hex;
 use crate::paths;
 use crate::process;
 use crate::steps::Secs;
@@ -65,14 +65,6 @@ fn build_info(python: &str) -> Result<String> {
         "llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}\nCMAKE_ARGS={LLAMA_CMAKE_ARGS}\npython={}\n",
         tag.trim()
     ))
-}
-
-/// Hex SHA-256 of `data`.
-fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The cache directory of the wheel described by `build_info`.
@@ -301,15 +293,6 @@ fn ensure_venv(python: &str, wheel: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sha256_matches_the_standard_test_vector() {
-        // FIPS 180-2 example: SHA-256("abc").
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-    }
 
     #[test]
     fn cache_entry_depends_on_the_build_flags() {

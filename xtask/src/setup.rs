@@ -1,6 +1,10 @@
 //! `cargo xtask setup`: installs what building, testing and tracing need on a Debian
 //! machine: apt packages, the nightly `rust-src` component, bpf-linker, cargo-fuzz and
 //! (with `--oracle`) the llama.cpp oracle venv.
+//!
+//! `cargo xtask demo` and `cargo xtask test` install what they need themselves through
+//! [`install`] with their own component lists ([`DEMO`], [`TEST`]), so each works on a
+//! machine where `cargo xtask setup` never ran.
 
 use std::process::Command;
 
@@ -14,27 +18,70 @@ use crate::steps::Steps;
 /// linux-perf (cross-checking the tracer against `perf`), tmux (the live view's end-to-end test).
 pub const APT_PACKAGES: &[&str] = &["graphviz", "bpftrace", "linux-perf", "tmux"];
 
-/// Runs every set-up step, recording each in `steps`. The oracle venv only with `oracle`.
+/// Debian packages the demo needs: graphviz renders the analysis' DAGs.
+pub const DEMO_APT_PACKAGES: &[&str] = &["graphviz"];
+
+/// One thing a task needs installed.
+#[derive(Clone, Copy, Debug)]
+pub enum Component {
+    /// Debian packages (installed with apt-get, through sudo when not root).
+    Apt(&'static [&'static str]),
+    /// The nightly toolchain's `rust-src` (the eBPF crate builds `core` from source).
+    NightlyRustSrc,
+    /// bpf-linker (links the eBPF programs).
+    BpfLinker,
+    /// cargo-fuzz (the GGUF parser's fuzz smoke run).
+    CargoFuzz,
+    /// The llama.cpp oracle's Python venv.
+    OracleVenv,
+}
+
+/// What `cargo xtask demo` needs: the eBPF toolchain to build `profinfer`, graphviz for
+/// the analysis' pictures.
+pub const DEMO: &[Component] = &[
+    Component::Apt(DEMO_APT_PACKAGES),
+    Component::NightlyRustSrc,
+    Component::BpfLinker,
+];
+
+/// What `cargo xtask test` needs: everything.
+pub const TEST: &[Component] = &[
+    Component::Apt(APT_PACKAGES),
+    Component::NightlyRustSrc,
+    Component::BpfLinker,
+    Component::CargoFuzz,
+    Component::OracleVenv,
+];
+
+/// What `cargo xtask setup` installs (the oracle only with `--oracle`).
 pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {
-    steps.run("apt packages", apt_packages)?;
-    steps.run("nightly rust-src", nightly_rust_src)?;
-    steps.run("bpf-linker", bpf_linker)?;
-    steps.run("cargo-fuzz", cargo_fuzz)?;
-    if oracle {
-        steps.run("llama.cpp oracle venv", oracle_env::ensure)?;
+    let n = if oracle { TEST.len() } else { TEST.len() - 1 };
+    install(steps, &TEST[..n])
+}
+
+/// Installs every component that is missing, one step each; fast when all are present.
+pub fn install(steps: &mut Steps, components: &[Component]) -> Result<()> {
+    for component in components {
+        match *component {
+            Component::Apt(packages) => steps.run("apt packages", || apt_packages(packages))?,
+            Component::NightlyRustSrc => steps.run("nightly rust-src", nightly_rust_src)?,
+            Component::BpfLinker => steps.run("bpf-linker", bpf_linker)?,
+            Component::CargoFuzz => steps.run("cargo-fuzz", cargo_fuzz)?,
+            Component::OracleVenv => steps.run("llama.cpp oracle venv", oracle_env::ensure)?,
+        }
     }
     Ok(())
 }
 
-/// Installs the missing [`APT_PACKAGES`] (one `apt-get update` first).
-fn apt_packages() -> Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES
+/// Installs the missing `packages` (one `apt-get update` first).
+fn apt_packages(packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
         .copied()
         .filter(|p| !dpkg_installed(p))
         .collect();
     if missing.is_empty() {
-        eprintln!("    already installed: {}", APT_PACKAGES.join(" "));
+        eprintln!("    already installed: {}", packages.join(" "));
         return Ok(());
     }
     if !process::succeeds(Command::new("apt-get").arg("--version")) {
@@ -73,7 +120,6 @@ fn dpkg_installed(package: &str) -> bool {
         })
 }
 
-/// Whether we run as root (so apt needs no sudo).
 /// Whether this process runs as root (apt installs and tracing need it).
 pub fn is_root() -> bool {
     Command::new("id")
@@ -82,14 +128,25 @@ pub fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-/// Adds `rust-src` to the nightly toolchain (the eBPF crate builds `core` from source).
+/// Adds `rust-src` to the nightly toolchain (the eBPF crate builds `core` from source),
+/// installing a minimal nightly toolchain first if there is none.
 fn nightly_rust_src() -> Result<()> {
     let installed = Command::new("rustup")
         .args(["component", "list", "--installed", "--toolchain", "nightly"])
         .output();
     match installed {
+        Err(e) => bail!("cannot run rustup ({e}); the eBPF build needs rustup's nightly toolchain"),
         Ok(o) if !o.status.success() => {
-            bail!("no nightly toolchain: install it with `rustup toolchain install nightly`")
+            eprintln!("    no nightly toolchain: installing one (minimal profile, with rust-src)");
+            process::run(Command::new("rustup").args([
+                "toolchain",
+                "install",
+                "nightly",
+                "--profile",
+                "minimal",
+                "--component",
+                "rust-src",
+            ]))
         }
         Ok(o)
             if String::from_utf8_lossy(&o.stdout)
@@ -99,7 +156,7 @@ fn nightly_rust_src() -> Result<()> {
             eprintln!("    rust-src already installed for nightly");
             Ok(())
         }
-        _ => process::run(Command::new("rustup").args([
+        Ok(_) => process::run(Command::new("rustup").args([
             "component",
             "add",
             "rust-src",

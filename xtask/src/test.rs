@@ -1,10 +1,12 @@
-//! `cargo xtask test`: set-up (with the oracle), every test of the workspace in release
-//! mode with the oracle required, then a short fuzzing smoke run of the GGUF parser.
+//! `cargo xtask test`: set-up (with the oracle), the real-model fixture (SmolLM2), every
+//! test of the workspace in release mode with the oracle required, then a short fuzzing
+//! smoke run of the GGUF parser.
 
 use anyhow::{Result, bail};
 
 use crate::paths;
 use crate::process;
+use crate::real_model::{SMOLLM2, SMOLLM2_ENV};
 use crate::setup;
 use crate::steps::Steps;
 
@@ -16,7 +18,11 @@ pub const FUZZ_TARGET: &str = "gguf_parse";
 /// Runs the set-up, the tests and the fuzz smoke run; all test steps run even if an
 /// earlier one failed, and the result is an error if any failed.
 pub fn run(steps: &mut Steps) -> Result<()> {
-    setup::run(steps, true)?;
+    setup::install(steps, setup::TEST)?;
+    let smollm2 = steps.run(
+        &format!("real-model fixture ({})", SMOLLM2.description),
+        || SMOLLM2.ensure(),
+    )?;
     let root = paths::repo_root();
     // tracer-ebpf targets bpfel-unknown-none and cannot be built for the host.
     let _ = steps.run("cargo test (release, oracle required)", || {
@@ -29,7 +35,8 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                     "tracer-ebpf",
                     "--release",
                 ])
-                .env("PROFINFER_REQUIRE_ORACLE", "1"),
+                .env("PROFINFER_REQUIRE_ORACLE", "1")
+                .env(SMOLLM2_ENV, &smollm2),
         )
     });
     let fuzz_dir = root.join("engine/crates/gguf/fuzz");
