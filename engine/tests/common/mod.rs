@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::Value;
 
+pub mod compare;
+
 /// Environment variable that turns a missing oracle into a test failure (set by
 /// `cargo xtask test`).
 pub const REQUIRE_ORACLE_ENV: &str = "PROFINFER_REQUIRE_ORACLE";
@@ -225,4 +227,38 @@ pub fn floats_of(value: &Value, what: &str) -> Vec<f32> {
                 .unwrap_or_else(|| panic!("{what} holds a non-number {v}")) as f32
         })
         .collect()
+}
+
+/// Environment variable naming the real-model fixture, SmolLM2-135M-Instruct Q4_1
+/// (`cargo xtask test` fetches it into the model cache and sets the variable).
+pub const SMOLLM2_ENV: &str = "PROFINFER_SMOLLM2";
+
+/// The SmolLM2 file, or `None` after a loud banner when [`SMOLLM2_ENV`] is unset; with
+/// [`REQUIRE_ORACLE_ENV`]`=1` a missing fixture is a failure, not a skip.
+pub fn smollm2() -> Option<PathBuf> {
+    static BANNER: OnceLock<()> = OnceLock::new();
+    if let Some(path) = std::env::var_os(SMOLLM2_ENV).filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{SMOLLM2_ENV}={} is not a file",
+            path.display()
+        );
+        return Some(path);
+    }
+    if std::env::var(REQUIRE_ORACLE_ENV).is_ok_and(|v| v == "1") {
+        panic!(
+            "{SMOLLM2_ENV} is unset but {REQUIRE_ORACLE_ENV}=1: run `cargo xtask test`, \
+             which fetches SmolLM2 and sets it"
+        );
+    }
+    BANNER.get_or_init(|| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n{bar}\n!! SKIPPING SmolLM2 (real-model) TESTS: {SMOLLM2_ENV} is unset\n\
+             !! `cargo xtask test` fetches the model and sets it\n{bar}\n",
+            bar = "!".repeat(78)
+        );
+    });
+    None
 }
