@@ -13,6 +13,8 @@ Subcommands:
   gguf-read --model F                                    metadata keys and tensors as gguf-py sees them
   chat-render --model F --messages-json JSON [--no-generation-prompt]
                                                          the file's chat template rendered and tokenized
+  quantize  --model F --out G --ftype Q4_K_M [--pure] [--threads 2]
+                                                         llama.cpp's quantizer (llama_model_quantize)
 
 Evaluation settings (kept identical everywhere so results are comparable): no flash
 attention, llama.cpp's default f16 KV cache, n_batch = n_ubatch = 512, logits only for the
@@ -267,6 +269,32 @@ def cmd_chat_render(args: argparse.Namespace) -> dict[str, Any]:
     return {"prompt": prompt, "tokens": tokens}
 
 
+def cmd_quantize(args: argparse.Namespace) -> dict[str, Any]:
+    """Quantizes a GGUF file with llama.cpp's own quantizer (`llama_model_quantize`, what
+    `llama-quantize` runs), so tests get files of every type as llama.cpp's presets make
+    them. `--ftype` is a preset name as `llama-quantize` spells it (Q4_K_M, Q6_K, BF16, ...);
+    `--pure` gives every weight the preset's base type (no per-tensor mix)."""
+    import llama_cpp
+    from gguf import GGUFReader
+
+    name = args.ftype.upper()
+    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}", None)
+    if ftype is None:
+        known = sorted(k[len("LLAMA_FTYPE_MOSTLY_"):] for k in dir(llama_cpp) if k.startswith("LLAMA_FTYPE_MOSTLY_"))
+        raise SystemExit(f"unknown ftype {args.ftype!r}; llama.cpp knows {', '.join(known)}")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = args.threads
+    params.pure = args.pure
+    rc = llama_cpp.llama_model_quantize(args.model.encode(), args.out.encode(), params)
+    if rc != 0:
+        raise SystemExit(f"llama_model_quantize({args.model}, {args.ftype}) failed with {rc}")
+    types: dict[str, int] = {}
+    for t in GGUFReader(args.out).tensors:
+        types[t.tensor_type.name] = types.get(t.tensor_type.name, 0) + 1
+    return {"out": args.out, "ftype": name, "tensor_types": types}
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -310,6 +338,14 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--messages-json", required=True, help='[{"role": "user", "content": "Hi"}]')
     p.add_argument("--no-generation-prompt", action="store_true")
     p.set_defaults(func=cmd_chat_render)
+
+    p = sub.add_parser("quantize", help="llama.cpp's quantizer (llama_model_quantize)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--ftype", required=True, help="Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, Q2_K, Q4_1, Q5_0, Q5_1, Q8_0, BF16, ...")
+    p.add_argument("--pure", action="store_true", help="no per-tensor mix: every weight gets the base type")
+    p.add_argument("--threads", type=int, default=2)
+    p.set_defaults(func=cmd_quantize)
 
     args = parser.parse_args(argv)
     result = args.func(args)
