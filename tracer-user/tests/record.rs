@@ -673,7 +673,10 @@ fn symbol_address_in(pid: u32, exe: &std::path::Path, symbol: &str) -> u64 {
             return lo + (file_off - off);
         }
     }
-    panic!("{symbol} (file offset {file_off:#x}) not mapped in {pid}");
+    panic!(
+        "{symbol} (file offset {file_off:#x}) of {} not mapped in {pid}; its maps:\n{maps}",
+        canon.display()
+    );
 }
 
 /// The first byte of `symbol` as process `pid` sees it: 0xCC where a uprobe is installed.
@@ -750,6 +753,15 @@ fn uprobes_trap_only_in_the_target_process() {
         assert!(start.elapsed() < Duration::from_secs(60), "no trace header");
         std::thread::sleep(Duration::from_millis(2));
     };
+    // The header may be written while profinfer's child still waits to exec the engine
+    // (probes attach to the file, before exec): wait for the exec.
+    while std::fs::read_link(format!("/proc/{target}/exe")).ok() != Some(engine_abs.clone()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "target never exec'd the engine"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
     // SAFETY: plain kill(2) of the engine this test started (through profinfer).
     unsafe { libc::kill(target as i32, libc::SIGSTOP) };
     for sym in ["engine_decode", "engine_op_compute"] {

@@ -34,6 +34,8 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                     "--exclude",
                     "tracer-ebpf",
                     "--release",
+                    // Every failing test binary reported, not only the first.
+                    "--no-fail-fast",
                 ])
                 .env("PROFINFER_REQUIRE_ORACLE", "1")
                 .env(SMOLLM2_ENV, &smollm2),
