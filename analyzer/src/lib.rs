@@ -22,6 +22,8 @@ pub mod export;
 pub mod ingest;
 pub mod leaf;
 pub mod model;
+pub mod op_groups;
+pub mod report;
 mod run;
 pub mod stats;
 pub mod synthetic;

@@ -95,6 +95,25 @@ pub fn synth_header() -> TraceHeader {
     }
 }
 
+/// The model of a synthetic run, built in memory (no file); with `upto`, of its first
+/// `upto` events only.
+pub fn model(spec: &SynthSpec, upto: Option<usize>) -> crate::TraceModel {
+    let mut m = crate::TraceModel::new(&synth_header());
+    let mut n = 0;
+    generate(spec, |rec| {
+        if upto.is_some_and(|u| n >= u) {
+            return;
+        }
+        n += 1;
+        let kind = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
+        let ev = EventKind::from_u32(kind)
+            .and_then(|k| trace_format::decode_record(k, rec))
+            .expect("synthetic records decode");
+        m.apply(&ev);
+    });
+    m
+}
+
 /// Writes the run's events in timestamp order to `push`.
 pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
     use trace_format::record_bytes;

@@ -196,3 +196,34 @@ fn leaves_get_the_llama_cpp_tensor_names() {
         }
     }
 }
+
+/// `profinfer report`: every node span in exactly one group whichever the grouping, the
+/// same spans as the summary counts, and the text pinned per grouping.
+#[test]
+fn reports_partition_the_operators_and_match_golden() {
+    use analyzer::op_groups::GroupBy;
+    for t in TRACES {
+        let (_, report) = analyze(&data(t));
+        let s = &report.summary;
+        let spans = (s.nodes_per_graph * s.graphs as f64).round() as u64;
+        let stem = t.trim_end_matches(".pftrace");
+        for by in [GroupBy::OpType, GroupBy::Node, GroupBy::Layer] {
+            let r = analyzer::report::report(&data(t), by, usize::MAX, &analyzer::NoProgress)
+                .expect("report");
+            assert_eq!(r.omitted, 0);
+            assert_eq!(
+                r.top.iter().map(|g| g.count).sum::<u64>(),
+                spans,
+                "{t} {by:?}"
+            );
+            let total: f64 = r.top.iter().map(|g| g.total_ms).sum();
+            assert!((total - r.op_total_ms).abs() < 1e-9, "{t} {by:?}");
+            let mut text = Vec::new();
+            analyzer::export::terminal::write(&r, &mut text).expect("write");
+            let text = String::from_utf8(text).expect("UTF-8");
+            // The path is the machine's; the rest is the trace's.
+            let text = text.replacen(&data(t).display().to_string(), t, 1);
+            golden(&format!("{stem}.report-{}.txt", by.name()), &text);
+        }
+    }
+}

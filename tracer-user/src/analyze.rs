@@ -54,10 +54,27 @@ impl AnalyzeArgs {
     }
 }
 
-/// A progress bar over the events read.
-struct Bar(ProgressBar);
+/// A progress bar over the events read (on stderr, cleared when done).
+pub struct EventsBar(ProgressBar);
 
-impl Progress for Bar {
+impl EventsBar {
+    /// Wraps `bar` with the events style.
+    pub fn new(bar: ProgressBar) -> EventsBar {
+        EventsBar(
+            bar.with_style(
+                ProgressStyle::with_template("reading {bar:40} {pos}/{len} events ({per_sec})")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ),
+        )
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+impl Progress for EventsBar {
     fn update(&self, events: u64, expected: Option<u64>) {
         if let Some(total) = expected
             && self.0.length() != Some(total)
@@ -71,12 +88,9 @@ impl Progress for Bar {
 /// Runs the analysis and prints where the outputs are.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let opts = args.options()?;
-    let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("reading {bar:40} {pos}/{len} events ({per_sec})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let report = analyzer::run_with_progress(&args.trace, &args.output, &opts, &Bar(bar.clone()))?;
-    bar.finish_and_clear();
+    let bar = EventsBar::new(ProgressBar::new(0));
+    let report = analyzer::run_with_progress(&args.trace, &args.output, &opts, &bar)?;
+    bar.finish();
     for w in &report.warnings {
         eprintln!("profinfer: warning: {w}");
     }

@@ -1,4 +1,4 @@
-//! The command line: `record`, `live`, `analyze`, `probes`, `symbols`.
+//! The command line: `record`, `live`, `analyze`, `report`, `probes`, `symbols`.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -28,6 +28,9 @@ enum Command {
     Live(Box<LiveArgs>),
     /// Analyze a trace: ProfDAG, ProfTime (Chrome JSON), ProfStat, summary.json, index.html.
     Analyze(Box<crate::analyze::AnalyzeArgs>),
+    /// Print a trace's report: summary, top operators (by type, node or layer), threads,
+    /// losses (`--json` for scripts).
+    Report(crate::report::ReportArgs),
     /// List the probe points of an engine binary: first instruction and probe cost.
     Probes {
         /// The engine binary.
@@ -163,6 +166,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Analyze(args) => crate::analyze::run(&args)?,
+        Command::Report(args) => crate::report::run(&args)?,
         Command::Record(args) => {
             let req = args.capture.request(args.output.clone())?;
             if args.tui {

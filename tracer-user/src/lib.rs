@@ -19,5 +19,6 @@ pub mod probe_cost;
 pub mod probe_points;
 pub mod qos;
 pub mod record;
+pub mod report;
 pub mod target;
 pub mod tui;

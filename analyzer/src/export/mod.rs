@@ -8,6 +8,7 @@ pub mod index;
 pub mod json;
 pub mod plot;
 pub mod summary;
+pub mod terminal;
 
 /// Nanoseconds as microseconds with the nanoseconds kept as three decimals (`12.345`).
 pub fn us(ns: u64) -> String {

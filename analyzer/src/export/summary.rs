@@ -114,7 +114,9 @@ pub struct Summary {
     pub announced_nodes_per_graph: f64,
     /// QoS switches.
     pub qos_switches: usize,
-    /// Per op type.
+    /// Per op type (left out of the JSON when empty, as in `profinfer report`'s, which
+    /// has its own table).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub op_types: Vec<OpTypeRow>,
     /// Things the reader should know (truncation, losses, unpaired records...).
     pub warnings: Vec<String>,

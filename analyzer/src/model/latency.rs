@@ -60,28 +60,13 @@ mod tests {
     use crate::{
         export::summary::summarize,
         ingest::IngestInfo,
-        synthetic::{SynthSpec, generate, synth_header},
+        synthetic::{self, SynthSpec, synth_header},
     };
-    use trace_format::{Event, decode_record};
 
     use super::*;
 
     fn model_of(spec: &SynthSpec, upto: Option<usize>) -> TraceModel {
-        let header = synth_header();
-        let mut m = TraceModel::new(&header);
-        let mut n = 0;
-        generate(spec, |rec| {
-            if upto.is_some_and(|u| n >= u) {
-                return;
-            }
-            n += 1;
-            let kind = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
-            let ev: Event = common::event::EventKind::from_u32(kind)
-                .and_then(|k| decode_record(k, rec))
-                .expect("synthetic records decode");
-            m.apply(&ev);
-        });
-        m
+        synthetic::model(spec, upto)
     }
 
     /// Same numbers as `summary.json`'s `ttft_ms` / `tpot_ms` (an independent copy of the
