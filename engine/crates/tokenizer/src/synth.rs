@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::pretokenize::PreTokenizer;
 use crate::tokenizer::MAX_VOCAB_TOKENS;
-use crate::unicode::{byte_to_char, gpt2_byte_order};
+use crate::unicode::{byte_encode, byte_to_char, gpt2_byte_order};
 use crate::vocab::{TokenType, Vocab};
 use train::{SymbolTable, train};
 
@@ -428,6 +428,92 @@ fn bpe_vocab(kind: SynthKind, n_vocab: usize, rng: &mut ChaCha8Rng) -> Result<Vo
         add_eos_token: Some(false),
         add_space_prefix: None,
     })
+}
+
+/// A byte-level BPE vocabulary for testing pre-tokenizers against llama.cpp.
+///
+/// Its merges are learned on `texts` whole, without any pre-tokenizer, until
+/// every text is a single symbol, so merges cross every boundary a
+/// pre-tokenizer could draw in those texts: a word ends up as few, long
+/// tokens, and two pre-tokenizers that cut a text differently almost always
+/// produce different token ids. Byte characters come first in GPT-2 order,
+/// then the learned tokens, then Llama 3's named special tokens and
+/// `<|im_start|>`, `<|im_end|>` (control tokens). BOS is
+/// `<|begin_of_text|>`, EOS `<|eot_id|>`; `pre` is left unset and so are
+/// `add_bos_token`/`add_eos_token`, so a test picks the pre-tokenizer and
+/// sees its defaults.
+pub fn pre_tokenizer_probe_vocab(texts: &[&str]) -> Vocab {
+    let mut table = SymbolTable::default();
+    for b in gpt2_byte_order() {
+        table.intern(byte_to_char(b).encode_utf8(&mut [0u8; 4]));
+    }
+    let specials: Vec<&str> = LLAMA3_NAMED
+        .iter()
+        .chain(&["<|im_start|>", "<|im_end|>"])
+        .copied()
+        .collect();
+    // Special-token texts are cut out so no learned token duplicates one.
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for text in texts {
+        let mut parts = vec![*text];
+        for special in &specials {
+            parts = parts.iter().flat_map(|p| p.split(special)).collect();
+        }
+        for part in parts.into_iter().filter(|p| !p.is_empty()) {
+            *counts.entry(byte_encode(part)).or_insert(0) += 1;
+        }
+    }
+    let train_words: Vec<(Vec<u32>, u64)> = sorted_counts(counts)
+        .into_iter()
+        .map(|(word, count)| {
+            let ids = word
+                .chars()
+                .filter_map(|c| table.get(c.encode_utf8(&mut [0u8; 4])))
+                .collect();
+            (ids, count)
+        })
+        .collect();
+    let learned = train(train_words, &mut table, usize::MAX);
+    let merges: Vec<String> = learned
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {}",
+                table.texts[m.left as usize], table.texts[m.right as usize]
+            )
+        })
+        .collect();
+
+    let mut tokens = table.texts;
+    let mut types = vec![TokenType::Normal.as_i32(); tokens.len()];
+    let first_special = tokens.len();
+    for special in specials {
+        tokens.push(special.to_string());
+        types.push(TokenType::Control.as_i32());
+    }
+    let id = |text: &str| {
+        tokens[first_special..]
+            .iter()
+            .position(|t| t == text)
+            .and_then(|offset| u32::try_from(first_special + offset).ok())
+    };
+    let (bos, eos) = (id("<|begin_of_text|>"), id("<|eot_id|>"));
+    Vocab {
+        model: "gpt2".into(),
+        pre: None,
+        tokens,
+        scores: None,
+        token_types: Some(types),
+        merges: Some(merges),
+        bos_token_id: bos,
+        eos_token_id: eos,
+        eot_token_id: None,
+        unknown_token_id: None,
+        padding_token_id: None,
+        add_bos_token: None,
+        add_eos_token: None,
+        add_space_prefix: None,
+    }
 }
 
 /// `count` new distinct texts, each the concatenation of two `pool` entries:
