@@ -4,7 +4,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::bpe::{self, BpeVocab, MergeRanks};
 use crate::error::TokenizerError;
-use crate::pretokenize::{PreTokenizer, PreTokenizerConfig, supported_pre_tokenizers, unsupported_reason};
+use crate::pretokenize::{
+    PreTokenizer, PreTokenizerConfig, supported_pre_tokenizers, unsupported_reason,
+};
 use crate::special::{Fragment, partition};
 use crate::spm::{self, SpmVocab};
 use crate::unicode::char_to_byte;

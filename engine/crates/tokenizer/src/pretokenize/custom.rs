@@ -206,7 +206,12 @@ fn whitespace_end(seg: Segment<'_>, pos: usize, newline_rule: bool) -> Option<us
 }
 
 /// Digits in groups of at most `max_digits`, from the left (`\p{N}{1,max}`).
-fn digit_groups(seg: Segment<'_>, mut pos: usize, max_digits: usize, pieces: &mut Pieces<'_>) -> usize {
+fn digit_groups(
+    seg: Segment<'_>,
+    mut pos: usize,
+    max_digits: usize,
+    pieces: &mut Pieces<'_>,
+) -> usize {
     let mut ini = pos;
     while seg.flags(pos).number {
         pos += 1;

@@ -3,7 +3,9 @@
 //! of llama.cpp's `LLAMA_VOCAB_PRE_TYPE_*` share one list; each family names
 //! the types it stands for.
 
-use super::custom::{AFMOE_DIGITS, GPT2, KIMI_K2, LLAMA3, NEWLINES, QWEN2, QWEN35, TINY_AYA_DIGITS};
+use super::custom::{
+    AFMOE_DIGITS, GPT2, KIMI_K2, LLAMA3, NEWLINES, QWEN2, QWEN35, TINY_AYA_DIGITS,
+};
 
 /// How a byte-level BPE vocabulary splits text into words before merging:
 /// one of llama.cpp's pre-tokenizer regex lists.
@@ -177,11 +179,7 @@ impl PreTokenizer {
                 "[一-龥ࠀ-一가-퟿]+",
                 "\\p{N}",
             ],
-            PreTokenizer::Falcon => &[
-                "[\\p{P}\\$\\+<=>\\^~\\|`]+",
-                GPT2,
-                "[0-9][0-9][0-9]",
-            ],
+            PreTokenizer::Falcon => &["[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"],
             PreTokenizer::Starcoder => &["\\p{N}", GPT2],
             PreTokenizer::Bloom => &[" ?[^(\\s|.,!?…。，、।۔،)]+"],
             PreTokenizer::Viking => &[" ?[^(\\s|.,!?…。，、।۔،)]+", "\\p{N}"],

@@ -161,7 +161,9 @@ impl Category {
     fn from_property(property: &str) -> Option<Self> {
         Some(match property {
             "\\p{N}" => Category::Number,
-            "\\p{L}" | "\\p{Lu}" | "\\p{Ll}" | "\\p{Lt}" | "\\p{Lm}" | "\\p{Lo}" => Category::Letter,
+            "\\p{L}" | "\\p{Lu}" | "\\p{Ll}" | "\\p{Lt}" | "\\p{Lm}" | "\\p{Lo}" => {
+                Category::Letter
+            }
             "\\p{P}" => Category::Punctuation,
             "\\p{M}" => Category::Mark,
             "\\p{S}" => Category::Symbol,
@@ -194,9 +196,12 @@ impl Category {
 
 /// Whether llama.cpp runs `regex` on the collapsed text.
 fn uses_categories(regex: &str) -> bool {
-    ["\\p{N}", "\\p{L}", "\\p{P}", "\\p{M}", "\\p{S}", "\\p{Lu}", "\\p{Ll}", "\\p{Lt}", "\\p{Lm}", "\\p{Lo}"]
-        .iter()
-        .any(|p| regex.contains(p))
+    [
+        "\\p{N}", "\\p{L}", "\\p{P}", "\\p{M}", "\\p{S}", "\\p{Lu}", "\\p{Ll}", "\\p{Lt}",
+        "\\p{Lm}", "\\p{Lo}",
+    ]
+    .iter()
+    .any(|p| regex.contains(p))
 }
 
 /// llama.cpp's `regex_expr_collapsed`: each `\p{..}` becomes its placeholder

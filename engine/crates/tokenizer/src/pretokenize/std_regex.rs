@@ -69,7 +69,8 @@ impl Ctype {
             Ctype::Space => matches!(unit, 0x09..=0x0D | 0x20),
             Ctype::Digit => matches!(unit, 0x30..=0x39),
             Ctype::Word => {
-                unit == u32::from(b'_') || char::from_u32(unit).is_some_and(|c| c.is_ascii_alphanumeric())
+                unit == u32::from(b'_')
+                    || char::from_u32(unit).is_some_and(|c| c.is_ascii_alphanumeric())
             }
         }
     }
@@ -126,10 +127,17 @@ enum Node {
     Char(u32),
     Class(Bracket),
     AtEnd,
-    Look { negate: bool, body: Box<Node> },
+    Look {
+        negate: bool,
+        body: Box<Node>,
+    },
     Concat(Vec<Node>),
     Alt(Vec<Node>),
-    Repeat { body: Box<Node>, min: u32, max: Option<u32> },
+    Repeat {
+        body: Box<Node>,
+        min: u32,
+        max: Option<u32>,
+    },
 }
 
 impl Node {
@@ -169,7 +177,9 @@ impl Parser<'_> {
     }
 
     fn next(&mut self) -> Result<u32, RegexError> {
-        let unit = self.peek().ok_or_else(|| self.error("unexpected end of pattern"))?;
+        let unit = self
+            .peek()
+            .ok_or_else(|| self.error("unexpected end of pattern"))?;
         self.pos += 1;
         Ok(unit)
     }
@@ -448,7 +458,10 @@ enum Inst {
     Jump(usize),
     /// Run the sub-program at `body` from here; continue if it matches
     /// (does not match, when `negate`) without consuming anything.
-    Look { negate: bool, body: usize },
+    Look {
+        negate: bool,
+        body: usize,
+    },
     /// `$`: the end of the searched range.
     AtEnd,
     Match,
@@ -733,7 +746,10 @@ mod tests {
         // Escaped brackets as range ends: [\[-\]] is '[', '\', ']'.
         assert_eq!(pieces("[\\[-\\]]+", "x[\\]y"), ["x", "[\\]", "y"]);
         // Negated, with classes and characters.
-        assert_eq!(pieces("[^(\\s|.,)]+", "ab, c|d"), ["ab", ", ", "c", "|", "d"]);
+        assert_eq!(
+            pieces("[^(\\s|.,)]+", "ab, c|d"),
+            ["ab", ", ", "c", "|", "d"]
+        );
     }
 
     #[test]
@@ -757,15 +773,37 @@ mod tests {
     fn signed_char_orders_byte_ranges() {
         // In byte mode units above 0x7F are negative `char`s: [\x80-\x7F] is a valid
         // range, [\x7F-\x80] is out of order, and 0xD1 is not in [0-9].
-        assert!(Regex::new(&[u32::from('['), 0x80, u32::from('-'), 0x7F, u32::from(']')], Units::Bytes).is_ok());
-        assert!(Regex::new(&[u32::from('['), 0x7F, u32::from('-'), 0x80, u32::from(']')], Units::Bytes).is_err());
+        assert!(
+            Regex::new(
+                &[u32::from('['), 0x80, u32::from('-'), 0x7F, u32::from(']')],
+                Units::Bytes
+            )
+            .is_ok()
+        );
+        assert!(
+            Regex::new(
+                &[u32::from('['), 0x7F, u32::from('-'), 0x80, u32::from(']')],
+                Units::Bytes
+            )
+            .is_err()
+        );
         let re = Regex::new(&wide("[0-9]"), Units::Bytes).expect("compiles");
         assert_eq!(re.split(&[0xD1, 0x31], &[2]), [1, 1]);
     }
 
     #[test]
     fn unsupported_constructs_are_refused() {
-        for pattern in ["^a", "a.b", "\\bx", "(a)\\1", "a*?", "[[:alpha:]]", "(a*)*", "(?<=a)b", "a{2000}"] {
+        for pattern in [
+            "^a",
+            "a.b",
+            "\\bx",
+            "(a)\\1",
+            "a*?",
+            "[[:alpha:]]",
+            "(a*)*",
+            "(?<=a)b",
+            "a{2000}",
+        ] {
             assert!(
                 Regex::new(&wide(pattern), Units::Wide).is_err(),
                 "{pattern} must be refused"

@@ -20,7 +20,11 @@ fn every_family_regex_compiles() {
     for pre in PreTokenizer::ALL {
         for regex in pre.regexes() {
             if Custom::for_regex(regex).is_none() {
-                assert!(compile(regex).is_ok(), "{pre:?}: {regex:?}: {:?}", compile(regex).err());
+                assert!(
+                    compile(regex).is_ok(),
+                    "{pre:?}: {regex:?}: {:?}",
+                    compile(regex).err()
+                );
             }
         }
         // Every family splits a varied text without losing anything.
@@ -109,7 +113,10 @@ fn llama3_non_ascii_letters_and_cjk() {
 #[test]
 fn qwen35_keeps_combining_marks_in_words() {
     // "e" + U+0301 COMBINING ACUTE: one word for Qwen3.5, cut for Qwen2.
-    assert_eq!(words(PreTokenizer::Qwen35, "cafe\u{301} x"), ["cafe\u{301}", " x"]);
+    assert_eq!(
+        words(PreTokenizer::Qwen35, "cafe\u{301} x"),
+        ["cafe\u{301}", " x"]
+    );
     assert_eq!(
         words(PreTokenizer::Qwen2, "cafe\u{301} x"),
         ["cafe", "\u{301}", " x"]
