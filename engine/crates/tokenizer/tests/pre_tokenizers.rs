@@ -1,17 +1,25 @@
-//! Every supported pre-tokenizer name builds a tokenizer, and the probe
-//! vocabulary the llama.cpp comparison uses (`engine/tests/tokenizer_oracle.rs`)
-//! turns any difference between two families' splits of the oracle strings
-//! into different token ids, so agreeing ids there mean agreeing splits.
+//! Every supported pre-tokenizer name builds a tokenizer that round-trips the
+//! oracle strings, and the probe vocabulary the llama.cpp comparison uses
+//! (`engine/tests/tokenizer_oracle.rs`) turns each word of every family into
+//! one token, so equal ids there mean equal splits.
 
-use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-use engine_tokenizer::synth::pre_tokenizer_probe_vocab;
+use engine_tokenizer::synth::{PROBE_SPECIALS, pre_tokenizer_probe_vocab};
 use engine_tokenizer::{
-    Model, ORACLE_STRINGS, PreTokenizer, Tokenizer, TokenizerError, supported_pre_tokenizers,
+    Model, ORACLE_STRINGS, PreTokenizer, Tokenizer, TokenizerError, Vocab, supported_pre_tokenizers,
 };
 
+/// The probe vocabulary of the oracle strings, built once.
+fn probe_vocab() -> Vocab {
+    static VOCAB: OnceLock<Vocab> = OnceLock::new();
+    VOCAB
+        .get_or_init(|| pre_tokenizer_probe_vocab(ORACLE_STRINGS))
+        .clone()
+}
+
 fn probe_tokenizer(pre: &str) -> Tokenizer {
-    let mut vocab = pre_tokenizer_probe_vocab(ORACLE_STRINGS);
+    let mut vocab = probe_vocab();
     vocab.pre = Some(pre.to_owned());
     Tokenizer::new(vocab).unwrap_or_else(|e| panic!("{pre}: {e}"))
 }
@@ -29,48 +37,49 @@ fn every_name_builds_and_round_trips() {
         let t = probe_tokenizer(name);
         for text in ORACLE_STRINGS {
             let ids = t.tokenize(text, false, false);
-            assert_eq!(t.decode(&ids), *text, "{name}: {text:?}");
+            // Rendered with control-token texts: llama.cpp forces tokens such
+            // as "</s>" to control type, and the probe vocabulary learns that
+            // word from the oracle strings.
+            let bytes: Vec<u8> = ids
+                .iter()
+                .flat_map(|&id| t.token_to_piece(id, true))
+                .copied()
+                .collect();
+            assert_eq!(String::from_utf8_lossy(&bytes), *text, "{name}: {text:?}");
         }
     }
 }
 
 #[test]
-fn the_probe_vocabulary_shows_every_split_difference_in_the_ids() {
-    // One tokenizer per (family, ignore_merges): the first name of each.
-    let mut by_family: BTreeMap<String, Tokenizer> = BTreeMap::new();
+fn the_probe_vocabulary_makes_every_word_one_token() {
+    let vocab = probe_vocab();
+    let id_of = |word: &str| {
+        let id = vocab.tokens.iter().position(|t| t == word);
+        id.and_then(|id| u32::try_from(id).ok())
+    };
+    let mut checked = 0;
     for name in supported_pre_tokenizers() {
         let t = probe_tokenizer(name);
-        let probe = t.tokenize("Hello", false, false);
-        let key = format!("{:?} {:?}", family(&t), probe);
-        by_family.entry(key).or_insert(t);
-    }
-    let tokenizers: Vec<&Tokenizer> = by_family.values().collect();
-    let mut invisible = Vec::new();
-    let mut differing = 0;
-    for text in ORACLE_STRINGS {
-        for (i, a) in tokenizers.iter().enumerate() {
-            for b in &tokenizers[i + 1..] {
-                let (pa, pb) = (family(a), family(b));
-                let words = |p: PreTokenizer| -> Vec<String> {
-                    p.split(text).into_iter().filter(|w| !w.is_empty()).collect()
-                };
-                if words(pa) == words(pb) {
-                    continue;
-                }
-                differing += 1;
-                if a.tokenize(text, false, false) == b.tokenize(text, false, false) {
-                    invisible.push(format!("{pa:?} vs {pb:?} on {text:?}"));
-                }
+        let pre = family(&t);
+        for text in ORACLE_STRINGS {
+            let words = pre.split(text);
+            if words
+                .iter()
+                .any(|w| PROBE_SPECIALS.iter().any(|s| w.contains(s)))
+            {
+                continue;
             }
+            let expected: Vec<u32> = words
+                .iter()
+                .filter(|w| !w.is_empty())
+                .map(|w| id_of(w).unwrap_or_else(|| panic!("{name}: word {w:?} is no token")))
+                .collect();
+            assert_eq!(t.tokenize(text, false, false), expected, "{name}: {text:?}");
+            checked += 1;
         }
     }
-    assert!(differing > 100, "only {differing} split differences");
-    assert!(
-        invisible.is_empty(),
-        "{} of {differing} split differences give the same ids:\n{}",
-        invisible.len(),
-        invisible.join("\n")
-    );
+    let all = supported_pre_tokenizers().count() * ORACLE_STRINGS.len();
+    assert!(checked > all * 9 / 10, "only {checked} of {all} checked");
 }
 
 #[test]
@@ -78,10 +87,15 @@ fn unsupported_names_are_one_clear_error() {
     let mut vocab = pre_tokenizer_probe_vocab(&["abc"]);
     vocab.pre = Some("foo".into());
     let err = Tokenizer::new(vocab.clone()).expect_err("unknown name");
-    assert!(matches!(err, TokenizerError::UnsupportedPreTokenizer { .. }));
+    assert!(matches!(
+        err,
+        TokenizerError::UnsupportedPreTokenizer { .. }
+    ));
     let msg = err.to_string();
     assert!(
-        msg.starts_with("unsupported pre-tokenizer \"foo\" (tokenizer.ggml.pre); supported: default, "),
+        msg.starts_with(
+            "unsupported pre-tokenizer \"foo\" (tokenizer.ggml.pre); supported: default, "
+        ),
         "{msg}"
     );
     assert!(msg.contains("llama-bpe") && msg.contains("smollm") && !msg.contains('\n'));
