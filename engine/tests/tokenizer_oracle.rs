@@ -1,0 +1,155 @@
+//! The tokenizer against llama.cpp (the oracle, `scripts/oracle/llama_oracle.py`):
+//!
+//! - every supported `tokenizer.ggml.pre` name, on a vocabulary-only GGUF file holding the
+//!   probe vocabulary ([`pre_tokenizer_probe_vocab`]: each word any pre-tokenizer family
+//!   makes of the oracle strings is one token, so equal ids mean equal splits), gives
+//!   llama.cpp's token ids for [`ORACLE_STRINGS`] with and without special tokens;
+//! - SmolLM2-135M-Instruct (`tokenizer.ggml.pre = smollm`, the real-model fixture) gives
+//!   llama.cpp's token ids for [`ORACLE_STRINGS`] in every tokenizer mode.
+//!
+//! Without the oracle venv these tests print a loud banner and pass, unless
+//! `PROFINFER_REQUIRE_ORACLE=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use engine::model::vocab::vocab_from_gguf;
+use engine::presets::write_vocab_only;
+use engine_gguf::GgufFile;
+use engine_tokenizer::synth::pre_tokenizer_probe_vocab;
+use engine_tokenizer::{ORACLE_STRINGS, Tokenizer, supported_pre_tokenizers};
+
+use common::{oracle, oracle_ready, run_json, smollm2, tokens_of};
+
+/// Tokenizer modes: llama.cpp's `add_special` and `parse_special`, and the oracle's flags.
+const MODES: &[(bool, bool, &[&str])] = &[
+    (true, false, &[]),
+    (false, false, &["--no-special"]),
+    (true, true, &["--parse-special"]),
+];
+
+/// A scratch directory of this test binary.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    dir
+}
+
+/// [`ORACLE_STRINGS`] as the oracle's `--texts-json` file.
+fn texts_file() -> PathBuf {
+    let path = scratch("tokenizer-oracle").join("oracle-strings.json");
+    std::fs::write(&path, serde_json::to_string(ORACLE_STRINGS).expect("JSON"))
+        .expect("write the oracle strings");
+    path
+}
+
+/// llama.cpp's ids for every oracle string in one mode.
+fn oracle_ids(model: &Path, texts: &Path, flags: &[&str], vocab_only: bool) -> Vec<Vec<u32>> {
+    let mut cmd = oracle("tokenize");
+    cmd.arg("--model")
+        .arg(model)
+        .arg("--texts-json")
+        .arg(texts)
+        .args(flags);
+    if vocab_only {
+        cmd.arg("--vocab-only");
+    }
+    let out = run_json(&mut cmd);
+    let lists = out["tokens_list"].as_array().expect("tokens_list");
+    assert_eq!(lists.len(), ORACLE_STRINGS.len());
+    lists
+        .iter()
+        .map(|ids| tokens_of(ids, "llama.cpp tokens"))
+        .collect()
+}
+
+/// The engine's tokenizer of a GGUF file, read the way the engine reads models.
+fn engine_tokenizer(path: &Path) -> Tokenizer {
+    let file = GgufFile::open(path).expect("read the GGUF file");
+    let vocab = vocab_from_gguf(&file).expect("tokenizer metadata");
+    Tokenizer::new(vocab).expect("tokenizer")
+}
+
+/// Mismatch lines of one file in one mode.
+fn compare(
+    label: &str,
+    tokenizer: &Tokenizer,
+    (add_special, parse_special): (bool, bool),
+    theirs: &[Vec<u32>],
+) -> Vec<String> {
+    ORACLE_STRINGS
+        .iter()
+        .zip(theirs)
+        .filter_map(|(text, theirs)| {
+            let ours = tokenizer.tokenize(text, add_special, parse_special);
+            (ours != *theirs).then(|| {
+                format!(
+                    "  [{label} add_special={add_special} parse_special={parse_special}] \
+                     {text:?}:\n    ours      {ours:?}\n    llama.cpp {theirs:?}"
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn every_pre_tokenizer_matches_llama_cpp_on_the_probe_vocabulary() {
+    if !oracle_ready() {
+        return;
+    }
+    let dir = scratch("tokenizer-oracle");
+    let texts = texts_file();
+    let probe = pre_tokenizer_probe_vocab(ORACLE_STRINGS);
+    let mut mismatches = Vec::new();
+    let mut checked = 0;
+    for name in supported_pre_tokenizers() {
+        let mut vocab = probe.clone();
+        vocab.pre = Some(name.to_owned());
+        let path = dir.join(format!("probe-{name}.gguf"));
+        write_vocab_only(&vocab, &path).expect("write the probe vocabulary");
+        let ours = engine_tokenizer(&path);
+        // Pre-tokenizers only differ on raw text: parse_special adds nothing here that the
+        // tiny presets and SmolLM2 do not cover, so two modes keep the oracle calls few.
+        for &(add_special, parse_special, flags) in &MODES[..2] {
+            let theirs = oracle_ids(&path, &texts, flags, true);
+            mismatches.extend(compare(name, &ours, (add_special, parse_special), &theirs));
+        }
+        checked += 1;
+    }
+    assert!(checked > 50, "only {checked} pre-tokenizer names");
+    assert!(
+        mismatches.is_empty(),
+        "{} tokenizations differ from llama.cpp:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn smollm2_tokenization_matches_llama_cpp() {
+    if !oracle_ready() {
+        return;
+    }
+    let Some(path) = smollm2() else {
+        return;
+    };
+    let texts = texts_file();
+    let ours = engine_tokenizer(&path);
+    let mut mismatches = Vec::new();
+    for &(add_special, parse_special, flags) in MODES {
+        let theirs = oracle_ids(&path, &texts, flags, true);
+        mismatches.extend(compare(
+            "smollm2",
+            &ours,
+            (add_special, parse_special),
+            &theirs,
+        ));
+    }
+    assert!(
+        mismatches.is_empty(),
+        "SmolLM2: {} tokenizations differ from llama.cpp:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
