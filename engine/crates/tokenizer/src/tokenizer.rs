@@ -632,7 +632,11 @@ fn unsupported_pre_tokenizer(name: &str) -> TokenizerError {
     TokenizerError::UnsupportedPreTokenizer {
         pre: name.to_owned(),
         reason: unsupported_reason(name),
-        supported: supported_pre_tokenizers().collect::<Vec<_>>().join(", "),
+        supported: {
+            let mut names: Vec<&str> = supported_pre_tokenizers().collect();
+            names.sort_unstable();
+            names.join(", ")
+        },
     }
 }
 

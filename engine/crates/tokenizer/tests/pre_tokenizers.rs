@@ -94,7 +94,7 @@ fn unsupported_names_are_one_clear_error() {
     let msg = err.to_string();
     assert!(
         msg.starts_with(
-            "unsupported pre-tokenizer \"foo\" (tokenizer.ggml.pre); supported: default, "
+            "unsupported pre-tokenizer \"foo\" (tokenizer.ggml.pre); supported: a.x-4.0, afmoe, "
         ),
         "{msg}"
     );

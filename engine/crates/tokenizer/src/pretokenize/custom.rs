@@ -9,9 +9,6 @@ use crate::unicode::{Flags, to_lower};
 /// GPT-2's regex.
 pub(super) const GPT2: &str =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
-/// Llama 3's regex as in its tokenizer.json (no list uses it any more, but
-/// llama.cpp still maps it).
-const LLAMA3_ORIGINAL: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 /// Llama 3's regex with the case-insensitive group spelled out.
 pub(super) const LLAMA3: &str = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 /// Qwen2's regex: Llama 3's with single digits.
@@ -52,7 +49,7 @@ impl Custom {
     pub fn for_regex(regex: &str) -> Option<Custom> {
         Some(match regex {
             GPT2 => Custom::Gpt2,
-            LLAMA3_ORIGINAL | LLAMA3 => Custom::Llama3 {
+            LLAMA3 => Custom::Llama3 {
                 max_digits: 3,
                 marks: false,
             },

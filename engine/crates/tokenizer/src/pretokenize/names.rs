@@ -99,7 +99,11 @@ pub(crate) fn unsupported_reason(name: &str) -> Option<&'static str> {
 use PreTokenizer as P;
 type C = PreTokenizerConfig;
 
-/// Names llama.cpp accepts for byte-level BPE vocabularies, with their flags.
+/// Names llama.cpp accepts for byte-level BPE vocabularies, with their flags,
+/// as in the llama.cpp of llama-cpp-python 0.3.36 (the oracle); every name is
+/// checked against it by `engine/tests/tokenizer_oracle.rs`. llama.cpp also
+/// sets `add_sep` for `jina-v1-en` and `roberta-bpe`, which only embedding
+/// pipelines read (`llama_tokenize` does not), so it is not kept here.
 const NAMES: &[(&str, PreTokenizerConfig)] = &[
     ("default", C::new(P::Default)),
     ("minicpm5", C::new(P::Minicpm5).ignore_merges()),
@@ -224,6 +228,6 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "modern-bert",
-        "llama.cpp strips spaces left of its [MASK] token, which this crate does not implement",
+        "llama.cpp strips spaces left of [MASK] for models named modern-bert, which this crate does not implement",
     ),
 ];
