@@ -30,7 +30,9 @@ pub use vocab::{TokenType, Vocab, keys};
 /// contractions, non-ASCII text, emoji and special-token texts, plus what
 /// tells the pre-tokenizer families apart (digit groups, case changes,
 /// combining marks, CJK/Hangul/Thai runs, fullwidth and Indic punctuation,
-/// long whitespace runs, Chameleon's sentinel and image tokens).
+/// long whitespace runs, Chameleon's sentinel and image tokens, symbols and
+/// non-decimal numbers, curly quotes, Unicode line separators, title-case
+/// letters, lone carriage returns).
 pub const ORACLE_STRINGS: &[&str] = &[
     "",
     " ",
@@ -98,4 +100,9 @@ pub const ORACLE_STRINGS: &[&str] = &[
     "<|endoftext|>after",
     "$$$ %%% ^^^ ~~~ ``` |||",
     "supercalifragilisticexpialidocious",
+    "price 100€ © ±5 ½ ²³ ٣٤٥ ۱۲ ⅷ",
+    "don’t “quoted” — dash… ellipsis",
+    "tab\t\tend\u{2003}em\u{2028}line\u{85}nel",
+    "ÀÉÎõü ǅ ǈ ᾈ Σσς",
+    "x\r\ny\r\rz\n\r",
 ];
