@@ -6,7 +6,8 @@
 //!   llama.cpp's token ids for [`ORACLE_STRINGS`] (with `add_special`), and so does
 //!   `kimi-k2` without merges;
 //! - SmolLM2-135M-Instruct (`tokenizer.ggml.pre = smollm`, the real-model fixture) gives
-//!   llama.cpp's token ids for [`ORACLE_STRINGS`] in every tokenizer mode.
+//!   llama.cpp's token ids for [`ORACLE_STRINGS`] in every tokenizer mode, in the library
+//!   and through `engine tokenize`.
 //!
 //! Without the oracle venv these tests print a loud banner and pass, unless
 //! `PROFINFER_REQUIRE_ORACLE=1`.
@@ -15,13 +16,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use engine::model::vocab::vocab_from_gguf;
+use engine::Model;
 use engine::presets::write_vocab_only;
-use engine_gguf::GgufFile;
 use engine_tokenizer::synth::pre_tokenizer_probe_vocab;
 use engine_tokenizer::{ORACLE_STRINGS, Tokenizer, supported_pre_tokenizers};
 
-use common::{oracle, oracle_ready, run_json, smollm2, tokens_of};
+use common::{engine, oracle, oracle_ready, run_json, smollm2, tokens_of};
 
 /// Tokenizer modes: llama.cpp's `add_special` and `parse_special`, and the oracle's flags.
 const MODES: &[(bool, bool, &[&str])] = &[
@@ -65,11 +65,9 @@ fn oracle_ids(model: &Path, texts: &Path, flags: &[&str], vocab_only: bool) -> V
         .collect()
 }
 
-/// The engine's tokenizer of a GGUF file, read the way the engine reads models.
+/// The engine's tokenizer of a GGUF file (what `engine tokenize` uses).
 fn engine_tokenizer(path: &Path) -> Tokenizer {
-    let file = GgufFile::open(path).expect("read the GGUF file");
-    let vocab = vocab_from_gguf(&file).expect("tokenizer metadata");
-    Tokenizer::new(vocab).expect("tokenizer")
+    Model::load_tokenizer(path).unwrap_or_else(|e| panic!("{}: {e:?}", path.display()))
 }
 
 /// Mismatch lines of one file in one mode.
@@ -156,6 +154,26 @@ fn smollm2_tokenization_matches_llama_cpp() {
             (add_special, parse_special),
             &theirs,
         ));
+    }
+    // `engine tokenize` reads only the vocabulary, so it works on SmolLM2 whatever its
+    // weights' type; it gives the library's ids.
+    for (text, theirs) in ORACLE_STRINGS
+        .iter()
+        .zip(&oracle_ids(&path, &texts, &[], true))
+        .step_by(7)
+    {
+        let out = run_json(
+            engine("tokenize")
+                .arg("-m")
+                .arg(&path)
+                .args(["-p", text, "--json"]),
+        );
+        let ours = tokens_of(&out["tokens"], "engine tokens");
+        if ours != *theirs {
+            mismatches.push(format!(
+                "  [engine tokenize] {text:?}:\n    ours      {ours:?}\n    llama.cpp {theirs:?}"
+            ));
+        }
     }
     assert!(
         mismatches.is_empty(),
