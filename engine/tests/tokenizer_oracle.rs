@@ -2,12 +2,15 @@
 //!
 //! - every supported `tokenizer.ggml.pre` name, on a vocabulary-only GGUF file holding the
 //!   probe vocabulary ([`pre_tokenizer_probe_vocab`]: each word any pre-tokenizer family
-//!   makes of the oracle strings is one token, so equal ids mean equal splits), gives
-//!   llama.cpp's token ids for [`ORACLE_STRINGS`] (with `add_special`), and so does
-//!   `kimi-k2` without merges;
+//!   makes of the test strings is one token, so equal ids mean equal splits), gives
+//!   llama.cpp's token ids (with `add_special`), and so does `kimi-k2` without merges;
 //! - SmolLM2-135M-Instruct (`tokenizer.ggml.pre = smollm`, the real-model fixture) gives
-//!   llama.cpp's token ids for [`ORACLE_STRINGS`] in every tokenizer mode, in the library
-//!   and through `engine tokenize`.
+//!   llama.cpp's token ids in every tokenizer mode, in the library and through
+//!   `engine tokenize`.
+//!
+//! The test strings are [`ORACLE_STRINGS`] and seeded random concatenations of pieces that
+//! tell the regexes apart (letters of each case and script, combining marks, digits of
+//! several kinds, every kind of whitespace, contractions, punctuation and symbols).
 //!
 //! Without the oracle venv these tests print a loud banner and pass, unless
 //! `PROFINFER_REQUIRE_ORACLE=1`.
@@ -15,11 +18,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use engine::Model;
 use engine::presets::write_vocab_only;
 use engine_tokenizer::synth::pre_tokenizer_probe_vocab;
 use engine_tokenizer::{ORACLE_STRINGS, Tokenizer, supported_pre_tokenizers};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use common::{engine, oracle, oracle_ready, run_json, smollm2, tokens_of};
 
@@ -37,15 +43,104 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// [`ORACLE_STRINGS`] as the oracle's `--texts-json` file.
+/// Pieces of the random test strings.
+const PIECES: &[&str] = &[
+    "a",
+    "Z",
+    "x",
+    "ab",
+    "Cd",
+    "EF",
+    "é",
+    "ß",
+    "Σ",
+    "ǅ",
+    "Ǆ",
+    "\u{301}",
+    "你",
+    "好",
+    "ア",
+    "한",
+    "ก",
+    "1",
+    "0",
+    "99",
+    "٣",
+    "²",
+    "Ⅻ",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r",
+    "\u{a0}",
+    "\u{3000}",
+    "\u{85}",
+    "\u{2028}",
+    "\u{200b}",
+    "'",
+    "'s",
+    "'LL",
+    ".",
+    ",",
+    "!",
+    "?",
+    "…",
+    "。",
+    "，",
+    "(",
+    "|",
+    ")",
+    "[",
+    "]",
+    "{",
+    "\\",
+    "$",
+    "€",
+    "+",
+    "<",
+    "^",
+    "`",
+    "~",
+    "_",
+    "-",
+    "/",
+    "🦀",
+    "IMG",
+    "<sentinel:3>",
+];
+
+/// Random test strings (fixed seed).
+const RANDOM_STRINGS: usize = 300;
+
+/// [`ORACLE_STRINGS`] and [`RANDOM_STRINGS`] seeded random concatenations of [`PIECES`].
+fn test_strings() -> &'static [String] {
+    static STRINGS: OnceLock<Vec<String>> = OnceLock::new();
+    STRINGS.get_or_init(|| {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let random = (0..RANDOM_STRINGS).map(|_| {
+            let len = rng.random_range(1..=24);
+            (0..len)
+                .map(|_| PIECES[rng.random_range(0..PIECES.len())])
+                .collect::<String>()
+        });
+        ORACLE_STRINGS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(random)
+            .collect()
+    })
+}
+
+/// [`test_strings`] as the oracle's `--texts-json` file.
 fn texts_file() -> PathBuf {
-    let path = scratch("tokenizer-oracle").join("oracle-strings.json");
-    std::fs::write(&path, serde_json::to_string(ORACLE_STRINGS).expect("JSON"))
-        .expect("write the oracle strings");
+    let path = scratch("tokenizer-oracle").join("test-strings.json");
+    std::fs::write(&path, serde_json::to_string(test_strings()).expect("JSON"))
+        .expect("write the test strings");
     path
 }
 
-/// llama.cpp's ids for every oracle string in one mode.
+/// llama.cpp's ids for every test string in one mode.
 fn oracle_ids(model: &Path, texts: &Path, flags: &[&str], vocab_only: bool) -> Vec<Vec<u32>> {
     let mut cmd = oracle("tokenize");
     cmd.arg("--model")
@@ -58,7 +153,7 @@ fn oracle_ids(model: &Path, texts: &Path, flags: &[&str], vocab_only: bool) -> V
     }
     let out = run_json(&mut cmd);
     let lists = out["tokens_list"].as_array().expect("tokens_list");
-    assert_eq!(lists.len(), ORACLE_STRINGS.len());
+    assert_eq!(lists.len(), test_strings().len());
     lists
         .iter()
         .map(|ids| tokens_of(ids, "llama.cpp tokens"))
@@ -77,7 +172,7 @@ fn compare(
     (add_special, parse_special): (bool, bool),
     theirs: &[Vec<u32>],
 ) -> Vec<String> {
-    ORACLE_STRINGS
+    test_strings()
         .iter()
         .zip(theirs)
         .filter_map(|(text, theirs)| {
@@ -99,7 +194,8 @@ fn every_pre_tokenizer_matches_llama_cpp_on_the_probe_vocabulary() {
     }
     let dir = scratch("tokenizer-oracle");
     let texts = texts_file();
-    let probe = pre_tokenizer_probe_vocab(ORACLE_STRINGS);
+    let texts_list: Vec<&str> = test_strings().iter().map(String::as_str).collect();
+    let probe = pre_tokenizer_probe_vocab(&texts_list);
     let mut mismatches = Vec::new();
     let mut checked = 0;
     // Every name, plus Kimi K2 without merges (llama.cpp accepts that for it alone).
