@@ -66,7 +66,7 @@ pub enum EngineError {
         why: String,
     },
     /// The tokenizer metadata is unusable.
-    #[error("tokenizer: {0}")]
+    #[error("tokenizer")]
     Tokenizer(#[from] engine_tokenizer::TokenizerError),
 
     // === Running ===

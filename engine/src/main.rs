@@ -38,7 +38,7 @@ enum Command {
     Info(InfoArgs),
     /// One forward pass over tokens; print the last position's logits.
     Eval(EvalArgs),
-    /// Tokenize text with the model's tokenizer.
+    /// Tokenize text with the model's tokenizer (only the vocabulary is read).
     Tokenize(TokenizeArgs),
     /// Measure prefill and decode throughput (like llama-bench).
     Bench(BenchArgs),
@@ -502,16 +502,13 @@ fn eval(a: &EvalArgs) -> anyhow::Result<()> {
 }
 
 fn tokenize(a: &TokenizeArgs) -> anyhow::Result<()> {
-    let model = Model::load(&a.model)?;
-    let ids = model
-        .tokenizer
-        .tokenize(&a.prompt, !a.no_special, a.parse_special);
+    let tokenizer = Model::load_tokenizer(&a.model)?;
+    let ids = tokenizer.tokenize(&a.prompt, !a.no_special, a.parse_special);
     if a.json {
         println!("{}", serde_json::json!({ "tokens": ids }));
     } else {
         for id in ids {
-            let piece =
-                String::from_utf8_lossy(model.tokenizer.token_to_piece(id, true)).into_owned();
+            let piece = String::from_utf8_lossy(tokenizer.token_to_piece(id, true)).into_owned();
             println!("{id:>8} {piece:?}");
         }
     }

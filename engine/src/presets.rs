@@ -391,6 +391,20 @@ pub fn write_model(
     Ok(())
 }
 
+/// Writes a GGUF file holding only `vocab` (and `general.architecture` = `llama`, which
+/// llama.cpp needs to read it): for tokenizer tests, which llama.cpp loads with
+/// `vocab_only` (as `llama-tokenize` does).
+pub fn write_vocab_only(vocab: &Vocab, path: &Path) -> Result<(), EngineError> {
+    let gguf = |source| EngineError::Gguf {
+        path: path.to_owned(),
+        source,
+    };
+    let mut w = GgufWriter::new();
+    w.add_kv("general.architecture", "llama").map_err(gguf)?;
+    add_vocab(&mut w, vocab).map_err(gguf)?;
+    w.write_to_path(path, &[]).map_err(gguf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

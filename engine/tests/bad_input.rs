@@ -199,3 +199,58 @@ fn token_ids_outside_the_vocabulary_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_clear_error(out.status.code().unwrap_or(-1), &err, "token id 99999");
 }
+
+/// `tiny-llama3` (a BPE vocabulary) with `tokenizer.ggml.pre` set to `pre`, written to `dst`.
+fn llama3_with_pre(dst: &Path, pre: &str) {
+    let src = common::model("tiny-llama3", "q8_0");
+    rewrite(
+        &src,
+        dst,
+        |k, v| {
+            Some(if k == "tokenizer.ggml.pre" {
+                Value::from(pre)
+            } else {
+                v.clone()
+            })
+        },
+        |_, ty, d| Some((ty, d.to_vec())),
+    );
+}
+
+#[test]
+fn an_unknown_pre_tokenizer_is_named_once_with_the_supported_ones() {
+    let dst = scratch("unknown-pre.gguf");
+    llama3_with_pre(&dst, "no-such-pre");
+    let (code, err) = run_engine(&dst, &[]);
+    assert_clear_error(code, &err, "unsupported pre-tokenizer \"no-such-pre\"");
+    assert_eq!(err.matches("no-such-pre").count(), 1, "named once:\n{err}");
+    for supported in ["default", "llama-bpe", "qwen2", "smollm", "tekken"] {
+        assert!(
+            err.contains(&format!(" {supported},")) || err.contains(&format!(" {supported}\n")),
+            "`{supported}` is not listed:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn a_known_but_refused_pre_tokenizer_says_why() {
+    let dst = scratch("refused-pre.gguf");
+    llama3_with_pre(&dst, "gemma4");
+    let (code, err) = run_engine(&dst, &[]);
+    assert_clear_error(code, &err, "unsupported pre-tokenizer \"gemma4\"");
+    assert!(err.contains("U+2581"), "no reason given:\n{err}");
+}
+
+#[test]
+fn a_bpe_vocabulary_without_merges_is_a_clear_error() {
+    let src = common::model("tiny-llama3", "q8_0");
+    let dst = scratch("no-merges.gguf");
+    rewrite(
+        &src,
+        &dst,
+        |k, v| (k != "tokenizer.ggml.merges").then(|| v.clone()),
+        |_, ty, d| Some((ty, d.to_vec())),
+    );
+    let (code, err) = run_engine(&dst, &[]);
+    assert_clear_error(code, &err, "no merges (tokenizer.ggml.merges)");
+}

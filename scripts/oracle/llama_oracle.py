@@ -9,6 +9,7 @@ Subcommands:
   logits    --model F --tokens 1,2,3 [--threads 2]      last-position logits of one forward pass
   greedy    --model F --tokens 1,2,3 -n 32 [--threads 2] greedy continuation (argmax computed here)
   tokenize  --model F --text T [--text T2 ...] [--texts-json FILE] [--no-special] [--parse-special]
+            [--vocab-only]
   bench     --model F --threads 2 -p 512 -n 128 [--reps 3]   prefill / decode tokens per second
   gguf-read --model F                                    metadata keys and tensors as gguf-py sees them
   chat-render --model F --messages-json JSON [--no-generation-prompt]
@@ -124,7 +125,13 @@ def cmd_tokenize(args: argparse.Namespace) -> dict[str, Any]:
     if args.texts_json:
         with open(args.texts_json, encoding="utf-8") as f:
             texts.extend(json.load(f))
-    llm = _load(args.model, 64, 1)
+    if args.vocab_only:
+        from llama_cpp import Llama
+
+        # Only the vocabulary, as llama-tokenize loads it (files without tensors work).
+        llm = Llama(model_path=args.model, vocab_only=True, verbose=False)
+    else:
+        llm = _load(args.model, 64, 1)
 
     def tok(text: str) -> list[int]:
         # add_bos is passed to llama_tokenize as `add_special`.
@@ -318,6 +325,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--texts-json", help="file with a JSON array of strings")
     p.add_argument("--no-special", action="store_true", help="add_special=false")
     p.add_argument("--parse-special", action="store_true", help="parse_special=true")
+    p.add_argument("--vocab-only", action="store_true", help="load only the vocabulary")
     p.set_defaults(func=cmd_tokenize)
 
     p = sub.add_parser("bench", help="prefill and decode throughput")

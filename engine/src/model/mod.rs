@@ -76,6 +76,19 @@ impl Model {
         })
     }
 
+    /// Reads only the tokenizer of the GGUF file at `path` (as llama.cpp's `vocab_only`
+    /// load): works on files whose weights the engine cannot run, or that have none.
+    pub fn load_tokenizer(path: impl AsRef<Path>) -> Result<Tokenizer, EngineError> {
+        let path = path.as_ref();
+        let gguf = |source| EngineError::Gguf {
+            path: path.to_owned(),
+            source,
+        };
+        let file = GgufFile::open(path).map_err(gguf)?;
+        let vocab = vocab::vocab_from_gguf(&file).map_err(gguf)?;
+        Ok(Tokenizer::new(vocab)?)
+    }
+
     /// The underlying GGUF file.
     pub fn gguf(&self) -> &GgufFile {
         &self.file

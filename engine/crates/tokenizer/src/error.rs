@@ -10,10 +10,17 @@ pub enum TokenizerError {
         model: String,
     },
     /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement.
-    #[error("unknown pre-tokenizer {pre:?}")]
-    UnknownPreTokenizer {
+    #[error(
+        "unsupported pre-tokenizer {pre:?} (tokenizer.ggml.pre){}; supported: {supported}",
+        reason.map(|r| format!(": {r}")).unwrap_or_default()
+    )]
+    UnsupportedPreTokenizer {
         /// The pre-tokenizer name found.
         pre: String,
+        /// Why, when llama.cpp knows the name but this crate refuses it.
+        reason: Option<&'static str>,
+        /// The supported names, comma-separated.
+        supported: String,
     },
     /// The vocabulary has no tokens.
     #[error("the vocabulary has no tokens")]
@@ -71,7 +78,7 @@ pub enum TokenizerError {
         byte: u8,
     },
     /// A BPE vocabulary has no `tokenizer.ggml.merges`.
-    #[error("BPE vocabulary has no merges")]
+    #[error("the BPE vocabulary has no merges (tokenizer.ggml.merges)")]
     MissingMerges,
     /// A merge line is not two space-separated parts.
     #[error("merge {rank} {line:?} is not of the form \"left right\"")]

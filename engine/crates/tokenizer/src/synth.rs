@@ -430,6 +430,115 @@ fn bpe_vocab(kind: SynthKind, n_vocab: usize, rng: &mut ChaCha8Rng) -> Result<Vo
     })
 }
 
+/// A byte-level BPE vocabulary for testing pre-tokenizers against llama.cpp.
+///
+/// Its merges are learned on the words every pre-tokenizer family
+/// ([`PreTokenizer::ALL`]) splits `texts` into, until each word is a single
+/// symbol. Merges are then replayed in rank order, as BPE training applied
+/// them, so each of those words tokenizes to exactly one token whatever the
+/// family: two splits of a text into different words give different token
+/// ids, and equal ids from llama.cpp and this crate mean equal splits (for a
+/// split no family makes, its words usually come out as several tokens, which
+/// differ from the one-token words of the families).
+///
+/// Byte characters come first in GPT-2 order, then the learned tokens, then
+/// Llama 3's named special tokens and `<|im_start|>`, `<|im_end|>` (control
+/// tokens; their texts are cut out of the words before learning, so a word
+/// containing one is not a single token). BOS is
+/// `<|begin_of_text|>`, EOS `<|eot_id|>`; `pre` is left unset and so are
+/// `add_bos_token`/`add_eos_token`, so a test picks the pre-tokenizer and
+/// sees its defaults.
+pub fn pre_tokenizer_probe_vocab(texts: &[&str]) -> Vocab {
+    let mut table = SymbolTable::default();
+    for b in gpt2_byte_order() {
+        table.intern(byte_to_char(b).encode_utf8(&mut [0u8; 4]));
+    }
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for pre in PreTokenizer::ALL {
+        for text in texts {
+            for word in pre.split(text) {
+                // Special-token texts are cut out so no learned token
+                // duplicates one.
+                let mut parts = vec![word.as_str()];
+                for special in PROBE_SPECIALS {
+                    parts = parts.iter().flat_map(|p| p.split(special)).collect();
+                }
+                for part in parts.into_iter().filter(|p| !p.is_empty()) {
+                    *counts.entry(part.to_owned()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    let train_words: Vec<(Vec<u32>, u64)> = sorted_counts(counts)
+        .into_iter()
+        .map(|(word, count)| {
+            let ids = word
+                .chars()
+                .filter_map(|c| table.get(c.encode_utf8(&mut [0u8; 4])))
+                .collect();
+            (ids, count)
+        })
+        .collect();
+    let learned = train(train_words, &mut table, usize::MAX);
+    let merges: Vec<String> = learned
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {}",
+                table.texts[m.left as usize], table.texts[m.right as usize]
+            )
+        })
+        .collect();
+
+    let mut tokens = table.texts;
+    let mut types = vec![TokenType::Normal.as_i32(); tokens.len()];
+    let first_special = tokens.len();
+    for special in PROBE_SPECIALS {
+        tokens.push((*special).to_string());
+        types.push(TokenType::Control.as_i32());
+    }
+    let id = |text: &str| {
+        tokens[first_special..]
+            .iter()
+            .position(|t| t == text)
+            .and_then(|offset| u32::try_from(first_special + offset).ok())
+    };
+    let (bos, eos) = (id("<|begin_of_text|>"), id("<|eot_id|>"));
+    Vocab {
+        model: "gpt2".into(),
+        pre: None,
+        tokens,
+        scores: None,
+        token_types: Some(types),
+        merges: Some(merges),
+        bos_token_id: bos,
+        eos_token_id: eos,
+        eot_token_id: None,
+        unknown_token_id: None,
+        padding_token_id: None,
+        add_bos_token: None,
+        add_eos_token: None,
+        add_space_prefix: None,
+    }
+}
+
+/// The control tokens of [`pre_tokenizer_probe_vocab`].
+pub const PROBE_SPECIALS: &[&str] = &[
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>",
+    "<|reserved_special_token_2|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
+    "<|im_start|>",
+    "<|im_end|>",
+];
+
 /// `count` new distinct texts, each the concatenation of two `pool` entries:
 /// `(text, left, right)`. Texts already in `taken` are skipped.
 fn random_concatenations(

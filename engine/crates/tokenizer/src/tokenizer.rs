@@ -4,7 +4,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::bpe::{self, BpeVocab, MergeRanks};
 use crate::error::TokenizerError;
-use crate::pretokenize::{PreTokenizer, PreTokenizerConfig};
+use crate::pretokenize::{
+    PreTokenizer, PreTokenizerConfig, supported_pre_tokenizers, unsupported_reason,
+};
 use crate::special::{Fragment, partition};
 use crate::spm::{self, SpmVocab};
 use crate::unicode::char_to_byte;
@@ -222,19 +224,17 @@ impl Tokenizer {
         }
 
         // Model type and the defaults llama.cpp sets for it.
+        let mut merges_optional = false;
         let (model, default_bos, default_eos, mut add_bos, clean_spaces, ignore_merges, space) =
             match model.as_str() {
                 "llama" => (Model::Spm, Some(1), Some(2), true, false, false, true),
                 "gpt2" => {
-                    let config =
-                        PreTokenizerConfig::from_name(pre.as_deref()).ok_or_else(|| {
-                            TokenizerError::UnknownPreTokenizer {
-                                pre: pre.clone().unwrap_or_default(),
-                            }
-                        })?;
+                    let config = PreTokenizerConfig::from_name(pre.as_deref())
+                        .ok_or_else(|| unsupported_pre_tokenizer(pre.as_deref().unwrap_or("")))?;
+                    merges_optional = config.merges_optional;
                     (
                         Model::Bpe { pre: config.pre },
-                        Some(11),
+                        config.default_bos,
                         Some(11),
                         config.add_bos,
                         config.clean_spaces,
@@ -324,10 +324,13 @@ impl Tokenizer {
                     byte_tokens[usize::from(b)] = *id;
                 }
             }
-            Model::Bpe { .. } => {
-                let merges = merges.ok_or(TokenizerError::MissingMerges)?;
-                ranks = MergeRanks::parse(&merges)?;
-            }
+            Model::Bpe { .. } => match merges {
+                Some(merges) => ranks = MergeRanks::parse(&merges)?,
+                // Kimi K2 vocabularies come without merges: every word is
+                // split into characters (llama.cpp does the same).
+                None if merges_optional => {}
+                None => return Err(TokenizerError::MissingMerges),
+            },
         }
 
         // Text-based detection of EOT/EOM/FIM tokens (lowest id wins).
@@ -621,6 +624,19 @@ impl Tokenizer {
             text = clean_up_spaces(&text);
         }
         String::from_utf8_lossy(&text).into_owned()
+    }
+}
+
+/// The error for a `tokenizer.ggml.pre` this crate does not implement.
+fn unsupported_pre_tokenizer(name: &str) -> TokenizerError {
+    TokenizerError::UnsupportedPreTokenizer {
+        pre: name.to_owned(),
+        reason: unsupported_reason(name),
+        supported: {
+            let mut names: Vec<&str> = supported_pre_tokenizers().collect();
+            names.sort_unstable();
+            names.join(", ")
+        },
     }
 }
 

@@ -348,7 +348,10 @@ fn vocabulary_errors() {
     assert!(matches!(err(v), TokenizerError::UnknownModel { .. }));
     let mut v = base.clone();
     v.pre = Some("nope".into());
-    assert!(matches!(err(v), TokenizerError::UnknownPreTokenizer { .. }));
+    assert!(matches!(
+        err(v),
+        TokenizerError::UnsupportedPreTokenizer { .. }
+    ));
     let mut v = base.clone();
     v.scores = Some(vec![0.0; 3]);
     assert!(matches!(
