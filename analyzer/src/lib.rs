@@ -17,6 +17,7 @@
 //! ```
 
 pub mod dag;
+pub mod diff;
 mod error;
 pub mod export;
 pub mod ingest;

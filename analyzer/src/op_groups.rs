@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::model::{OpAggregate, TraceModel};
+use crate::model::{OpAggregate, TokenPhase, TraceModel};
 use crate::stats::percentile;
 
 /// What operator time is grouped by.
@@ -80,6 +80,12 @@ pub struct OpGroup {
 
 /// Groups every node span of `model` by `by`, largest total first (ties by key).
 pub fn group(model: &TraceModel, by: GroupBy) -> Vec<OpGroup> {
+    group_in(model, by, None)
+}
+
+/// [`group`] over the node spans of decode calls of one phase only (`None`: all spans,
+/// including graphs outside any decode call).
+pub fn group_in(model: &TraceModel, by: GroupBy, phase: Option<TokenPhase>) -> Vec<OpGroup> {
     struct Acc {
         agg: OpAggregate,
         durations: Vec<u64>,
@@ -90,7 +96,14 @@ pub fn group(model: &TraceModel, by: GroupBy) -> Vec<OpGroup> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut accs: Vec<(String, Acc)> = Vec::new();
     let mut op_total_ns = 0u64;
+    let tokens = model.tokens();
     for span in model.node_spans() {
+        let token = graphs.get(span.graph as usize).and_then(|g| g.token);
+        if let Some(phase) = phase
+            && token.and_then(|t| tokens.get(t as usize)).map(|t| t.phase) != Some(phase)
+        {
+            continue;
+        }
         let node = &nodes[span.node as usize];
         let key = match by {
             GroupBy::OpType => node.op_name(),
@@ -112,7 +125,7 @@ pub fn group(model: &TraceModel, by: GroupBy) -> Vec<OpGroup> {
         let acc = &mut accs[at].1;
         acc.agg.add(span);
         acc.durations.push(span.dur_ns());
-        if let Some(token) = graphs.get(span.graph as usize).and_then(|g| g.token) {
+        if let Some(token) = token {
             *acc.per_token.entry(token).or_default() += span.dur_ns();
         }
         op_total_ns += span.dur_ns();
@@ -195,6 +208,24 @@ mod tests {
         for r in &by_type {
             assert!(r.p50_us <= r.p99_us, "{r:?}");
         }
+    }
+
+    #[test]
+    fn phases_split_the_operator_time() {
+        let model = synthetic::model(&synthetic::SynthSpec::sized(5, 12, 2), None);
+        let count = |p| {
+            group_in(&model, GroupBy::OpType, p)
+                .iter()
+                .map(|r| r.count)
+                .sum::<u64>()
+        };
+        let all = count(None);
+        let (prefill, decode) = (
+            count(Some(TokenPhase::Prefill)),
+            count(Some(TokenPhase::Decode)),
+        );
+        assert_eq!((prefill, decode), (12, 4 * 12));
+        assert_eq!(prefill + decode, all);
     }
 
     #[test]

@@ -227,3 +227,39 @@ fn reports_partition_the_operators_and_match_golden() {
         }
     }
 }
+
+/// `profinfer diff`: a run against itself changes nothing; 1 thread against 2 is pinned as
+/// text, and its rows are the groups of both reports.
+#[test]
+fn diffs_match_the_reports_and_golden() {
+    use analyzer::diff::{DiffPhase, Significance, diff_traces};
+    use analyzer::op_groups::GroupBy;
+    let (t1, t2) = (data("tiny_t1.pftrace"), data("tiny_t2.pftrace"));
+    let same = diff_traces(&t2, &t2, GroupBy::Node, DiffPhase::Decode).expect("diff");
+    assert!(same.only_a.is_empty() && same.only_b.is_empty());
+    assert!(
+        same.rows
+            .iter()
+            .all(|r| r.delta_ms == 0.0 && r.significance == Significance::WithinNoise)
+    );
+    for by in [GroupBy::OpType, GroupBy::Layer] {
+        let d = diff_traces(&t1, &t2, by, DiffPhase::Decode).expect("diff");
+        // Both runs have the same graph: every group is in both.
+        assert!(d.only_a.is_empty() && d.only_b.is_empty(), "{by:?}");
+        assert_eq!(d.a.calls, 2);
+        let sum_a: f64 = d
+            .rows
+            .iter()
+            .filter_map(|r| r.a.as_ref())
+            .map(|s| s.ms_per_call)
+            .sum();
+        assert!((sum_a - d.a.op_ms_per_call).abs() < 1e-9);
+        let mut text = Vec::new();
+        analyzer::export::terminal::write_diff(&d, usize::MAX, &mut text).expect("write");
+        let text = String::from_utf8(text)
+            .expect("UTF-8")
+            .replacen(&t1.display().to_string(), "tiny_t1.pftrace", 1)
+            .replacen(&t2.display().to_string(), "tiny_t2.pftrace", 1);
+        golden(&format!("tiny_t1_t2.diff-{}.txt", by.name()), &text);
+    }
+}

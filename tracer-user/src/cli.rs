@@ -1,4 +1,4 @@
-//! The command line: `record`, `live`, `analyze`, `report`, `probes`, `symbols`.
+//! The command line: `record`, `live`, `analyze`, `report`, `diff`, `probes`, `symbols`.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -31,6 +31,9 @@ enum Command {
     /// Print a trace's report: summary, top operators (by type, node or layer), threads,
     /// losses (`--json` for scripts).
     Report(crate::report::ReportArgs),
+    /// Compare two traces: time per call by op type, node or layer, token timings,
+    /// counters, what is in one run only (`--json` for scripts).
+    Diff(crate::diff::DiffArgs),
     /// List the probe points of an engine binary: first instruction and probe cost.
     Probes {
         /// The engine binary.
@@ -167,6 +170,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Analyze(args) => crate::analyze::run(&args)?,
         Command::Report(args) => crate::report::run(&args)?,
+        Command::Diff(args) => crate::diff::run(&args)?,
         Command::Record(args) => {
             let req = args.capture.request(args.output.clone())?;
             if args.tui {

@@ -9,6 +9,7 @@ pub static EBPF_OBJECT: &[u8] =
 pub mod analyze;
 pub mod cli;
 pub mod config;
+pub mod diff;
 pub mod drain;
 pub mod leaves;
 pub mod load;

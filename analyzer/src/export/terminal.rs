@@ -1,7 +1,10 @@
-//! The [`Report`] as aligned plain text for a terminal (`profinfer report`).
+//! The [`Report`] and the [`Diff`] as aligned plain text for a terminal (`profinfer
+//! report`, `profinfer diff`).
 
 use std::io::{self, Write};
 
+use crate::diff::{Diff, Significance};
+use crate::export::summary::Distribution;
 use crate::report::Report;
 
 /// Milliseconds with precision that suits their size (`0.042`, `4.21`, `421.3`, `4213`).
@@ -186,6 +189,165 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
     Ok(())
 }
 
+/// A signed change with its relative size (`-2.50 (-23.4%)`).
+fn change(delta: f64, base: Option<f64>) -> String {
+    let sign = if delta > 0.0 { "+" } else { "" };
+    match base.filter(|b| *b != 0.0) {
+        Some(b) => format!("{sign}{} ({})", ms(delta), relative(delta / b)),
+        None => format!("{sign}{}", ms(delta)),
+    }
+}
+
+/// A relative change: a percentage while small (`-23.4%`), a factor from 2× on (`×41.0`,
+/// `×0.25`), where percentages stop being read.
+fn relative(rel: f64) -> String {
+    let ratio = 1.0 + rel;
+    if ratio >= 2.0 || (ratio > 0.0 && ratio <= 0.5) {
+        format!(
+            "×{}",
+            if ratio >= 10.0 {
+                format!("{ratio:.0}")
+            } else {
+                format!("{ratio:.2}")
+            }
+        )
+    } else {
+        format!("{:+.1}%", rel * 100.0)
+    }
+}
+
+/// Writes the comparison of two runs: token timings, then the groups by |Δ| (`top` rows).
+pub fn write_diff(d: &Diff, top: usize, mut w: impl Write) -> io::Result<()> {
+    writeln!(w, "profinfer diff (B against A)")?;
+    for (name, r) in [("A", &d.a), ("B", &d.b)] {
+        let cmd = if r.command.is_empty() {
+            "(attached to a running process)".to_owned()
+        } else {
+            r.command.join(" ")
+        };
+        writeln!(w, "  {name}  {}  {cmd}", r.trace)?;
+    }
+    writeln!(w)?;
+    writeln!(w, "  {:<14} {:>10} {:>10}  change", "", "A", "B")?;
+    let line = |w: &mut dyn Write, label: &str, a: Option<f64>, b: Option<f64>| -> io::Result<()> {
+        let f = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), ms);
+        let c = match (a, b) {
+            (Some(a), Some(b)) => change(b - a, Some(a)),
+            _ => String::new(),
+        };
+        writeln!(w, "  {label:<14} {:>10} {:>10}  {c}", f(a), f(b))
+    };
+    let (sa, sb) = (&d.a.summary, &d.b.summary);
+    let dist = |s: &Option<Distribution>, f: fn(&Distribution) -> f64| s.as_ref().map(f);
+    line(&mut w, "TTFT ms", sa.ttft_ms, sb.ttft_ms)?;
+    line(
+        &mut w,
+        "TPOT mean ms",
+        dist(&sa.tpot_ms, |d| d.mean),
+        dist(&sb.tpot_ms, |d| d.mean),
+    )?;
+    line(
+        &mut w,
+        "TPOT p50 ms",
+        dist(&sa.tpot_ms, |d| d.p50),
+        dist(&sb.tpot_ms, |d| d.p50),
+    )?;
+    line(
+        &mut w,
+        "TPOT p99 ms",
+        dist(&sa.tpot_ms, |d| d.p99),
+        dist(&sb.tpot_ms, |d| d.p99),
+    )?;
+    line(
+        &mut w,
+        "ops ms/call",
+        Some(d.a.op_ms_per_call),
+        Some(d.b.op_ms_per_call),
+    )?;
+    writeln!(w, "  {:<14} {:>10} {:>10}", "calls", d.a.calls, d.b.calls)?;
+    writeln!(w)?;
+    let phase = match d.phase {
+        crate::diff::DiffPhase::Decode => "decode step",
+        crate::diff::DiffPhase::Prefill => "prefill call",
+        crate::diff::DiffPhase::All => "call",
+    };
+    let shown: Vec<_> = d
+        .rows
+        .iter()
+        .filter(|r| r.a.is_some() && r.b.is_some())
+        .take(top)
+        .collect();
+    let kw = shown
+        .iter()
+        .map(|r| r.key.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(5, 28);
+    writeln!(
+        w,
+        "by {}, ms per {phase}, largest change first",
+        d.by.name()
+    )?;
+    writeln!(
+        w,
+        "  {:<kw$} {:>9} {:>9} {:>9} {:>8}  ",
+        d.by.name(),
+        "A",
+        "B",
+        "Δ",
+        "Δ%"
+    )?;
+    for r in &shown {
+        let a = r.a.as_ref().map_or(0.0, |s| s.ms_per_call);
+        let b = r.b.as_ref().map_or(0.0, |s| s.ms_per_call);
+        let rel = r.relative.map_or_else(|| "-".to_owned(), relative);
+        let note = match r.significance {
+            Significance::Changed => "",
+            Significance::WithinNoise => "within noise",
+            Significance::OneRun => "",
+        };
+        writeln!(
+            w,
+            "  {:<kw$} {:>9} {:>9} {:>9} {:>8}  {note}",
+            fit(&r.key, kw),
+            ms(a),
+            ms(b),
+            format!(
+                "{}{}",
+                if r.delta_ms > 0.0 { "+" } else { "" },
+                ms(r.delta_ms)
+            ),
+            rel
+        )?;
+    }
+    let shared = d.rows.len() - d.only_a.len() - d.only_b.len();
+    if shared > shown.len() {
+        writeln!(w, "  … {} more (raise -n)", shared - shown.len())?;
+    }
+    for (name, only) in [("A", &d.only_a), ("B", &d.only_b)] {
+        if !only.is_empty() {
+            let list: Vec<&str> = only.iter().take(12).map(String::as_str).collect();
+            let more = if only.len() > 12 {
+                format!(" … ({} in all)", only.len())
+            } else {
+                String::new()
+            };
+            writeln!(w, "only in {name}: {}{more}", list.join(", "))?;
+        }
+    }
+    if !d.notes.is_empty() {
+        writeln!(w)?;
+        for n in &d.notes {
+            writeln!(w, "note: {n}")?;
+        }
+    }
+    writeln!(
+        w,
+        "(within noise: |Δ| is less than twice the standard error of the per-call means)"
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +361,10 @@ mod tests {
         assert_eq!(pct(0.1234), "12.3%");
         assert_eq!(fit("blk.12.ffn_down", 8), "blk.12.…");
         assert_eq!(fit("short", 8), "short");
+        assert_eq!(change(-2.5, Some(10.0)), "-2.50 (-25.0%)");
+        assert_eq!(change(30.0, Some(10.0)), "+30.00 (×4.00)");
+        assert_eq!(change(-7.5, Some(10.0)), "-7.50 (×0.25)");
+        assert_eq!(relative(40.0), "×41");
+        assert_eq!(change(0.5, None), "+0.500");
     }
 }
