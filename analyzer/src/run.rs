@@ -207,6 +207,7 @@ pub fn run_with_progress(
         None => None,
     };
     write_stats(&stat, opts, &mut o)?;
+    write_flame(&model, opts, &mut o)?;
 
     summary.warnings.extend(o.warnings.iter().cloned());
     let path = o.path("summary.json");
@@ -312,6 +313,35 @@ fn write_dag(d: &ProfDag, opts: &AnalyzeOptions, o: &mut Outputs<'_>) -> Result<
                 Err(e) => o.warnings.push(e),
             }
         }
+    }
+    Ok(())
+}
+
+fn write_flame(
+    model: &TraceModel,
+    opts: &AnalyzeOptions,
+    o: &mut Outputs<'_>,
+) -> Result<(), AnalyzeError> {
+    use export::flame::{self, FlameWeight};
+    let lines = flame::folded(model, FlameWeight::Time);
+    let path = o.path("flame.folded");
+    o.with_writer(
+        "flame.folded",
+        "flame graph",
+        "folded stacks (phase;graph;layer;op type;node class, weight ns) for any flame-graph tool",
+        |w| flame::write_folded(&lines, w).map_err(io_err(&path)),
+    )?;
+    if opts.plots && !lines.is_empty() {
+        let path = o.path("flame.svg");
+        o.with_writer(
+            "flame.svg",
+            "flame graph",
+            "where the time goes: phase, graph, layer, op type, node (widths = time)",
+            |w| {
+                flame::write_svg(&lines, "profinfer: where the time goes", "ns", w)
+                    .map_err(io_err(&path))
+            },
+        )?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 pub mod chrome;
 pub mod csv;
 pub mod dot;
+pub mod flame;
 pub mod index;
 pub mod json;
 pub mod plot;
