@@ -24,6 +24,10 @@ pub mod q8_k;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 
+use common::engine_abi::DType;
+
+use crate::backend::Backend;
+
 /// Values per super-block.
 pub const QK_K: usize = 256;
 
@@ -84,6 +88,93 @@ pub(crate) fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; K_SCALE_SIZE
         }
     }
     s
+}
+
+/// Whether `t` is one of the K-quant weight types (`Q2_K` … `Q6_K`) handled here.
+pub const fn is_k_weight(t: DType) -> bool {
+    matches!(
+        t,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K
+    )
+}
+
+/// `quantize_row_q*_K_ref` of `dtype` (a K-quant weight type or `Q8_K`): `src` is a
+/// multiple of 256 values and `dst` holds exactly its blocks (checked by the caller).
+/// Returns `false` for other types.
+pub(crate) fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> bool {
+    match dtype {
+        DType::Q2_K => q2_k::quantize_row(src, dst),
+        DType::Q3_K => q3_k::quantize_row(src, dst),
+        DType::Q4_K => q4_k::quantize_row(src, dst),
+        DType::Q5_K => q5_k::quantize_row(src, dst),
+        DType::Q6_K => q6_k::quantize_row(src, dst),
+        DType::Q8_K => q8_k::quantize_row(src, dst),
+        _ => return false,
+    }
+    true
+}
+
+/// `dequantize_row_q*_K` of `dtype`; `src` holds exactly the blocks of `dst` (checked by
+/// the caller). Returns `false` for other types.
+pub(crate) fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> bool {
+    match dtype {
+        DType::Q2_K => q2_k::dequantize_row(src, dst),
+        DType::Q3_K => q3_k::dequantize_row(src, dst),
+        DType::Q4_K => q4_k::dequantize_row(src, dst),
+        DType::Q5_K => q5_k::dequantize_row(src, dst),
+        DType::Q6_K => q6_k::dequantize_row(src, dst),
+        DType::Q8_K => q8_k::dequantize_row(src, dst),
+        _ => return false,
+    }
+    true
+}
+
+/// Dot product of `nb` super-blocks of a K-quant weight row with a `Q8_K` row, or `None`
+/// if `wtype` is not a K-quant weight type.
+///
+/// # Safety
+/// `backend` is supported by this CPU; `w` and `x` point at `nb` readable blocks of
+/// `wtype` and `Q8_K`.
+#[inline]
+pub(crate) unsafe fn vec_dot(
+    backend: Backend,
+    wtype: DType,
+    nb: usize,
+    w: *const u8,
+    x: *const u8,
+) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx2 {
+        // SAFETY: AVX2/FMA/F16C supported and nb blocks readable (caller).
+        return unsafe {
+            Some(match wtype {
+                DType::Q2_K => x86::dot_q2_k(nb, w, x),
+                DType::Q3_K => x86::dot_q3_k(nb, w, x),
+                DType::Q4_K => x86::dot_q4_k(nb, w, x),
+                DType::Q5_K => x86::dot_q5_k(nb, w, x),
+                DType::Q6_K => x86::dot_q6_k(nb, w, x),
+                _ => return None,
+            })
+        };
+    }
+    let _ = backend;
+    let wbytes = nb * wtype.block_bytes();
+    // SAFETY: nb blocks of each row are readable (caller); only read when wtype is a
+    // K-quant, whose block size block_bytes() is.
+    let (w, x) = unsafe {
+        (
+            std::slice::from_raw_parts(w, wbytes),
+            std::slice::from_raw_parts(x, nb * q8_k::BLOCK_BYTES),
+        )
+    };
+    Some(match wtype {
+        DType::Q2_K => q2_k::dot(nb, w, x),
+        DType::Q3_K => q3_k::dot(nb, w, x),
+        DType::Q4_K => q4_k::dot(nb, w, x),
+        DType::Q5_K => q5_k::dot(nb, w, x),
+        DType::Q6_K => q6_k::dot(nb, w, x),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -231,6 +231,12 @@ unsafe fn matmul_generic(
                 DType::F16 => generic::dot_f16(k, wr, xr),
                 DType::Q8_0 => generic::dot_q8_0(k / QK, wr, xr),
                 DType::Q4_0 => generic::dot_q4_0(k / QK, wr, xr),
+                DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => {
+                    // SAFETY: wr and xr are whole rows of k elements.
+                    unsafe {
+                        vec_dot_unchecked(Backend::Generic, wtype, k, wr.as_ptr(), xr.as_ptr())?
+                    }
+                }
                 _ => {
                     return Err(KernelError::UnsupportedType {
                         dtype: wtype,
