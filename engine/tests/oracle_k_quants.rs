@@ -33,16 +33,17 @@ const GREEDY_TOKENS: usize = 32;
 ///
 /// Weights are identical on both sides (same file) and the engine quantizes activations
 /// to Q8_K exactly like ggml-cpu (`quantize_row_q8_K_ref`, checked bit for bit in
-/// `k_quant_blocks.rs`); its dot products round exactly like ggml's AVX2
-/// `ggml_vec_dot_q*_K_q8_K`. What remains is that llama.cpp multiplies batches of 8 or
-/// more rows through other kernels for K-quants (ggml-cpu's "tiled" K-quant matmul, and
-/// the repacked `q4_K_8x8_q8_K` gemm for Q4_K), which sum the same exact integer block
-/// sums in another float order; on these random 2-layer models the re-quantization of
-/// the next layer's activations amplifies that. Measured: with `GGML_CPU_TILED_MM=0`
-/// (llama.cpp's vec_dot path) the logits are identical to the engine's (difference 0),
-/// with the tiled path up to 1.45e-2 of the largest logit (Q5_K, Q6_K on tiny-kq). The
-/// 3% bound is the one the 32-element quantized types use in `oracle.rs`; real bugs
-/// (wrong scales, nibble order, mins) give differences of the order of the logits.
+/// `k_quant_blocks.rs`). Batches below 8 rows round exactly like ggml's AVX2
+/// `ggml_vec_dot_q*_K_q8_K`; batches of 8 or more like ggml-cpu's "tiled" K-quant matmul
+/// (see `engine_kernels::k_quants::tiles`). Not reproduced: llama.cpp's repacked
+/// `q4_K_8x8_q8_K` gemm for Q4_K (another float order), and a batch-size-dependent
+/// difference of the tiled kernel on some types (Q5_K at 20 rows, Q6_K at 8..16 rows). On
+/// these random 2-layer models the re-quantization of the next layer's activations
+/// amplifies such last-bit differences: measured up to 1.8e-2 of the largest logit
+/// (Q4_K on tiny-kq); every other case here is identical to llama.cpp or within 3e-7.
+/// With `GGML_CPU_TILED_MM=0` and prompts under 8 tokens the logits are identical. The 3%
+/// bound is the one the 32-element quantized types use in `oracle.rs`; real bugs (wrong
+/// scales, nibble order, mins) give differences of the order of the logits themselves.
 const TOLERANCE: Tolerance = Tolerance {
     abs: 1e-3,
     rel: 3e-2,

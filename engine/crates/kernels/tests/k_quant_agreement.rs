@@ -5,6 +5,7 @@
 //! (Bit-exactness against ggml itself is checked by `engine/tests/k_quant_blocks.rs`.)
 
 use common::engine_abi::DType;
+use engine_kernels::k_quants::tiles;
 use engine_kernels::{
     Backend, convert_activations, matmul_with, quant, vec_dot_type, vec_dot_with,
 };
@@ -218,7 +219,7 @@ fn matmul_agrees_across_backends_with_reference_and_vec_dot() {
     let n_range = 3..14;
     for wtype in K_TYPES {
         for k in [256usize, 768] {
-            for m in [1usize, 2, 3, 5, 8, 33] {
+            for m in [1usize, 2, 3, 5, 7, 8, 9, 33] {
                 let w = make_matrix(&mut rng, wtype, true, n_total, k, 6, 1);
                 let x = make_matrix(&mut rng, vec_dot_type(wtype), false, m, k, 2, 3);
                 let y_stride = n_total + 3;
@@ -257,11 +258,17 @@ fn matmul_agrees_across_backends_with_reference_and_vec_dot() {
                                 (f64::from(v) - want).abs() <= tolerance(k, mag),
                                 "{wtype:?} {b:?} k={k} m={m} ({i},{n}): {v} vs {want}"
                             );
-                            let d = vec_dot_with(Backend::Generic, wtype, k, wr, xr).unwrap();
+                            // Batches of MIN_ROWS or more round like llama.cpp's tiled
+                            // kernel, smaller ones like vec_dot.
+                            let d = if m >= tiles::MIN_ROWS {
+                                tiles::dot_tiled(wtype, k, wr, xr)
+                            } else {
+                                vec_dot_with(Backend::Generic, wtype, k, wr, xr).unwrap()
+                            };
                             assert_eq!(
                                 v.to_bits(),
                                 d.to_bits(),
-                                "{wtype:?} {b:?} k={k} m={m} ({i},{n}) vs vec_dot"
+                                "{wtype:?} {b:?} k={k} m={m} ({i},{n}) vs vec_dot/dot_tiled"
                             );
                         }
                     }

@@ -21,6 +21,7 @@ pub mod q4_k;
 pub mod q5_k;
 pub mod q6_k;
 pub mod q8_k;
+pub mod tiles;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

@@ -35,6 +35,16 @@ fn quant(b: &BlockQ2K, e: usize) -> u8 {
     (b.qs[32 * j + t] >> (2 * s)) & 3
 }
 
+/// The block at `bytes` unpacked for [`super::tiles`]: quants as stored, 4-bit scales,
+/// 4-bit mins.
+pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+    let b: BlockQ2K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    let q = std::array::from_fn(|e| quant(&b, e));
+    let sc = std::array::from_fn(|g| i16::from(b.scales[g] & 0xf));
+    let m = std::array::from_fn(|g| i16::from(b.scales[g] >> 4));
+    super::tiles::Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+}
+
 /// `quantize_row_q2_K_ref` for one block of 256 values.
 pub(crate) fn quantize_block(x: &[f32]) -> BlockQ2K {
     const Q4SCALE: f32 = 15.0;

@@ -51,6 +51,16 @@ fn quant(b: &BlockQ3K, e: usize) -> i8 {
     if high_set { low } else { low - 4 }
 }
 
+/// The block at `bytes` unpacked for [`super::tiles`]: quants `q + 4` (`0..8`), signed
+/// scales, and the offset 4 folded into the coefficients `4·sc`.
+pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+    let b: BlockQ3K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    let q = std::array::from_fn(|e| (quant(&b, e) + 4) as u8);
+    let sc: [i16; 16] = std::array::from_fn(|g| i16::from(group_scale(&b.scales, g)));
+    let c = sc.map(|s| 4 * s);
+    super::tiles::Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
+}
+
 /// `quantize_row_q3_K_ref` for one block of 256 values.
 pub(crate) fn quantize_block(x: &[f32]) -> BlockQ3K {
     let mut b = BlockQ3K::zeroed();

@@ -36,6 +36,16 @@ fn quant(b: &BlockQ4K, e: usize) -> u8 {
     (b.qs[32 * j + t] >> (4 * h)) & 0xf
 }
 
+/// The block at `bytes` unpacked for [`super::tiles`]: each 32-element sub-block's 6-bit
+/// scale and min given to both of its 16-groups.
+pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+    let b: BlockQ4K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    let q = std::array::from_fn(|e| quant(&b, e));
+    let sc = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).0));
+    let m = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).1));
+    super::tiles::Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+}
+
 /// `quantize_row_q4_K_ref` for one block of 256 values.
 pub(crate) fn quantize_block(x: &[f32]) -> BlockQ4K {
     let search = AffineSearch {

@@ -39,6 +39,15 @@ fn quant(b: &BlockQ5K, e: usize) -> u8 {
     low | (high << 4)
 }
 
+/// The block at `bytes` unpacked for [`super::tiles`] (scales and mins as for `Q4_K`).
+pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+    let b: BlockQ5K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    let q = std::array::from_fn(|e| quant(&b, e));
+    let sc = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).0));
+    let m = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).1));
+    super::tiles::Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+}
+
 /// `quantize_row_q5_K_ref` for one block of 256 values.
 pub(crate) fn quantize_block(x: &[f32]) -> BlockQ5K {
     let search = AffineSearch {

@@ -37,6 +37,16 @@ fn quant(b: &BlockQ6K, e: usize) -> u8 {
     low | (high << 4)
 }
 
+/// The block at `bytes` unpacked for [`super::tiles`]: unsigned quants (`0..64`), signed
+/// scales, and the offset 32 folded into the coefficients `32·sc`.
+pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+    let b: BlockQ6K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    let q = std::array::from_fn(|e| quant(&b, e));
+    let sc: [i16; 16] = b.scales.map(i16::from);
+    let c = sc.map(|s| 32 * s);
+    super::tiles::Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
+}
+
 /// `quantize_row_q6_K_ref` for one block of 256 values.
 pub(crate) fn quantize_block(x: &[f32]) -> BlockQ6K {
     let mut l = [0i8; QK_K];

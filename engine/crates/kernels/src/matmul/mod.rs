@@ -187,6 +187,15 @@ pub unsafe fn matmul_with(
     } else {
         Backend::Generic
     };
+    if crate::k_quants::is_k_weight(wtype) && m >= crate::k_quants::tiles::MIN_ROWS {
+        // SAFETY: buffers checked above, backend supported, output contract from the caller.
+        unsafe {
+            crate::k_quants::tiles::matmul(
+                backend, wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride,
+            );
+        }
+        return Ok(());
+    }
     match backend {
         #[cfg(target_arch = "x86_64")]
         Backend::Avx2 => {
