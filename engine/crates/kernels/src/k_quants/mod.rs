@@ -178,6 +178,47 @@ pub(crate) unsafe fn vec_dot(
     })
 }
 
+/// Batches of fewer than [`tiles::MIN_ROWS`] rows (decoding): every output
+/// `y[i·y_stride + n]` is the AVX2 `vec_dot` of weight row `n` and activation row `i`, with
+/// the type's kernel chosen once.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; rows `n_range` of `w` (stride `w_stride`) and `m` rows of `x`
+/// (stride `x_stride`) hold `k` elements of `wtype` / `Q8_K`; the caller owns the outputs.
+#[cfg(target_arch = "x86_64")]
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
+pub(crate) unsafe fn matmul_rows_avx2(
+    wtype: DType,
+    k: usize,
+    w: *const u8,
+    w_stride: usize,
+    x: *const u8,
+    x_stride: usize,
+    m: usize,
+    n_range: std::ops::Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    type Dot = unsafe fn(usize, *const u8, *const u8) -> f32;
+    let dot: Dot = match wtype {
+        DType::Q2_K => x86::dot_q2_k,
+        DType::Q3_K => x86::dot_q3_k,
+        DType::Q4_K => x86::dot_q4_k,
+        DType::Q5_K => x86::dot_q5_k,
+        _ => x86::dot_q6_k,
+    };
+    let nb = k / QK_K;
+    for i in 0..m {
+        for n in n_range.clone() {
+            // SAFETY: rows n of w and i of x hold nb blocks; AVX2 available; output owned
+            // (all from the caller).
+            unsafe {
+                *y.add(i * y_stride + n) = dot(nb, w.add(n * w_stride), x.add(i * x_stride));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

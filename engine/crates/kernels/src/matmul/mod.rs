@@ -339,6 +339,23 @@ unsafe fn matmul_avx2(
                 }
             }
         }
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => {
+            // SAFETY: rows checked by matmul_with; AVX2 supported; output owned.
+            unsafe {
+                crate::k_quants::matmul_rows_avx2(
+                    wtype,
+                    k,
+                    w.as_ptr(),
+                    w_stride,
+                    x.as_ptr(),
+                    x_stride,
+                    m,
+                    n_range,
+                    y,
+                    y_stride,
+                );
+            }
+        }
         _ => {
             for i in 0..m {
                 for n in n_range.clone() {
