@@ -26,6 +26,7 @@ pub mod ops;
 pub mod presets;
 pub mod probe;
 pub mod probe_bench;
+pub mod quant_mix;
 pub mod sampler;
 pub mod self_profile;
 pub mod utf8_stream;

@@ -13,6 +13,8 @@ use engine::chat::{ChatSession, ChatTemplate, TemplateOrigin, repl};
 use engine::generate::{GenerateParams, generate};
 use engine::info::ModelInfo;
 use engine::model::Repack;
+use engine::presets::WeightFormat;
+use engine::quant_mix::Mix;
 use engine::sampler::{Sampler, SamplerParams};
 use engine::utf8_stream::Utf8Stream;
 use engine::{Context, ContextParams, Model, presets, self_profile};
@@ -61,9 +63,15 @@ struct GenModelArgs {
     /// Preset (see `engine presets`).
     #[arg(long)]
     preset: String,
-    /// Weight type of the matrices: f32, f16, q8_0 or q4_0.
-    #[arg(long, default_value = "q8_0")]
+    /// Weight type of every matrix (a ggml type name: f32, f16, q8_0, q4_0, q4_K, q6_K, ...),
+    /// or a llama-quantize mix that is not also a type name (q4_K_M, q5_K_M, q3_K_M, ...).
+    #[arg(long, default_value = "q8_0", conflicts_with = "ftype")]
     dtype: String,
+    /// llama-quantize preset whose per-tensor types to use (Q4_K_M, Q5_K_M, Q3_K_M, Q2_K,
+    /// Q6_K, ...; case-insensitive). Unlike `--dtype q2_K` (every matrix Q2_K), `--ftype
+    /// Q2_K` is llama.cpp's Q2_K mix.
+    #[arg(long)]
+    ftype: Option<String>,
     /// Random seed of the weights and vocabulary.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -245,6 +253,16 @@ fn parse_dtype(s: &str) -> anyhow::Result<DType> {
     })
 }
 
+fn parse_mix(s: &str) -> anyhow::Result<Mix> {
+    Mix::from_name(s).with_context(|| {
+        let names: Vec<&str> = Mix::ALL.iter().map(|m| m.name()).collect();
+        format!(
+            "unknown llama-quantize preset `{s}` (expected one of {})",
+            names.join(", ")
+        )
+    })
+}
+
 fn load(args: &ModelArgs) -> anyhow::Result<Context> {
     let repack = if args.no_repack {
         Repack::Off
@@ -269,14 +287,21 @@ fn gen_model(a: &GenModelArgs) -> anyhow::Result<()> {
             names.join(", ")
         );
     };
-    let dtype = parse_dtype(&a.dtype)?;
+    let format = match &a.ftype {
+        Some(name) => WeightFormat::Mix(parse_mix(name)?),
+        None => match (DType::from_name(&a.dtype), Mix::from_name(&a.dtype)) {
+            (Some(t), _) => WeightFormat::Pure(t),
+            (None, Some(m)) => WeightFormat::Mix(m),
+            (None, None) => WeightFormat::Pure(parse_dtype(&a.dtype)?),
+        },
+    };
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    presets::write_model(p, dtype, a.seed, &a.output, progress)?;
+    presets::write_model(p, format, a.seed, &a.output, progress)?;
     eprintln!(
         "wrote {} ({} {}, seed {})",
         a.output.display(),
         p.name,
-        dtype.name(),
+        format.name(),
         a.seed
     );
     Ok(())

@@ -20,6 +20,49 @@ use crate::chat::known_templates;
 use crate::chat::template::TEMPLATE_KEY;
 use crate::error::EngineError;
 use crate::model::tensors::{TensorKind, TensorShapes, tensor_specs};
+use crate::quant_mix::{Mix, MixModel};
+
+/// The types of a generated file's weight matrices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Every matrix in one type.
+    Pure(DType),
+    /// llama.cpp's per-tensor types of a `llama-quantize` preset ([`crate::quant_mix`]).
+    Mix(Mix),
+}
+
+impl WeightFormat {
+    /// `q4_K` or `Q4_K_M`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightFormat::Pure(t) => t.name(),
+            WeightFormat::Mix(m) => m.name(),
+        }
+    }
+
+    /// The type of matrix `name` with rows of `ne0` elements in preset `p`.
+    fn matrix_type(self, p: &Preset, name: &str, ne0: u64) -> DType {
+        match self {
+            WeightFormat::Pure(t) => t,
+            WeightFormat::Mix(m) => {
+                let model = MixModel {
+                    n_layer: p.n_layer,
+                    n_gqa: p.n_head / p.n_head_kv,
+                    tied_embeddings: p.tied_embeddings,
+                };
+                crate::quant_mix::tensor_type(m, model, name, ne0)
+            }
+        }
+    }
+
+    /// `general.file_type`.
+    fn file_type(self) -> Option<u32> {
+        match self {
+            WeightFormat::Pure(t) => file_type(t),
+            WeightFormat::Mix(m) => Some(m.file_type()),
+        }
+    }
+}
 
 /// Hyper-parameters and tokenizer of a preset.
 #[derive(Clone, Debug)]
@@ -99,6 +142,39 @@ pub const PRESETS: &[Preset] = &[
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: true,
     },
+    // Widths that are multiples of 256, so every matrix can hold K-quant super-blocks
+    // (llama.cpp's mixes fall back to 32-element types otherwise). Untied with GQA 2, and
+    // tied with GQA 4: the mixes treat the output, token_embd and attn_v differently.
+    Preset {
+        name: "tiny-kq",
+        arch: "llama",
+        n_layer: 2,
+        n_embd: 256,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 768,
+        n_vocab: 512,
+        n_ctx: 512,
+        rope_base: 10_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Spm,
+        tied_embeddings: false,
+    },
+    Preset {
+        name: "tiny-kq-tied",
+        arch: "llama",
+        n_layer: 2,
+        n_embd: 256,
+        n_head: 4,
+        n_head_kv: 1,
+        n_ff: 512,
+        n_vocab: 640,
+        n_ctx: 1024,
+        rope_base: 500_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Llama3Bpe,
+        tied_embeddings: true,
+    },
     Preset {
         name: "llama3.2-1b",
         arch: "llama",
@@ -153,8 +229,8 @@ struct TensorPlan {
 }
 
 /// The file's tensors ([`tensor_specs`]) with their stored type and random values: matrices
-/// in `dtype` with std 1/√fan-in, vectors f32 (norms around 1, biases around 0).
-fn plan(p: &Preset, dtype: DType) -> Vec<TensorPlan> {
+/// in `format` with std 1/√fan-in, vectors f32 (norms around 1, biases around 0).
+fn plan(p: &Preset, format: WeightFormat) -> Vec<TensorPlan> {
     let arch = crate::model::arch::lookup(p.arch).expect("presets use supported architectures");
     let shapes = TensorShapes {
         n_embd: u64::from(p.n_embd),
@@ -183,7 +259,7 @@ fn plan(p: &Preset, dtype: DType) -> Vec<TensorPlan> {
             };
             TensorPlan {
                 dtype: if t.kind == TensorKind::Matrix {
-                    dtype
+                    format.matrix_type(p, &t.name, t.dims[0])
                 } else {
                     DType::F32
                 },
@@ -270,10 +346,10 @@ fn chat_template(kind: SynthKind) -> &'static str {
     }
 }
 
-/// Writes preset `p` with weights of type `dtype` and random seed `seed` to `path`.
+/// Writes preset `p` with weight matrices in `format` and random seed `seed` to `path`.
 pub fn write_model(
     p: &Preset,
-    dtype: DType,
+    format: WeightFormat,
     seed: u64,
     path: &Path,
     progress: bool,
@@ -311,7 +387,7 @@ pub fn write_model(
     for (k, v) in kvs {
         w.add_kv(k, v).map_err(gguf)?;
     }
-    if let Some(ft) = file_type(dtype) {
+    if let Some(ft) = format.file_type() {
         w.add_kv("general.file_type", ft).map_err(gguf)?;
     }
     let vocab = synth_vocab(p.tokenizer, p.n_vocab as usize, seed).map_err(|e| {
@@ -324,7 +400,7 @@ pub fn write_model(
     w.add_kv(TEMPLATE_KEY, chat_template(p.tokenizer))
         .map_err(gguf)?;
 
-    let tensors = plan(p, dtype);
+    let tensors = plan(p, format);
     for t in &tensors {
         let ty = GgmlType::from_id(t.dtype as u32).expect("engine dtypes are ggml types");
         w.add_tensor(t.name.clone(), &t.dims, ty).map_err(gguf)?;
@@ -378,7 +454,10 @@ pub fn write_model(
                 &row,
                 &mut data[r * row_bytes..(r + 1) * row_bytes],
             )
-            .expect("row sizes match by construction");
+            .map_err(|e| EngineError::HyperParameter {
+                key: t.name.clone(),
+                why: format!("cannot write it as {}: {e}", t.dtype.name()),
+            })?;
             bar.inc(k as u64);
         }
         w.write_tensor_data(&mut out, &t.name, &data)
@@ -415,7 +494,7 @@ mod tests {
             assert_eq!(p.n_embd % p.n_head, 0, "{}", p.name);
             assert_eq!(p.n_head % p.n_head_kv, 0, "{}", p.name);
             for d in [DType::Q4_0, DType::Q8_0] {
-                for t in plan(p, d) {
+                for t in plan(p, WeightFormat::Pure(d)) {
                     assert!(
                         t.dtype.row_bytes(t.dims[0] as usize).is_some(),
                         "{} {}",

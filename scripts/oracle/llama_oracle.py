@@ -302,6 +302,57 @@ def cmd_quantize(args: argparse.Namespace) -> dict[str, Any]:
     return {"out": args.out, "ftype": name, "tensor_types": types}
 
 
+def cmd_block_ref(args: argparse.Namespace) -> dict[str, Any]:
+    """ggml's own row functions for one block type, called in the oracle's libggml through
+    ctypes: `quantize_row_<type>_ref` and `dequantize_row_<type>` on the given weights, and,
+    if activations are given, the CPU backend's `from_float` of the type's `vec_dot_type`
+    and its `vec_dot` (the SIMD path this machine's libggml-cpu runs). Bytes are hex."""
+    import ctypes
+    import os
+    import llama_cpp
+
+    libdir = os.path.join(os.path.dirname(llama_cpp.__file__), "lib")
+    base = ctypes.CDLL(os.path.join(libdir, "libggml-base.so"))
+    cpu = ctypes.CDLL(os.path.join(libdir, "libggml-cpu.so"))
+    cpu.ggml_cpu_init()
+    with open(args.input_json) as f:
+        data = json.load(f)
+    x = data["weights"]
+    n = len(x)
+    name = args.type.lower().replace("_k", "_K")
+    type_id = {"q2_K": 10, "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14, "q8_K": 15}[name]
+    base.ggml_row_size.restype = ctypes.c_size_t
+    row = base.ggml_row_size(type_id, n)
+    fx = (ctypes.c_float * n)(*x)
+    q = ctypes.create_string_buffer(row)
+    getattr(base, f"quantize_row_{name}_ref")(fx, q, ctypes.c_int64(n))
+    back = (ctypes.c_float * n)()
+    getattr(base, f"dequantize_row_{name}")(q, back, ctypes.c_int64(n))
+    out: dict[str, Any] = {"quantized": q.raw.hex(), "dequantized": list(back)}
+    acts = data.get("activations")
+    if acts is not None:
+        # struct ggml_type_traits_cpu { from_float; vec_dot; vec_dot_type; nrows; }
+        vec_dot_t = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
+                                     ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        from_float_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+        class Traits(ctypes.Structure):
+            _fields_ = [("from_float", from_float_t), ("vec_dot", vec_dot_t), ("vec_dot_type", ctypes.c_int),
+                        ("nrows", ctypes.c_int64)]
+
+        cpu.ggml_get_type_traits_cpu.restype = ctypes.POINTER(Traits)
+        traits = cpu.ggml_get_type_traits_cpu(type_id).contents
+        dot_type = traits.vec_dot_type
+        conv = cpu.ggml_get_type_traits_cpu(dot_type).contents
+        fa = (ctypes.c_float * n)(*acts)
+        qa = ctypes.create_string_buffer(base.ggml_row_size(dot_type, n))
+        conv.from_float(ctypes.cast(fa, ctypes.c_void_p), ctypes.cast(qa, ctypes.c_void_p), n)
+        s = ctypes.c_float()
+        traits.vec_dot(n, ctypes.byref(s), 0, ctypes.cast(q, ctypes.c_void_p), 0, ctypes.cast(qa, ctypes.c_void_p), 0, 1)
+        out.update({"activations_converted": qa.raw.hex(), "vec_dot": s.value})
+    return out
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -354,6 +405,11 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--pure", action="store_true", help="no per-tensor mix: every weight gets the base type")
     p.add_argument("--threads", type=int, default=2)
     p.set_defaults(func=cmd_quantize)
+
+    p = sub.add_parser("block-ref", help="ggml's quantize/dequantize/vec_dot of one block type on given rows")
+    p.add_argument("--type", required=True, help="q2_K, q3_K, q4_K, q5_K, q6_K or q8_K")
+    p.add_argument("--input-json", required=True, help='{"weights": [...], "activations": [...] (optional)}')
+    p.set_defaults(func=cmd_block_ref)
 
     args = parser.parse_args(argv)
     result = args.func(args)

@@ -148,9 +148,19 @@ pub const MODEL_SEED: u64 = 42;
 /// Path of a generated test model; generated with `engine gen-model` on first use in this
 /// test run (each run regenerates, so models never go stale when the engine changes).
 pub fn model(preset: &str, dtype: &str) -> PathBuf {
+    model_with(preset, "--dtype", dtype)
+}
+
+/// [`model`] with the weight format given as `flag value` (`--dtype q4_K`, `--ftype
+/// Q4_K_M`).
+pub fn model_with(preset: &str, flag: &str, value: &str) -> PathBuf {
     type Slot = Arc<OnceLock<PathBuf>>;
     static MODELS: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
-    let key = format!("{preset}-{dtype}");
+    let key = if flag == "--dtype" {
+        format!("{preset}-{value}")
+    } else {
+        format!("{preset}-{}{value}", flag.trim_start_matches('-'))
+    };
     let slot: Slot = {
         let mut map = MODELS
             .get_or_init(Default::default)
@@ -170,8 +180,8 @@ pub fn model(preset: &str, dtype: &str) -> PathBuf {
         cmd.args([
             "--preset",
             preset,
-            "--dtype",
-            dtype,
+            flag,
+            value,
             "--seed",
             &MODEL_SEED.to_string(),
             "-o",

@@ -7,6 +7,7 @@ mod backend;
 pub mod dot;
 mod error;
 pub mod f16;
+pub mod k_quants;
 pub mod matmul;
 pub mod packed;
 pub mod quant;

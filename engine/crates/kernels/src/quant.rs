@@ -233,7 +233,7 @@ pub(crate) fn check_row(
 }
 
 /// Converts one row of `dst.len()` elements of type `dtype`, stored as ggml bytes at any
-/// alignment, into `f32` (F32, F16, Q8_0 and Q4_0).
+/// alignment, into `f32` (F32, F16, Q8_0, Q4_0 and the K-quants).
 pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), KernelError> {
     let k = dst.len();
     check_row("dequantize_row source", dtype, k, src)?;
@@ -257,6 +257,9 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
                 dequantize_q4_0_bytes_block(read_f16(b, 0), &b[2..18], out);
             }
         }
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
+            crate::k_quants::dequantize_row(dtype, src, dst);
+        }
         _ => {
             return Err(KernelError::UnsupportedType {
                 dtype,
@@ -268,7 +271,7 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
 }
 
 /// Converts one row of `f32` values into ggml bytes of `dtype` (F32, F16, Q8_0 with the
-/// reference quantizer, Q4_0) — e.g. for writing a KV cache or a quantized file.
+/// reference quantizer, Q4_0, the K-quants with ggml's reference quantizers) — e.g. for writing a KV cache or a quantized file.
 pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
     let k = src.len();
     check_row("quantize_row destination", dtype, k, dst)?;
@@ -288,6 +291,9 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
             for (x, o) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(18)) {
                 o.copy_from_slice(bytemuck::bytes_of(&quantize_block_q4_0_ref(x)));
             }
+        }
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
+            crate::k_quants::quantize_row(dtype, src, dst);
         }
         _ => {
             return Err(KernelError::UnsupportedType {

@@ -16,6 +16,7 @@ use crate::quant::{QK, check_row, quantize_block_q8_0_avx2_semantics};
 /// The loader refuses other types by name before anything runs.
 pub const fn has_kernels(w: DType) -> bool {
     matches!(w, DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
+        || crate::k_quants::is_k_weight(w)
 }
 
 /// Weight types with kernels ([`has_kernels`]), in ggml id order.
@@ -41,7 +42,8 @@ pub const fn vec_dot_type(w: DType) -> DType {
 
 /// Converts one row of `f32` activations to `dst_type` bytes as llama.cpp's CPU backend
 /// does on x86 with AVX2: Q8_0 with scale `127 / amax` and ties-to-even rounding (not the
-/// reference quantizer), F16 with round-to-nearest-even, F32 as a copy.
+/// reference quantizer), Q8_K with ggml's reference quantizer (what the x86 CPU backend
+/// calls), F16 with round-to-nearest-even, F32 as a copy.
 pub fn convert_activations(
     dst_type: DType,
     src: &[f32],
@@ -56,6 +58,7 @@ pub fn convert_activations(
             }
         }
         DType::F16 => f32_row_to_f16_bytes(src, dst),
+        DType::Q8_K => crate::k_quants::q8_k::quantize_row(src, dst),
         DType::F32 => {
             for (x, out) in src.iter().zip(dst.chunks_exact_mut(4)) {
                 out.copy_from_slice(&x.to_le_bytes());
@@ -115,6 +118,15 @@ pub(crate) unsafe fn vec_dot_unchecked(
     let xbytes = vec_dot_type(wtype)
         .row_bytes(k)
         .ok_or(KernelError::RowNotBlockAligned { dtype: wtype, k })?;
+    if crate::k_quants::is_k_weight(wtype) {
+        // SAFETY: rows of k elements (whole super-blocks) and a supported backend (caller).
+        let v =
+            unsafe { crate::k_quants::vec_dot(backend, wtype, wbytes / wtype.block_bytes(), w, x) };
+        return v.ok_or(KernelError::UnsupportedType {
+            dtype: wtype,
+            op: "vec_dot",
+        });
+    }
     match backend {
         #[cfg(target_arch = "x86_64")]
         Backend::Avx2 => {

@@ -187,6 +187,15 @@ pub unsafe fn matmul_with(
     } else {
         Backend::Generic
     };
+    if crate::k_quants::is_k_weight(wtype) && m >= crate::k_quants::tiles::MIN_ROWS {
+        // SAFETY: buffers checked above, backend supported, output contract from the caller.
+        unsafe {
+            crate::k_quants::tiles::matmul(
+                backend, wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride,
+            );
+        }
+        return Ok(());
+    }
     match backend {
         #[cfg(target_arch = "x86_64")]
         Backend::Avx2 => {
@@ -231,6 +240,12 @@ unsafe fn matmul_generic(
                 DType::F16 => generic::dot_f16(k, wr, xr),
                 DType::Q8_0 => generic::dot_q8_0(k / QK, wr, xr),
                 DType::Q4_0 => generic::dot_q4_0(k / QK, wr, xr),
+                DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => {
+                    // SAFETY: wr and xr are whole rows of k elements.
+                    unsafe {
+                        vec_dot_unchecked(Backend::Generic, wtype, k, wr.as_ptr(), xr.as_ptr())?
+                    }
+                }
                 _ => {
                     return Err(KernelError::UnsupportedType {
                         dtype: wtype,
@@ -322,6 +337,23 @@ unsafe fn matmul_avx2(
                         }
                     }
                 }
+            }
+        }
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => {
+            // SAFETY: rows checked by matmul_with; AVX2 supported; output owned.
+            unsafe {
+                crate::k_quants::matmul_rows_avx2(
+                    wtype,
+                    k,
+                    w.as_ptr(),
+                    w_stride,
+                    x.as_ptr(),
+                    x_stride,
+                    m,
+                    n_range,
+                    y,
+                    y_stride,
+                );
             }
         }
         _ => {

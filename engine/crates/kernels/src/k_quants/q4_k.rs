@@ -1,0 +1,200 @@
+//! ggml's `block_q4_K`: 8 sub-blocks of 32 values, `x = d·sc·q − dmin·m` with 4-bit
+//! quants and 6-bit sub-block scales `sc` and mins `m` (4.5 bits per weight).
+//!
+//! Element `64j + 32h + t` is the low (`h = 0`) or high (`h = 1`) nibble of
+//! `qs[32j + t]`; sub-block `2j + h`'s scale and min are packed in `scales` as
+//! [`super::scale_min_k4`] reads them.
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::fit::{AffineSearch, fit_affine_k4};
+use super::{K_SCALE_SIZE, LANES, QK_K, hsum8, lane_sums, q8_k, scale_min_k4};
+
+/// One ggml `block_q4_K` (144 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Pod, Zeroable)]
+pub struct BlockQ4K {
+    /// Super-block scale of the sub-block scales.
+    pub d: f16,
+    /// Super-block scale of the sub-block mins.
+    pub dmin: f16,
+    /// Packed 6-bit scales and mins.
+    pub scales: [u8; K_SCALE_SIZE],
+    /// 4-bit quants, two per byte.
+    pub qs: [u8; QK_K / 2],
+}
+
+/// Bytes of one block.
+pub const BLOCK_BYTES: usize = 144;
+const _: () = assert!(size_of::<BlockQ4K>() == BLOCK_BYTES);
+
+/// The 4-bit quant of element `e`.
+#[inline]
+fn quant(b: &BlockQ4K, e: usize) -> u8 {
+    let (j, h, t) = (e / 64, (e % 64) / 32, e % 32);
+    (b.qs[32 * j + t] >> (4 * h)) & 0xf
+}
+
+/// The block at `bytes` unpacked for [`super::tiles`]: each 32-element sub-block's 6-bit
+/// scale and min given to both of its 16-groups.
+pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+    let b: BlockQ4K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    let q = std::array::from_fn(|e| quant(&b, e));
+    let sc = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).0));
+    let m = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).1));
+    super::tiles::Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+}
+
+/// `quantize_row_q4_K_ref` for one block of 256 values.
+pub(crate) fn quantize_block(x: &[f32]) -> BlockQ4K {
+    let search = AffineSearch {
+        nmax: 15,
+        rmin: -1.0,
+        rdelta: 0.1,
+        nstep: 20,
+        use_mad: false,
+    };
+    let fit = fit_affine_k4(search, x);
+    let mut qs = [0u8; QK_K / 2];
+    for (j, q) in qs.chunks_exact_mut(32).enumerate() {
+        let lj = &fit.l[64 * j..];
+        for (t, q) in q.iter_mut().enumerate() {
+            *q = lj[t] | (lj[t + 32] << 4);
+        }
+    }
+    BlockQ4K {
+        d: fit.d,
+        dmin: fit.dmin,
+        scales: fit.scales,
+        qs,
+    }
+}
+
+/// Quantizes `x` (a multiple of 256 values) into `out` (144 bytes per block).
+pub(crate) fn quantize_row(x: &[f32], out: &mut [u8]) {
+    for (xb, ob) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
+        ob.copy_from_slice(bytemuck::bytes_of(&quantize_block(xb)));
+    }
+}
+
+/// `dequantize_row_q4_K`.
+pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
+    for (bytes, out) in src
+        .chunks_exact(BLOCK_BYTES)
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
+        let b: BlockQ4K = bytemuck::pod_read_unaligned(bytes);
+        let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
+        for (j, out) in out.chunks_exact_mut(32).enumerate() {
+            let (sc, m) = scale_min_k4(j, &b.scales);
+            let (dj, mj) = (d * f32::from(sc), min * f32::from(m));
+            for (t, o) in out.iter_mut().enumerate() {
+                *o = dj * f32::from(quant(&b, 32 * j + t)) - mj;
+            }
+        }
+    }
+}
+
+/// The 8 sub-block scales and the 8 mins of a block.
+#[inline]
+fn scales_and_mins(b: &BlockQ4K) -> ([i32; 8], [i32; 8]) {
+    let mut sc = [0i32; 8];
+    let mut m = [0i32; 8];
+    for j in 0..8 {
+        let (s, mm) = scale_min_k4(j, &b.scales);
+        sc[j] = i32::from(s);
+        m[j] = i32::from(mm);
+    }
+    (sc, m)
+}
+
+/// `ggml_vec_dot_q4_K_q8_K` (AVX2) over `nb` blocks: `fma(d_x·d, lane sums of sc·q·q_x,
+/// acc)` into 8 lanes, and the mins into 4 lanes (`fma(−d_x·dmin, m·Σx pairs, acc_m)`);
+/// the result is `hsum8(acc)` plus the 4 min lanes summed as `(m0 + m2) + (m1 + m3)`.
+pub(crate) fn dot(nb: usize, w: &[u8], x: &[u8]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let mut acc_m = [0f32; 4];
+    for (wb, xb) in w
+        .chunks_exact(BLOCK_BYTES)
+        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
+        .take(nb)
+    {
+        let b: BlockQ4K = bytemuck::pod_read_unaligned(wb);
+        let y = q8_k::read(xb);
+        let d = y.d * b.d.to_f32();
+        let dmin = -y.d * b.dmin.to_f32();
+        let (sc, m) = scales_and_mins(&b);
+        // Σ x of each 32-value sub-block, as `hadd_epi16` of the 16-value sums.
+        let q8s: [i32; 8] =
+            std::array::from_fn(|u| i32::from(y.bsums[2 * u].wrapping_add(y.bsums[2 * u + 1])));
+        for (t, a) in acc_m.iter_mut().enumerate() {
+            let prod = m[2 * t] * q8s[2 * t] + m[2 * t + 1] * q8s[2 * t + 1];
+            *a = dmin.mul_add(prod as f32, *a);
+        }
+        let sumi = lane_sums(|e| sc[e / 32] * i32::from(quant(&b, e)) * i32::from(y.qs[e]));
+        for (a, s) in acc.iter_mut().zip(sumi) {
+            *a = d.mul_add(s as f32, *a);
+        }
+    }
+    hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k_quants::pack_scale_min_k4;
+
+    #[test]
+    fn dequantize_by_hand() {
+        let mut b = BlockQ4K::zeroed();
+        b.d = f16::from_f32(0.5);
+        b.dmin = f16::from_f32(1.0);
+        // Sub-block 0: scale 2, min 3; sub-block 1: scale 1, min 0; sub-block 5: 40, 33.
+        let mut ls = [0u8; 8];
+        let mut lm = [0u8; 8];
+        (ls[0], lm[0], ls[1], lm[1], ls[5], lm[5]) = (2, 3, 1, 0, 40, 33);
+        b.scales = pack_scale_min_k4(&ls, &lm);
+        b.qs[0] = 0x7 | (0xf << 4); // element 0 = 7, element 32 = 15
+        b.qs[64 + 1] = 0x2 << 4; // element 128 + 32 + 1 (sub-block 5) = 2
+        let mut y = [0f32; QK_K];
+        dequantize_row(bytemuck::bytes_of(&b), &mut y);
+        assert_eq!(y[0], 0.5 * 2.0 * 7.0 - 3.0);
+        assert_eq!(y[1], -3.0);
+        assert_eq!(y[32], 0.5 * 15.0);
+        assert_eq!(y[161], 0.5 * 40.0 * 2.0 - 33.0);
+    }
+
+    #[test]
+    fn quantize_round_trip_is_close() {
+        let x: Vec<f32> = (0..QK_K)
+            .map(|i| ((i * 29 % 83) as f32 / 41.0 - 1.0) * 0.7 + 0.1)
+            .collect();
+        let b = quantize_block(&x);
+        let mut y = [0f32; QK_K];
+        dequantize_row(bytemuck::bytes_of(&b), &mut y);
+        for (a, b) in x.iter().zip(&y) {
+            // 16 levels over a range of 1.4: half a step is ~0.05, plus 6-bit scale error.
+            assert!((a - b).abs() <= 0.08, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn dot_by_hand() {
+        // All scales 1, mins 1, d = dmin = 1, quants 3 -> weights 2; activations 1 (d = 1):
+        // 256 * 2 = 512.
+        let mut b = BlockQ4K::zeroed();
+        b.d = f16::from_f32(1.0);
+        b.dmin = f16::from_f32(1.0);
+        b.scales = pack_scale_min_k4(&[1; 8], &[1; 8]);
+        b.qs = [0x33; 128];
+        let mut y = q8_k::BlockQ8K::zeroed();
+        y.d = 1.0;
+        y.qs = [1; QK_K];
+        y.bsums = [16; 16];
+        assert_eq!(
+            dot(1, bytemuck::bytes_of(&b), bytemuck::bytes_of(&y)),
+            512.0
+        );
+    }
+}

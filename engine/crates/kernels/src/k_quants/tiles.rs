@@ -1,0 +1,209 @@
+//! The product of K-quant weights with batches of 8 or more `Q8_K` activation rows
+//! (prompt processing), rounding like llama.cpp's CPU backend does there.
+//!
+//! # What llama.cpp computes
+//! For `src1` batches of at least 8 rows, ggml-cpu multiplies K-quant weights through its
+//! "tiled" matmul (`ggml-cpu/tiled/tiled.cpp`, `tiled_run_microtile_avx2`) instead of
+//! `ggml_vec_dot_q*_K_q8_K`. Per output and super-block it forms the exact integer sums
+//! `s1 = Σ sc·(q − offset)·q_x` and (types with mins) `s2 = Σ m·bsum`, then
+//! `res = fma(−dmin, f32(s2), d·f32(s1))` (`res = d·f32(s1)` without mins) and accumulates
+//! `y = fma(res, d_x, y)` super-block after super-block. This module computes the same
+//! integers and the same float operations in the same order, so the portable and AVX2
+//! paths agree bit for bit with each other and with that kernel. (For `Q4_K` matrices
+//! whose row count is a multiple of 8, llama.cpp uses its repacked `q4_K_8x8_q8_K` gemm
+//! instead, which sums in another float order; the oracle tests' tolerance covers it.)
+//!
+//! # How
+//! Each weight row is first unpacked into [`Unpacked`] super-blocks (unsigned quants in
+//! element order, group scales widened to one `i16` per `maddubs` lane, the min or offset
+//! coefficients per 16-group), once per slice of activation rows; the AVX2 kernel then
+//! multiplies 4 weight rows by 2 activation rows per step, so every 32-byte load feeds
+//! several `maddubs`.
+
+use std::ops::Range;
+
+use common::engine_abi::DType;
+
+use super::{QK_K, q8_k};
+use crate::backend::Backend;
+
+/// Batches of at least this many activation rows go through this module (llama.cpp's
+/// `ggml_tiled_min_batch`).
+pub const MIN_ROWS: usize = 8;
+
+/// Weight rows unpacked and multiplied together.
+const ROWS: usize = 4;
+
+/// Activation bytes per slice that the unpacked rows meet before the next rows are
+/// unpacked: an eighth of the 32 MiB L3, so that the unpacking (scalar, per weight
+/// row and slice) stays small next to the products.
+const SLICE_BYTES: usize = 4 * 1024 * 1024;
+
+/// One super-block of a weight row, unpacked for the integer products.
+#[repr(C, align(32))]
+#[derive(Clone, Copy)]
+pub(crate) struct Unpacked {
+    /// Unsigned quants (`0..2^bits`), element order.
+    pub q: [u8; QK_K],
+    /// Group scale of each `maddubs` output lane: lane `l` of 32-element chunk `c` covers
+    /// elements `32c + 2l, 32c + 2l + 1`, i.e. group `2c + l / 8`.
+    pub sc: [i16; QK_K / 2],
+    /// Per 16-group coefficient of the activation group sums (`bsums`): the min `m` for
+    /// types with mins, `offset · sc` for `Q3_K`/`Q6_K`.
+    pub c: [i16; QK_K / 16],
+    /// Super-block scale.
+    pub d: f32,
+    /// Super-block scale of the mins (0 for types without).
+    pub dmin: f32,
+}
+
+impl Unpacked {
+    const ZERO: Unpacked = Unpacked {
+        q: [0; QK_K],
+        sc: [0; QK_K / 2],
+        c: [0; QK_K / 16],
+        d: 0.0,
+        dmin: 0.0,
+    };
+
+    /// Builds a block from unsigned quants, one scale and one coefficient per 16-group.
+    pub(crate) fn new(q: [u8; QK_K], group_sc: [i16; 16], c: [i16; 16], d: f32, dmin: f32) -> Self {
+        let mut sc = [0i16; QK_K / 2];
+        for (l, s) in sc.iter_mut().enumerate() {
+            *s = group_sc[l / 8];
+        }
+        Unpacked { q, sc, c, d, dmin }
+    }
+}
+
+/// Whether the type's blocks have mins (`s2` subtracted in float) rather than an offset
+/// folded into the integer sum.
+const fn has_min(t: DType) -> bool {
+    matches!(t, DType::Q2_K | DType::Q4_K | DType::Q5_K)
+}
+
+/// Unpacks one super-block of `wtype` at `bytes`.
+fn unpack(wtype: DType, bytes: &[u8]) -> Unpacked {
+    match wtype {
+        DType::Q2_K => super::q2_k::unpack(bytes),
+        DType::Q3_K => super::q3_k::unpack(bytes),
+        DType::Q4_K => super::q4_k::unpack(bytes),
+        DType::Q5_K => super::q5_k::unpack(bytes),
+        _ => super::q6_k::unpack(bytes),
+    }
+}
+
+/// The f32 step of one super-block: `res` from the integer sums.
+#[inline]
+fn block_result(min: bool, s1: i32, s2: i32, d: f32, dmin: f32) -> f32 {
+    if min {
+        (-dmin).mul_add(s2 as f32, d * s1 as f32)
+    } else {
+        d * s1.wrapping_sub(s2) as f32
+    }
+}
+
+/// Portable product of one unpacked row with one `Q8_K` row.
+fn dot_unpacked(min: bool, w: &[Unpacked], x: &[u8]) -> f32 {
+    let mut y = 0f32;
+    for (b, xb) in w.iter().zip(x.chunks_exact(q8_k::BLOCK_BYTES)) {
+        let xq = &xb[q8_k::QS..q8_k::QS + QK_K];
+        let mut s1 = 0i32;
+        for (e, (&q, &qx)) in b.q.iter().zip(xq).enumerate() {
+            s1 += i32::from(b.sc[e / 2]) * i32::from(q) * i32::from(qx as i8);
+        }
+        let mut s2 = 0i32;
+        for (g, &c) in b.c.iter().enumerate() {
+            let at = q8_k::BSUMS + 2 * g;
+            s2 += i32::from(c) * i32::from(i16::from_le_bytes([xb[at], xb[at + 1]]));
+        }
+        let dx = f32::from_le_bytes([xb[0], xb[1], xb[2], xb[3]]);
+        y = block_result(min, s1, s2, b.d, b.dmin).mul_add(dx, y);
+    }
+    y
+}
+
+/// The product of weight rows `n_range` (row `n` at `w + n·w_stride`, `k` elements of the
+/// K-quant `wtype`) with `m` `Q8_K` activation rows (row `i` at `x + i·x_stride`) into
+/// `y[i·y_stride + n]`.
+///
+/// # Safety
+/// `backend` is supported; `w` and `x` hold those rows (checked by `matmul_with`); the
+/// caller owns outputs `(i, n)` for `i < m`, `n ∈ n_range`.
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
+pub(crate) unsafe fn matmul(
+    backend: Backend,
+    wtype: DType,
+    w: &[u8],
+    w_stride: usize,
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let nb = k / QK_K;
+    let wb = wtype.block_bytes();
+    let min = has_min(wtype);
+    let x_row = nb * q8_k::BLOCK_BYTES;
+    let slice = (SLICE_BYTES / x_row.max(1)).clamp(2, m.max(2));
+    let mut scratch = vec![Unpacked::ZERO; ROWS * nb];
+    for i0 in (0..m).step_by(slice) {
+        let i1 = (i0 + slice).min(m);
+        for n0 in n_range.clone().step_by(ROWS) {
+            let rows = (n_range.end - n0).min(ROWS);
+            for r in 0..ROWS {
+                // A short group repeats its last row (results dropped).
+                let n = n0 + r.min(rows - 1);
+                let row = &w[n * w_stride..n * w_stride + nb * wb];
+                for (b, u) in scratch[r * nb..(r + 1) * nb].iter_mut().enumerate() {
+                    *u = unpack(wtype, &row[b * wb..(b + 1) * wb]);
+                }
+            }
+            match backend {
+                #[cfg(target_arch = "x86_64")]
+                Backend::Avx2 => {
+                    // SAFETY: AVX2 supported (caller); scratch holds ROWS rows of nb
+                    // blocks; activation rows i0..i1 are readable; outputs owned.
+                    unsafe {
+                        super::x86::tiles_rows(
+                            min,
+                            &scratch,
+                            nb,
+                            x.as_ptr(),
+                            x_stride,
+                            i0..i1,
+                            n0,
+                            rows,
+                            y,
+                            y_stride,
+                        );
+                    }
+                }
+                _ => {
+                    for i in i0..i1 {
+                        let xr = &x[i * x_stride..i * x_stride + x_row];
+                        for r in 0..rows {
+                            let v = dot_unpacked(min, &scratch[r * nb..(r + 1) * nb], xr);
+                            // SAFETY: the caller owns output (i, n0 + r).
+                            unsafe { *y.add(i * y_stride + n0 + r) = v };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One output of the batched product as this module (and llama.cpp's tiled kernel) rounds
+/// it: weight row `w` (`k` elements of the K-quant `wtype`, whole super-blocks) times the
+/// `Q8_K` row `x`. Portable; for tests and references.
+pub fn dot_tiled(wtype: DType, k: usize, w: &[u8], x: &[u8]) -> f32 {
+    let wb = wtype.block_bytes();
+    let blocks: Vec<Unpacked> = (0..k / QK_K)
+        .map(|b| unpack(wtype, &w[b * wb..(b + 1) * wb]))
+        .collect();
+    dot_unpacked(has_min(wtype), &blocks, x)
+}
