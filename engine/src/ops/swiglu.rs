@@ -25,8 +25,11 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
             std::slice::from_raw_parts_mut((node.data as *mut f32).add(start), end - start),
         )
     };
-    for ((o, &g), &u) in out.iter_mut().zip(g).zip(u) {
-        *o = g / (1.0 + (-g).exp()) * u;
+    // ggml runs `ggml_vec_swiglu_f32` per row: the vector exp in 8-element steps from
+    // the row start, the C library's for the last n % 8 (`silu_at`).
+    let n = node.ne[0] as usize;
+    for (i, ((o, &g), &u)) in out.iter_mut().zip(g).zip(u).enumerate() {
+        *o = engine_kernels::vec::silu_at(g, (start + i) % n, n) * u;
     }
 }
 
