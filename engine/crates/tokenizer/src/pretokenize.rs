@@ -62,6 +62,11 @@ impl PreTokenizerConfig {
                 ..base(PreTokenizer::Qwen2)
             },
             "megrez" | "stablelm2" => base(PreTokenizer::Qwen2),
+            // TODO(tokenizer branch): llama.cpp splits `\p{N}` singly before GPT-2 here.
+            "smollm" => PreTokenizerConfig {
+                clean_spaces: false,
+                ..base(PreTokenizer::Gpt2)
+            },
             _ => return None,
         };
         Some(config)
