@@ -27,10 +27,7 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     };
     // ggml runs `ggml_vec_swiglu_f32` per row: the vector exp in 8-element steps from
     // the row start, the C library's for the last n % 8 (`silu_at`).
-    let n = node.ne[0] as usize;
-    for (i, ((o, &g), &u)) in out.iter_mut().zip(g).zip(u).enumerate() {
-        *o = engine_kernels::vec::silu_at(g, (start + i) % n, n) * u;
-    }
+    engine_kernels::vec::swiglu_span(g, u, out, start, node.ne[0] as usize);
 }
 
 /// Elements handed out at a time (16 cache lines of f32).

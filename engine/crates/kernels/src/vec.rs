@@ -16,6 +16,7 @@ pub const VECTOR_LANES: usize = 8;
 /// `n = round(x / ln 2)`, `b = x - n ln 2` in two parts, a degree-5 polynomial, and the
 /// scaling split in two for `|n| > 126` (overflow to `inf` / underflow to 0 beyond 192).
 /// Rounds exactly like the vector code (each `fmadd`/`fnmadd` is one [`f32::mul_add`]).
+#[inline(always)]
 pub fn expf_vector(x: f32) -> f32 {
     let c = f32::from_bits;
     let r = c(0x4b40_0000); // 0x1.8p23
@@ -44,7 +45,7 @@ pub fn expf_vector(x: f32) -> f32 {
 }
 
 /// `ggml_v_silu`: `x / (1 + ggml_v_expf(0 - x))`, the vector steps of ggml's silu.
-#[inline]
+#[inline(always)]
 pub fn silu_vector(x: f32) -> f32 {
     x / (1.0 + expf_vector(0.0 - x))
 }
@@ -129,6 +130,26 @@ pub fn softmax_in_place(x: &mut [f32], scale: f32) {
 /// padded KV rows do: every 8-element step, the last partial one included, through
 /// [`expf_vector`] and summed in `hsum_float_8` order into an `f64`.
 pub fn exp_sum_masked_row(row: &mut [f32], max: f32) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::Backend::detect() == crate::Backend::Avx2 {
+        // SAFETY: the CPU has AVX2 and FMA (detected).
+        return unsafe { exp_sum_masked_row_fma(row, max) };
+    }
+    exp_sum_masked_row_body(row, max)
+}
+
+/// [`exp_sum_masked_row`] compiled with FMA instructions (same results, no `fmaf` calls).
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_sum_masked_row_fma(row: &mut [f32], max: f32) -> f64 {
+    exp_sum_masked_row_body(row, max)
+}
+
+#[inline(always)]
+fn exp_sum_masked_row_body(row: &mut [f32], max: f32) -> f64 {
     let mut sum = 0f64;
     for step in row.chunks_mut(VECTOR_LANES) {
         let mut lanes = [0f32; VECTOR_LANES];
@@ -139,6 +160,36 @@ pub fn exp_sum_masked_row(row: &mut [f32], max: f32) -> f64 {
         sum += f64::from(crate::dot::generic::hsum8(lanes));
     }
     sum
+}
+
+/// `out[i] = silu(g[i]) * u[i]` for a span of a row-major tensor whose rows have `n`
+/// elements and whose first element is at column `col0` of its row: the vector or scalar
+/// exp per column as `ggml_vec_swiglu_f32` ([`silu_at`]). Uses FMA instructions when the
+/// CPU has them (same results as the portable code, which calls `fmaf`).
+pub fn swiglu_span(g: &[f32], u: &[f32], out: &mut [f32], col0: usize, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::Backend::detect() == crate::Backend::Avx2 {
+        // SAFETY: the CPU has AVX2 and FMA (detected).
+        return unsafe { swiglu_span_fma(g, u, out, col0, n) };
+    }
+    swiglu_span_body(g, u, out, col0, n);
+}
+
+/// [`swiglu_span`] compiled with FMA instructions.
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn swiglu_span_fma(g: &[f32], u: &[f32], out: &mut [f32], col0: usize, n: usize) {
+    swiglu_span_body(g, u, out, col0, n);
+}
+
+#[inline(always)]
+fn swiglu_span_body(g: &[f32], u: &[f32], out: &mut [f32], col0: usize, n: usize) {
+    for (i, ((o, &g), &u)) in out.iter_mut().zip(g).zip(u).enumerate() {
+        *o = silu_at(g, (col0 + i) % n, n) * u;
+    }
 }
 
 /// `y[i] += x[i]`.
@@ -224,6 +275,30 @@ mod tests {
             let want = if i < 8 { silu_vector(a) } else { silu(a) };
             assert_eq!(b.to_bits(), want.to_bits(), "{i}");
         }
+    }
+
+    #[test]
+    fn swiglu_span_matches_silu_at_on_every_backend_path() {
+        // Two rows of 12 (8 vector + 4 tail columns), the span starting mid-row.
+        let g: Vec<f32> = (0..20).map(|i| i as f32 * 0.61 - 5.0).collect();
+        let u: Vec<f32> = (0..20).map(|i| 1.0 + i as f32 * 0.1).collect();
+        let mut out = vec![0f32; 20];
+        swiglu_span(&g, &u, &mut out, 4, 12);
+        let mut portable = vec![0f32; 20];
+        swiglu_span_body(&g, &u, &mut portable, 4, 12);
+        for i in 0..20 {
+            let want = silu_at(g[i], (4 + i) % 12, 12) * u[i];
+            assert_eq!(out[i].to_bits(), want.to_bits(), "{i}");
+            assert_eq!(portable[i].to_bits(), want.to_bits(), "{i}");
+        }
+        let mut a: Vec<f32> = g.iter().map(|v| v * 0.5).collect();
+        let mut b = a.clone();
+        let (s1, s2) = (
+            exp_sum_masked_row(&mut a, 4.0),
+            exp_sum_masked_row_body(&mut b, 4.0),
+        );
+        assert_eq!(s1.to_bits(), s2.to_bits());
+        assert_eq!(a, b);
     }
 
     #[test]
