@@ -153,21 +153,21 @@ fn a_missing_tensor_is_named() {
 fn an_unsupported_tensor_type_is_named() {
     let src = common::model("tiny-llama", "q8_0");
     let dst = scratch("unsupported-type.gguf");
-    // Q5_0: a real ggml type (32 elements in 22 bytes) this engine does not implement.
+    // IQ4_NL: a real ggml type (32 elements in 18 bytes) this engine does not implement.
     rewrite(
         &src,
         &dst,
         |_, v| Some(v.clone()),
         |name, ty, d| {
             if name == "blk.0.attn_q.weight" {
-                Some((GgmlType::Q5_0, vec![0u8; d.len() / 34 * 22]))
+                Some((GgmlType::IQ4_NL, vec![0u8; d.len() / 34 * 18]))
             } else {
                 Some((ty, d.to_vec()))
             }
         },
     );
     let (code, err) = run_engine(&dst, &[]);
-    assert_clear_error(code, &err, "q5_0");
+    assert_clear_error(code, &err, "iq4_nl");
 }
 
 #[test]

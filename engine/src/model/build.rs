@@ -38,6 +38,23 @@ fn ne3(a: usize, b: usize, c: usize) -> [i64; 4] {
     [a as i64, b as i64, c as i64, 1]
 }
 
+/// KV positions llama.cpp attends over: the used ones rounded up to a multiple of
+/// [`KV_PAD`], within the cache. The extra positions are masked (zero weights), but they
+/// decide how llama.cpp's `kqv` product rounds: `ggml_vec_dot_f16` / tinyBLAS over a K
+/// that is a multiple of 32 keeps every product in the vector accumulators, while the
+/// unpadded length sent short rows through the `f64` tail — a last-bit difference that
+/// grew to 3% of the largest logit over SmolLM2's 30 layers.
+fn attended_positions(used: usize, n_ctx: usize) -> usize {
+    used.div_ceil(KV_PAD)
+        .saturating_mul(KV_PAD)
+        .min(n_ctx)
+        .max(used)
+}
+
+/// llama.cpp's KV padding (`llama_kv_cache::get_padding` without flash attention in the
+/// oracle's version: `n_kv` is a multiple of 256).
+const KV_PAD: usize = 256;
+
 /// Builds the graph for `n_tokens` tokens starting at position `pos`.
 pub fn build_graph(
     g: &mut Graph,
@@ -51,7 +68,7 @@ pub fn build_graph(
     let (e, hd, nh, nkv) = (cfg.n_embd, cfg.head_dim, cfg.n_head, cfg.n_head_kv);
     let ekv = cfg.n_embd_kv();
     let t = n_tokens;
-    let n_kv = pos + n_tokens;
+    let n_kv = attended_positions(pos + n_tokens, kv.n_ctx());
     let eps = cfg.rms_eps.to_bits();
     let rope = [
         cfg.arch.rope_mode,

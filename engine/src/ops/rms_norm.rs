@@ -12,8 +12,8 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     for r in rows_for(n_rows(node), p.ith, p.nth) {
         // SAFETY: f32 rows of validated shapes; this thread owns row `r` of dst.
         let (x, out) = unsafe { (row(a, r, node.ne[0] as usize), row_mut(node, r)) };
-        // ggml sums in double precision.
-        let sum: f64 = x.iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+        // ggml squares in f32 and sums in double precision: `sum += (ggml_float)(x*x)`.
+        let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
         let mean = (sum / x.len() as f64) as f32;
         let scale = 1.0 / (mean + eps).sqrt();
         for (o, &v) in out.iter_mut().zip(x) {

@@ -1,4 +1,5 @@
-//! `ROPE`: rotary position embedding, computed like ggml's `rope_f32` without YaRN.
+//! `ROPE`: rotary position embedding, computed like ggml's `rope_f32` without YaRN,
+//! rounded like the oracle's AVX2 + FMA build (GCC fuses one product of each rotation).
 //!
 //! `src0` is `[head_dim, n_head, n_tokens]`, `src1` the I32 positions `[n_tokens]`.
 //! Op params: 0 = mode ([`ROPE_MODE_NORMAL`] rotates adjacent pairs, [`ROPE_MODE_NEOX`]
@@ -48,15 +49,18 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
                 let (c, s) = (cache[i0], cache[i0 + 1]);
                 let ic = i0 / 2;
                 let (x0, x1) = (x[ic], x[ic + half]);
-                out[ic] = x0 * c - x1 * s;
-                out[ic + half] = x0 * s + x1 * c;
+                // ggml's `rotate_pairs` as GCC contracts it (vfmsub231ss/vfmadd132ss in
+                // the oracle's libggml-cpu.so; checked against its outputs).
+                out[ic] = x0.mul_add(c, -(x1 * s));
+                out[ic + half] = x0.mul_add(s, x1 * c);
             }
         } else {
             for i0 in (0..n_dims).step_by(2) {
                 let (c, s) = (cache[i0], cache[i0 + 1]);
                 let (x0, x1) = (x[i0], x[i0 + 1]);
-                out[i0] = x0 * c - x1 * s;
-                out[i0 + 1] = x0 * s + x1 * c;
+                // As above (the same `rotate_pairs`).
+                out[i0] = x0.mul_add(c, -(x1 * s));
+                out[i0 + 1] = x0.mul_add(s, x1 * c);
             }
         }
         out[n_dims..].copy_from_slice(&x[n_dims..]);

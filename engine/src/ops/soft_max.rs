@@ -23,11 +23,8 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
             *o = v * scale;
             max = max.max(*o);
         }
-        let mut sum = 0f64;
-        for o in &mut out[..visible] {
-            *o = (*o - max).exp();
-            sum += f64::from(*o);
-        }
+        // ggml's row continues with masked entries up to the padded KV length.
+        let sum = engine_kernels::vec::exp_sum_masked_row(&mut out[..visible], max);
         let inv = (1.0 / sum) as f32;
         for o in &mut out[..visible] {
             *o *= inv;

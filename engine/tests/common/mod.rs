@@ -203,6 +203,44 @@ pub fn model_with(preset: &str, flag: &str, value: &str) -> PathBuf {
     .clone()
 }
 
+/// Path of `preset`'s gen-model f32 file ([`model`]) quantized by llama.cpp's own quantizer
+/// (the oracle's `quantize`, i.e. `llama_model_quantize`) with the `llama-quantize` preset
+/// `ftype` (`Q4_1`, `Q5_K_M`, `BF16`, ...); made once per test run. llama.cpp picks other
+/// types for some tensors (e.g. Q8_0 for a token embedding or an output matrix whose rows
+/// do not fit its preferred type), so these files are mixes, as downloaded files are.
+pub fn llama_quantized_model(preset: &str, ftype: &str) -> PathBuf {
+    type Slot = Arc<OnceLock<PathBuf>>;
+    static MODELS: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
+    let key = format!("{preset}-llama-{ftype}");
+    let slot: Slot = {
+        let mut map = MODELS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(map.entry(key.clone()).or_default())
+    };
+    slot.get_or_init(|| {
+        let source = model(preset, "f32");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("oracle-models");
+        let path = dir.join(format!("{key}-seed{MODEL_SEED}.gguf"));
+        let partial = dir.join(format!(
+            "{key}-seed{MODEL_SEED}.{}.partial.gguf",
+            std::process::id()
+        ));
+        run_json(
+            oracle("quantize")
+                .arg("--model")
+                .arg(&source)
+                .arg("--out")
+                .arg(&partial)
+                .args(["--ftype", ftype]),
+        );
+        std::fs::rename(&partial, &path).expect("move the quantized model into place");
+        path
+    })
+    .clone()
+}
+
 /// Formats token ids as the `--tokens` argument (`1,2,3`).
 pub fn token_arg(tokens: &[u32]) -> String {
     tokens

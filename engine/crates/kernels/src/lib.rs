@@ -1,5 +1,5 @@
 //! CPU kernels of the inference engine, numerically compatible with ggml's CPU backend:
-//! ggml's Q8_0/Q4_0 blocks, the activation conversions, dot products and the tiled matrix
+//! ggml's Q8_0/Q4_0 blocks (and Q4_1, Q5_0, Q5_1, Q8_1, BF16 in `legacy`), the activation conversions, dot products and the tiled matrix
 //! product, each with an AVX2/FMA/F16C implementation and a portable one that rounds the
 //! same way, chosen at run time ([`Backend::detect`]).
 
@@ -8,6 +8,7 @@ pub mod dot;
 mod error;
 pub mod f16;
 pub mod k_quants;
+mod legacy;
 pub mod matmul;
 pub mod packed;
 pub mod quant;

@@ -11,6 +11,7 @@ use half::f16;
 
 use crate::error::KernelError;
 use crate::f16::{f16_bytes_to_f32_row, f32_row_to_f16_bytes, read_f16};
+use crate::legacy::{self, q4_1::Q4_1, q5_0::Q5_0, q5_1::Q5_1};
 
 /// Elements per Q8_0 / Q4_0 block.
 pub const QK: usize = 32;
@@ -233,7 +234,8 @@ pub(crate) fn check_row(
 }
 
 /// Converts one row of `dst.len()` elements of type `dtype`, stored as ggml bytes at any
-/// alignment, into `f32` (F32, F16, Q8_0, Q4_0 and the K-quants).
+/// alignment, into `f32` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and the
+/// K-quants).
 pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), KernelError> {
     let k = dst.len();
     check_row("dequantize_row source", dtype, k, src)?;
@@ -260,6 +262,11 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
             crate::k_quants::dequantize_row(dtype, src, dst);
         }
+        DType::Q4_1 => legacy::dequantize_row::<Q4_1>(src, dst),
+        DType::Q5_0 => legacy::dequantize_row::<Q5_0>(src, dst),
+        DType::Q5_1 => legacy::dequantize_row::<Q5_1>(src, dst),
+        DType::Q8_1 => legacy::q8_1::dequantize_row(src, dst),
+        DType::BF16 => legacy::bf16::bytes_to_f32_row(src, dst),
         _ => {
             return Err(KernelError::UnsupportedType {
                 dtype,
@@ -270,8 +277,9 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
     Ok(())
 }
 
-/// Converts one row of `f32` values into ggml bytes of `dtype` (F32, F16, Q8_0 with the
-/// reference quantizer, Q4_0, the K-quants with ggml's reference quantizers) — e.g. for writing a KV cache or a quantized file.
+/// Converts one row of `f32` values into ggml bytes of `dtype` (F32, F16, BF16, and Q8_0,
+/// Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants with ggml's reference quantizers) — e.g. for
+/// writing a KV cache or a quantized file.
 pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), KernelError> {
     let k = src.len();
     check_row("quantize_row destination", dtype, k, dst)?;
@@ -295,6 +303,10 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
             crate::k_quants::quantize_row(dtype, src, dst);
         }
+        DType::Q4_1 => legacy::quantize_row::<Q4_1>(src, dst),
+        DType::Q5_0 => legacy::quantize_row::<Q5_0>(src, dst),
+        DType::Q5_1 => legacy::quantize_row::<Q5_1>(src, dst),
+        DType::BF16 => legacy::bf16::f32_row_to_bytes(src, dst),
         _ => {
             return Err(KernelError::UnsupportedType {
                 dtype,

@@ -13,7 +13,16 @@ use engine_kernels::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const WEIGHT_TYPES: [DType; 4] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0];
+const WEIGHT_TYPES: [DType; 8] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+];
 
 fn random_row(rng: &mut ChaCha8Rng, k: usize) -> Vec<f32> {
     // Mixed magnitudes, with an occasional outlier like real activations.
@@ -81,11 +90,29 @@ fn dequant(dtype: DType, row: &[u8], k: usize) -> Vec<f64> {
 }
 
 /// Reference dot product in f64 and the sum of |products| that bounds its rounding error.
+///
+/// Against Q8_1 activations, ggml multiplies a weight block's minimum `m` with the
+/// block's stored `s = f16(d * Σ q)`, not with `d * Σ q`: the reference does the same, so
+/// it adds `m * (s - d * Σ q)` per block to the dequantized product.
 fn reference(wtype: DType, w: &[u8], x: &[u8], k: usize) -> (f64, f64) {
     let a = dequant(wtype, w, k);
     let b = dequant(vec_dot_type(wtype), x, k);
-    let dot = a.iter().zip(&b).map(|(p, q)| p * q).sum();
-    let abs = a.iter().zip(&b).map(|(p, q)| (p * q).abs()).sum();
+    let mut dot: f64 = a.iter().zip(&b).map(|(p, q)| p * q).sum();
+    let mut abs: f64 = a.iter().zip(&b).map(|(p, q)| (p * q).abs()).sum();
+    if vec_dot_type(wtype) == DType::Q8_1 {
+        let f16_at = |bytes: &[u8], at: usize| {
+            f64::from(half::f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32())
+        };
+        let wb = wtype.block_bytes();
+        for blk in 0..k / 32 {
+            let (wblock, xblock) = (&w[blk * wb..], &x[blk * 36..(blk + 1) * 36]);
+            let m = f16_at(wblock, 2);
+            let (d, s) = (f16_at(xblock, 0), f16_at(xblock, 2));
+            let sum_q: f64 = xblock[4..].iter().map(|&q| f64::from(q as i8)).sum();
+            dot += m * (s - d * sum_q);
+            abs += (m * s).abs();
+        }
+    }
     (dot, abs)
 }
 
@@ -141,6 +168,82 @@ fn quantization_error_bounds() {
                 );
             }
         }
+    }
+}
+
+/// Largest |x - dequant(quant(x))| of a block of `dtype` quantized with its reference
+/// quantizer: half a step for the rounding quantizers (`_1`: `(max - min) / levels`,
+/// `_0` with `d = max / -half`: a full step at the clamped end), plus the f16 rounding of
+/// the scale and the minimum.
+fn block_error_bound(dtype: DType, chunk: &[f32]) -> f32 {
+    let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let (min, max) = chunk
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let f16_rel = 2f32.powi(-10);
+    match dtype {
+        DType::Q4_1 => (max - min) / 15.0 * (0.5 + 16.0 * f16_rel) + min.abs() * f16_rel,
+        DType::Q5_1 => (max - min) / 31.0 * (0.5 + 32.0 * f16_rel) + min.abs() * f16_rel,
+        DType::Q5_0 => amax / 16.0 + amax * 2.0 * f16_rel,
+        DType::BF16 => amax * 2f32.powi(-8),
+        other => panic!("no bound for {other:?}"),
+    }
+}
+
+#[test]
+fn legacy_quantization_error_bounds() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    for dtype in [DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::BF16] {
+        for _ in 0..50 {
+            let mut x = random_row(&mut rng, 128);
+            // a constant block and an all-positive block
+            x[32..64].fill(0.3);
+            for v in &mut x[64..96] {
+                *v = v.abs() + 2.0;
+            }
+            let mut bytes = vec![0u8; dtype.row_bytes(128).unwrap()];
+            quant::quantize_row(dtype, &x, &mut bytes).unwrap();
+            let y = dequant(dtype, &bytes, 128);
+            for (b, chunk) in x.chunks(32).enumerate() {
+                let bound = f64::from(block_error_bound(dtype, chunk));
+                for j in 0..32 {
+                    let e = (f64::from(x[32 * b + j]) - y[32 * b + j]).abs();
+                    assert!(
+                        e <= bound,
+                        "{dtype:?} block {b} elem {j}: error {e} > {bound}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn q8_1_activations_carry_their_scaled_sum() {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let x = random_row(&mut rng, 256);
+    let mut bytes = vec![0u8; 8 * 36];
+    convert_activations(DType::Q8_1, &x, &mut bytes).unwrap();
+    let y = dequant(DType::Q8_1, &bytes, 256);
+    for (b, chunk) in x.chunks(32).enumerate() {
+        let block = &bytes[36 * b..36 * (b + 1)];
+        let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let bound = f64::from(amax / 127.0 * 0.5 + amax * 2f32.powi(-10));
+        for j in 0..32 {
+            assert!((f64::from(x[32 * b + j]) - y[32 * b + j]).abs() <= bound);
+        }
+        // s = f16(d * Σ q): within f16 rounding of the sum of the dequantized values.
+        let s = f64::from(half::f16::from_le_bytes([block[2], block[3]]).to_f32());
+        let sum: f64 = y[32 * b..32 * (b + 1)].iter().sum();
+        assert!(
+            (s - sum).abs() <= sum.abs() * 2f64.powi(-10) + 1e-30,
+            "block {b}"
+        );
+        // the same quants as Q8_0's activation quantizer
+        let mut q8_0 = [0u8; 34];
+        convert_activations(DType::Q8_0, chunk, &mut q8_0).unwrap();
+        assert_eq!(&q8_0[2..], &block[4..]);
+        assert_eq!(&q8_0[..2], &block[..2]);
     }
 }
 

@@ -88,7 +88,7 @@ pub(crate) fn dot_f16(k: usize, w: &[u8], x: &[u8]) -> f32 {
 /// Integer lane sums of one block pair, as `_mm256_madd_epi16(maddubs(|w|, sign(x, w)))`
 /// produces them: lane `l` is the sum of the products of elements `4l..4l+4`.
 #[inline]
-fn block_lane_sums(wq: &[i8; QK], xq: &[u8]) -> [f32; LANES] {
+pub(crate) fn block_lane_sums(wq: &[i8; QK], xq: &[u8]) -> [f32; LANES] {
     let mut lanes = [0f32; LANES];
     for (l, lane) in lanes.iter_mut().enumerate() {
         let mut s = 0i32;

@@ -10,13 +10,26 @@ use common::engine_abi::DType;
 use crate::backend::Backend;
 use crate::error::KernelError;
 use crate::f16::f32_row_to_f16_bytes;
+use crate::legacy::q4_1::Q4_1;
+use crate::legacy::q5_0::Q5_0;
+use crate::legacy::q5_1::Q5_1;
+use crate::legacy::{self, bf16, q8_1};
 use crate::quant::{QK, check_row, quantize_block_q8_0_avx2_semantics};
 
 /// Whether weight matrices of type `w` have dot-product and matrix-product kernels here.
 /// The loader refuses other types by name before anything runs.
 pub const fn has_kernels(w: DType) -> bool {
-    matches!(w, DType::F32 | DType::F16 | DType::Q8_0 | DType::Q4_0)
-        || crate::k_quants::is_k_weight(w)
+    matches!(
+        w,
+        DType::F32
+            | DType::F16
+            | DType::BF16
+            | DType::Q8_0
+            | DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+    ) || crate::k_quants::is_k_weight(w)
 }
 
 /// Weight types with kernels ([`has_kernels`]), in ggml id order.
@@ -42,8 +55,9 @@ pub const fn vec_dot_type(w: DType) -> DType {
 
 /// Converts one row of `f32` activations to `dst_type` bytes as llama.cpp's CPU backend
 /// does on x86 with AVX2: Q8_0 with scale `127 / amax` and ties-to-even rounding (not the
-/// reference quantizer), Q8_K with ggml's reference quantizer (what the x86 CPU backend
-/// calls), F16 with round-to-nearest-even, F32 as a copy.
+/// reference quantizer), Q8_1 likewise with `s = f16(d * Σ q)`, Q8_K with ggml's reference
+/// quantizer (what the x86 CPU backend calls), F16 and BF16 with round-to-nearest-even, F32
+/// as a copy.
 pub fn convert_activations(
     dst_type: DType,
     src: &[f32],
@@ -57,8 +71,14 @@ pub fn convert_activations(
                 quantize_block_q8_0_avx2_semantics(x, out);
             }
         }
+        DType::Q8_1 => {
+            for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(q8_1::BYTES)) {
+                q8_1::quantize_block_avx2_semantics(x, out);
+            }
+        }
         DType::F16 => f32_row_to_f16_bytes(src, dst),
         DType::Q8_K => crate::k_quants::q8_k::quantize_row(src, dst),
+        DType::BF16 => bf16::f32_row_to_bytes(src, dst),
         DType::F32 => {
             for (x, out) in src.iter().zip(dst.chunks_exact_mut(4)) {
                 out.copy_from_slice(&x.to_le_bytes());
@@ -137,6 +157,10 @@ pub(crate) unsafe fn vec_dot_unchecked(
                     DType::F16 => x86::dot_f16(k, w, x),
                     DType::Q8_0 => x86::dot_q8_0(k / QK, w, x),
                     DType::Q4_0 => x86::dot_q4_0(k / QK, w, x),
+                    DType::Q4_1 => legacy::dot_avx2::<Q4_1>(k / QK, w, x),
+                    DType::Q5_0 => legacy::dot_avx2::<Q5_0>(k / QK, w, x),
+                    DType::Q5_1 => legacy::dot_avx2::<Q5_1>(k / QK, w, x),
+                    DType::BF16 => bf16::dot_avx2(k, w, x),
                     _ => {
                         return Err(KernelError::UnsupportedType {
                             dtype: wtype,
@@ -159,6 +183,10 @@ pub(crate) unsafe fn vec_dot_unchecked(
                 DType::F16 => generic::dot_f16(k, w, x),
                 DType::Q8_0 => generic::dot_q8_0(k / QK, w, x),
                 DType::Q4_0 => generic::dot_q4_0(k / QK, w, x),
+                DType::Q4_1 => legacy::dot::<Q4_1>(k / QK, w, x),
+                DType::Q5_0 => legacy::dot::<Q5_0>(k / QK, w, x),
+                DType::Q5_1 => legacy::dot::<Q5_1>(k / QK, w, x),
+                DType::BF16 => bf16::dot(k, w, x),
                 _ => {
                     return Err(KernelError::UnsupportedType {
                         dtype: wtype,
@@ -180,6 +208,10 @@ mod tests {
         assert_eq!(vec_dot_type(DType::Q8_0), DType::Q8_0);
         assert_eq!(vec_dot_type(DType::F16), DType::F16);
         assert_eq!(vec_dot_type(DType::F32), DType::F32);
+        assert_eq!(vec_dot_type(DType::Q4_1), DType::Q8_1);
+        assert_eq!(vec_dot_type(DType::Q5_0), DType::Q8_0);
+        assert_eq!(vec_dot_type(DType::Q5_1), DType::Q8_1);
+        assert_eq!(vec_dot_type(DType::BF16), DType::BF16);
     }
 
     #[test]

@@ -236,6 +236,7 @@ unsafe fn matmul_generic(
             let v = match wtype {
                 DType::F32 if tinyblas => generic::dot_f32_single_acc(k, wr, xr),
                 DType::F16 if tinyblas => generic::dot_f16_single_acc(k, wr, xr),
+                DType::BF16 if tinyblas => crate::legacy::bf16::dot_single_acc(k, wr, xr),
                 DType::F32 => generic::dot_f32(k, wr, xr),
                 DType::F16 => generic::dot_f16(k, wr, xr),
                 DType::Q8_0 => generic::dot_q8_0(k / QK, wr, xr),
@@ -245,6 +246,9 @@ unsafe fn matmul_generic(
                     unsafe {
                         vec_dot_unchecked(Backend::Generic, wtype, k, wr.as_ptr(), xr.as_ptr())?
                     }
+                }
+                DType::BF16 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
+                    crate::dot::vec_dot_with(Backend::Generic, wtype, k, wr, xr)?
                 }
                 _ => {
                     return Err(KernelError::UnsupportedType {
@@ -309,7 +313,35 @@ unsafe fn matmul_avx2(
                 )
             };
         }
-        DType::F16 | DType::F32 if tinyblas => {
+        DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
+            use crate::legacy::{q4_1::Q4_1, q5_0::Q5_0, q5_1::Q5_1};
+            let table = match wtype {
+                DType::Q4_1 => x86::tile_block_table::<Q4_1>,
+                DType::Q5_0 => x86::tile_block_table::<Q5_0>,
+                _ => x86::tile_block_table::<Q5_1>,
+            };
+            let xrow = vec_dot_type(wtype).row_bytes(k).unwrap_or(0);
+            // SAFETY: forwarded.
+            unsafe {
+                run_tiles(
+                    table,
+                    QUANT_TILE_ROWS,
+                    QUANT_TILE_COLS,
+                    false,
+                    k / QK,
+                    w,
+                    w_stride,
+                    x.as_ptr(),
+                    x_stride,
+                    xrow,
+                    m,
+                    n_range,
+                    y,
+                    y_stride,
+                )
+            };
+        }
+        DType::F16 | DType::BF16 | DType::F32 if tinyblas => {
             // SAFETY: forwarded.
             unsafe { float_tiles(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) };
         }
@@ -379,7 +411,7 @@ unsafe fn matmul_avx2(
 
 /// Float product in tinyBLAS's tile order, blocked over K: for each block of
 /// [`K_BLOCK`] elements and each slice of activation rows that fits the L2 cache, the
-/// slice (converted from f16 to f32 if the weights are f16, as tinyBLAS loads them) meets
+/// slice (widened from f16/bf16 to f32 for f16/bf16 weights, as tinyBLAS loads them) meets
 /// every weight row of the range; later K blocks add to the outputs. Without blocking, a
 /// K of 8192 (an FFN down-projection) let only 8 activation rows share one pass over the
 /// weights.
@@ -400,11 +432,15 @@ unsafe fn float_tiles(
     y: *mut f32,
     y_stride: usize,
 ) {
-    let f16 = wtype == DType::F16;
-    let (table, elt): (fn(usize, usize) -> x86::TileFn, usize) = if f16 {
-        (x86::tile_f16, 2)
-    } else {
-        (x86::tile_f32, 4)
+    let (table, elt): (fn(usize, usize) -> x86::TileFn, usize) = match wtype {
+        DType::F16 => (x86::tile_f16, 2),
+        DType::BF16 => (x86::tile_bf16, 2),
+        _ => (x86::tile_f32, 4),
+    };
+    let widen = match wtype {
+        DType::F16 => Some(x86::f16_row_to_f32 as unsafe fn(usize, *const u8, *mut f32)),
+        DType::BF16 => Some(x86::bf16_row_to_f32 as unsafe fn(usize, *const u8, *mut f32)),
+        _ => None,
     };
     let mut buf = Vec::new();
     let mut k0 = 0;
@@ -415,13 +451,13 @@ unsafe fn float_tiles(
         let mut m0 = 0;
         while m0 < m {
             let rows = (m - m0).min(mc);
-            let (xptr, xs) = if f16 {
+            let (xptr, xs) = if let Some(widen) = widen {
                 buf.resize(rows * kl, 0f32);
                 for r in 0..rows {
                     // SAFETY: row m0 + r of x holds k halves (checked), k0 + kl <= k; buf
                     // row r holds kl floats.
                     unsafe {
-                        x86::f16_row_to_f32(
+                        widen(
                             kl,
                             x.as_ptr().add((m0 + r) * x_stride + 2 * k0),
                             buf.as_mut_ptr().add(r * kl),

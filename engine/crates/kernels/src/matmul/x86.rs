@@ -11,6 +11,7 @@ use std::arch::x86_64::*;
 use crate::dot::x86::{
     hsum8, load_f16_scalar, load_f16x8, load_q4_0_quants, load_q8_0_quants, mul_sum_i8_pairs,
 };
+use crate::legacy::{Block32, mul_sum_avx2};
 
 /// Signature shared by every tile: `(k_or_blocks, w, w_stride, x, x_stride, y, y_stride,
 /// add)`; with `add` the tile adds its sums to `y` (a later block of K) instead of
@@ -69,14 +70,14 @@ unsafe fn tile_q<const Q4: bool, const RM: usize, const RN: usize>(
     unsafe { write_tile(&acc, y, y_stride, add) };
 }
 
-/// Floating-point tile in tinyBLAS's order: weights F16 (`F16W = true`) or F32, activations
-/// F32; `k` a multiple of 8.
+/// Floating-point tile in tinyBLAS's order: weights F32 (`W = WEIGHT_F32`), F16
+/// (`WEIGHT_F16`) or BF16 (`WEIGHT_BF16`), activations F32; `k` a multiple of 8.
 ///
 /// # Safety
 /// As [`tile_q`], with rows of `k` elements.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[expect(clippy::too_many_arguments, reason = "the shared TileFn signature")]
-unsafe fn tile_f<const F16W: bool, const RM: usize, const RN: usize>(
+unsafe fn tile_f<const W: u8, const RM: usize, const RN: usize>(
     k: usize,
     w: *const u8,
     w_stride: usize,
@@ -93,10 +94,10 @@ unsafe fn tile_f<const F16W: bool, const RM: usize, const RN: usize>(
         for (i, ai) in a.iter_mut().enumerate() {
             // SAFETY: elements l..l + 8 of weight row i are readable (caller, k % 8 == 0).
             *ai = unsafe {
-                if F16W {
-                    load_f16x8(w.add(i * w_stride + 2 * l))
-                } else {
-                    _mm256_loadu_ps(w.add(i * w_stride + 4 * l).cast())
+                match W {
+                    WEIGHT_F16 => load_f16x8(w.add(i * w_stride + 2 * l)),
+                    WEIGHT_BF16 => crate::legacy::bf16::load8_avx2(w.add(i * w_stride + 2 * l)),
+                    _ => _mm256_loadu_ps(w.add(i * w_stride + 4 * l).cast()),
                 }
             };
         }
@@ -164,8 +165,125 @@ macro_rules! tile_table {
 
 tile_table!(tile_q8_0, tile_q, false);
 tile_table!(tile_q4_0, tile_q, true);
-tile_table!(tile_f16, tile_f, true);
-tile_table!(tile_f32, tile_f, false);
+tile_table!(tile_f16, tile_f, WEIGHT_F16);
+tile_table!(tile_bf16, tile_f, WEIGHT_BF16);
+tile_table!(tile_f32, tile_f, WEIGHT_F32);
+
+/// Weight element types of [`tile_f`].
+const WEIGHT_F32: u8 = 0;
+const WEIGHT_F16: u8 = 1;
+const WEIGHT_BF16: u8 = 2;
+
+/// Quantized tile of a [`Block32`] weight type (Q4_1, Q5_0, Q5_1) against its activation
+/// blocks, each output rounded like [`crate::legacy::dot_avx2`] (llama.cpp runs `vec_dot`
+/// per output for Q4_1/Q5_1, and tinyBLAS for Q5_0, which rounds the same way).
+///
+/// # Safety
+/// As [`tile_q`], with blocks of `B` and its activation type.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[expect(clippy::too_many_arguments, reason = "the shared TileFn signature")]
+unsafe fn tile_block<B: Block32, const RM: usize, const RN: usize>(
+    nb: usize,
+    w: *const u8,
+    w_stride: usize,
+    x: *const u8,
+    x_stride: usize,
+    y: *mut f32,
+    y_stride: usize,
+    add: bool,
+) {
+    let mut acc = [[_mm256_setzero_ps(); RM]; RN];
+    let mut summs = [[0f32; RM]; RN];
+    for b in 0..nb {
+        let mut wq = [_mm256_setzero_si256(); RM];
+        let mut dw = [0f32; RM];
+        let mut mw = [0f32; RM];
+        for i in 0..RM {
+            // SAFETY: block b of weight row i is readable (caller).
+            unsafe {
+                let p = w.add(i * w_stride + b * B::BYTES);
+                wq[i] = B::quants_avx2(p);
+                dw[i] = load_f16_scalar(p);
+                if B::HAS_MIN {
+                    mw[i] = load_f16_scalar(p.add(2));
+                }
+            }
+        }
+        for j in 0..RN {
+            // SAFETY: block b of activation row j is readable (caller).
+            let (xp, dx, sx) = unsafe {
+                let p = x.add(j * x_stride + b * B::X_BYTES);
+                let sx = if B::HAS_MIN {
+                    load_f16_scalar(p.add(2))
+                } else {
+                    0.0
+                };
+                (p.add(B::X_BYTES - 32), load_f16_scalar(p), sx)
+            };
+            for i in 0..RM {
+                if B::HAS_MIN {
+                    summs[j][i] = mw[i].mul_add(sx, summs[j][i]);
+                }
+                // SAFETY: 32 quants readable at xp (caller).
+                let q = unsafe { mul_sum_avx2::<B>(wq[i], xp) };
+                acc[j][i] = _mm256_fmadd_ps(_mm256_set1_ps(dw[i] * dx), q, acc[j][i]);
+            }
+        }
+    }
+    for (j, (acc_j, summs_j)) in acc.iter().zip(&summs).enumerate() {
+        for (i, (a, s)) in acc_j.iter().zip(summs_j).enumerate() {
+            let v = if B::HAS_MIN { hsum8(*a) + s } else { hsum8(*a) };
+            // SAFETY: output (j, i) is writable (caller).
+            unsafe {
+                let out = y.add(j * y_stride + i);
+                *out = if add { *out + v } else { v };
+            }
+        }
+    }
+}
+
+/// The [`tile_block`] of `B` for `rm` weight rows (1..=4) by `rn` activation rows (1..=4).
+pub(crate) fn tile_block_table<B: Block32>(rm: usize, rn: usize) -> TileFn {
+    match (rm, rn) {
+        (1, 1) => tile_block::<B, 1, 1>,
+        (1, 2) => tile_block::<B, 1, 2>,
+        (1, 3) => tile_block::<B, 1, 3>,
+        (1, _) => tile_block::<B, 1, 4>,
+        (2, 1) => tile_block::<B, 2, 1>,
+        (2, 2) => tile_block::<B, 2, 2>,
+        (2, 3) => tile_block::<B, 2, 3>,
+        (2, _) => tile_block::<B, 2, 4>,
+        (3, 1) => tile_block::<B, 3, 1>,
+        (3, 2) => tile_block::<B, 3, 2>,
+        (3, 3) => tile_block::<B, 3, 3>,
+        (3, _) => tile_block::<B, 3, 4>,
+        (_, 1) => tile_block::<B, 4, 1>,
+        (_, 2) => tile_block::<B, 4, 2>,
+        (_, 3) => tile_block::<B, 4, 3>,
+        (_, _) => tile_block::<B, 4, 4>,
+    }
+}
+
+/// Converts `k` bfloat16 values at `src` (any alignment) to `f32` at `dst`.
+///
+/// # Safety
+/// AVX2 available; `src` readable for `2 * k` bytes, `dst` writable for `k` floats.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn bf16_row_to_f32(k: usize, src: *const u8, dst: *mut f32) {
+    let mut i = 0;
+    while i + 8 <= k {
+        // SAFETY: elements i..i + 8 are in bounds of both rows (caller).
+        unsafe { _mm256_storeu_ps(dst.add(i), crate::legacy::bf16::load8_avx2(src.add(2 * i))) };
+        i += 8;
+    }
+    while i < k {
+        // SAFETY: element i is in bounds (caller).
+        unsafe {
+            *dst.add(i) = crate::legacy::bf16::to_f32(src.add(2 * i).cast::<u16>().read_unaligned())
+        };
+        i += 1;
+    }
+}
 
 /// Converts `k` halves at `src` (any alignment) to `f32` at `dst`.
 ///
