@@ -18,6 +18,8 @@ use crate::{export::eng, model::TokenPhase, stats::ProfStat};
 const SIZE: (u32, u32) = (960, 540);
 /// Width of the legend strip on the right.
 const LEGEND_W: u32 = 210;
+/// Decode steps up to which the latency plot marks each step.
+const MARKED_STEPS: usize = 60;
 /// Classes drawn in the growth plot.
 const GROWTH_CLASSES: usize = 6;
 /// Series colours: Tableau 10, distinguishable on white (plotters' palette has yellows
@@ -190,6 +192,12 @@ pub fn latency(s: &ProfStat, path: &Path) -> PlotResult {
             chart
                 .draw_series(pts(TokenPhase::Prefill).map(|p| Circle::new(p, 5, RED.filled())))
                 .map_err(err)?;
+            // Few steps: mark each, a line between two points hides where they are.
+            if pts(TokenPhase::Decode).count() <= MARKED_STEPS {
+                chart
+                    .draw_series(pts(TokenPhase::Decode).map(|p| Circle::new(p, 3, BLUE.filled())))
+                    .map_err(err)?;
+            }
         }};
     }
     match times {
