@@ -177,6 +177,21 @@ fn index_html_has_every_section_and_every_picture_inline() {
     }
 }
 
+#[test]
+fn without_graphics_the_page_says_why_pictures_are_missing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = AnalyzeOptions::default().with_graphics(false);
+    analyzer::run(&data("tiny_t1.pftrace"), dir.path(), &opts).expect("analysis runs");
+    let html = std::fs::read_to_string(dir.path().join("index.html")).expect("index.html");
+    assert!(!html.contains("data:image"), "no pictures were drawn");
+    for id in ["dag", "plots", "flame"] {
+        assert!(
+            section(&html, id).contains("graphics were switched off"),
+            "#{id} says why it has no picture"
+        );
+    }
+}
+
 /// Distinct colours of an 8-bit RGB(A) PNG.
 fn distinct_colours(png_path: &Path) -> (u32, u32, usize) {
     let decoder = png::Decoder::new(std::io::BufReader::new(

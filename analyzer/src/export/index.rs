@@ -103,7 +103,7 @@ h1{font-size:1.6em;margin:.6em 0 .2em}h2{margin-top:1.8em;border-bottom:1px soli
 nav a{margin-right:1em}code{background:#eee;padding:1px 4px;border-radius:3px}\
 table{border-collapse:collapse;margin:.5em 0;background:#fff}\
 td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top}\
-th{background:#f0f0f0}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}td.n{white-space:nowrap}\
+th{background:#f0f0f0}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}td.n,td.s{white-space:nowrap}\
 .wide{overflow-x:auto;max-width:100%}\
 table.kv th{background:none;font-weight:600;white-space:nowrap}\
 .bar{display:inline-block;height:.8em;background:#4a7bd0;margin-right:6px;vertical-align:middle}\
@@ -299,7 +299,7 @@ fn write_operators(r: &Report, w: &mut impl Write) -> io::Result<()> {
     for g in &r.top {
         write!(
             w,
-            "<tr><td>{}</td><td class=\"n\"><span class=\"bar\" style=\"width:{:.0}px\"></span>{}</td>\
+            "<tr><td>{}</td><td class=\"s\"><span class=\"bar\" style=\"width:{:.0}px\"></span>{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
             esc(&g.key),
