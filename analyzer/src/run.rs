@@ -529,7 +529,7 @@ fn write_stats(
         let plots: [(&str, &str, PlotFn); 4] = [
             (
                 "latency.svg",
-                "latency per iteration",
+                "latency per decode call",
                 export::plot::latency,
             ),
             (
@@ -539,12 +539,12 @@ fn write_stats(
             ),
             (
                 "matmul.svg",
-                "MUL_MAT time against complexity with a linear fit",
+                "MUL_MAT time against complexity, log-log, with the linear fit",
                 export::plot::matmul,
             ),
             (
                 "load_balance.svg",
-                "thread idle share per op type",
+                "thread idle share per op type (load balance)",
                 export::plot::load_balance,
             ),
         ];
