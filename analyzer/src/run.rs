@@ -13,11 +13,13 @@ use crate::{
     dag::{self, ProfDag},
     export::{
         self, chrome,
-        index::OutputFile,
+        index::{Figure, OutputFile, Page},
         summary::{self, Summary},
     },
     ingest::{self, IngestInfo, NoProgress, Progress},
     model::TraceModel,
+    op_groups::GroupBy,
+    report,
     stats::{self, ProfStat},
 };
 
@@ -129,11 +131,16 @@ fn json_err(path: &Path) -> impl FnOnce(serde_json::Error) -> AnalyzeError + '_ 
     }
 }
 
+/// Op types in the page's top-operators table.
+const PAGE_TOP_OPS: usize = 15;
+
 /// Collects output files and warnings while writing.
 struct Outputs<'a> {
     dir: &'a Path,
     files: Vec<OutputFile>,
     warnings: Vec<String>,
+    /// Pictures that were not made, and why (for the page).
+    missing: Vec<(String, String)>,
 }
 
 impl Outputs<'_> {
@@ -147,6 +154,32 @@ impl Outputs<'_> {
             view,
             description: description.into(),
         });
+    }
+
+    /// Records that `file` was not made: a warning, and the reason for the page.
+    fn not_made(&mut self, file: &str, why: String) {
+        self.warnings.push(why.clone());
+        self.missing.push((file.to_owned(), why));
+    }
+
+    /// The page's figure of `file`: its SVG if it was written and reads back, else why
+    /// not (`off` when graphics were switched off).
+    fn figure(&self, file: &str, title: &str, caption: &str, off: bool) -> Figure {
+        let svg = if self.files.iter().any(|f| f.file == file) {
+            std::fs::read(self.path(file)).map_err(|e| format!("cannot read it back: {e}"))
+        } else if let Some((_, why)) = self.missing.iter().find(|(f, _)| f == file) {
+            Err(why.clone())
+        } else if off {
+            Err("graphics were switched off (--no-graphics)".to_owned())
+        } else {
+            Err("not written (see the warnings above)".to_owned())
+        };
+        Figure {
+            file: file.to_owned(),
+            title: title.to_owned(),
+            caption: caption.to_owned(),
+            svg,
+        }
     }
 
     fn with_writer(
@@ -181,11 +214,12 @@ pub fn run_with_progress(
         dir: out,
         files: Vec::new(),
         warnings: Vec::new(),
+        missing: Vec::new(),
     };
     let dag = match dag::build(&model, opts.iter) {
         Ok(d) => Some(d),
         Err(e) => {
-            o.warnings.push(format!("no ProfDAG: {e}"));
+            o.not_made("dag_layers.svg", format!("no ProfDAG: {e}"));
             None
         }
     };
@@ -214,10 +248,31 @@ pub fn run_with_progress(
     o.with_writer("summary.json", "summary", "machine-readable summary", |w| {
         summary::write(&summary, w).map_err(json_err(&path))
     })?;
+    let report = report::build(
+        &model,
+        summary.clone(),
+        trace.display().to_string(),
+        GroupBy::OpType,
+        PAGE_TOP_OPS,
+    );
+    let page = page(&o, &report, &reader.header().target.args, opts);
+    let path = o.path("index.html");
     let files = o.files.clone();
-    o.with_writer("index.html", "summary", "this page", |w| {
-        export::index::write(&summary, &files, w).map_err(io_err(&path))
-    })?;
+    o.with_writer(
+        "index.html",
+        "summary",
+        "the one-page report (this page)",
+        |w| {
+            export::index::write(
+                &Page {
+                    files: &files,
+                    ..page
+                },
+                w,
+            )
+            .map_err(io_err(&path))
+        },
+    )?;
     Ok(AnalyzeReport {
         out_dir: out.to_path_buf(),
         files: o.files,
@@ -226,6 +281,80 @@ pub fn run_with_progress(
         ingest: info,
         dag_nodes,
     })
+}
+
+/// The page's pictures, read back from the output directory, with their captions.
+fn page<'a>(
+    o: &Outputs<'_>,
+    report: &'a report::Report,
+    command: &'a [String],
+    opts: &AnalyzeOptions,
+) -> Page<'a> {
+    let dag_off = !opts.render_svg;
+    let plots_off = !opts.plots;
+    let layers = o
+        .files
+        .iter()
+        .find(|f| f.file == "dag_layers.dot")
+        .map_or_else(String::new, |f| format!(" ({})", f.description));
+    Page {
+        report,
+        command,
+        dag: o.figure(
+            "dag_layers.svg",
+            "Per-layer DAG",
+            &format!(
+                "The graph of the chosen decode call with the transformer blocks collapsed \
+                 into one{layers}: boxes are operators coloured by their time, arrows the \
+                 tensors between them; the full graph is in dag.svg / dag.dot."
+            ),
+            dag_off,
+        ),
+        plots: vec![
+            o.figure(
+                "latency.svg",
+                "Latency per decode call",
+                "Wall time of each decode call in run order: red dots are prefill chunks, \
+                 the blue line the decode steps; a rising line means tokens get dearer as \
+                 the context grows, spikes are stalls to look up in timeline.json.",
+                plots_off,
+            ),
+            o.figure(
+                "growth.svg",
+                "Node classes over context length",
+                "Time per decode step of the node classes whose time grows fastest with \
+                 the number of tokens in context: a flat line does not depend on the \
+                 context, a slope is work proportional to it (attention).",
+                plots_off,
+            ),
+            o.figure(
+                "matmul.svg",
+                "Matrix products: time against size",
+                "Every matrix product of the run, time against multiply-adds on log-log \
+                 axes, with the linear fit over the dense products; points on the line \
+                 run at the fitted rate, points above it are slower than their size \
+                 predicts (memory-bound or badly split across threads).",
+                plots_off,
+            ),
+            o.figure(
+                "load_balance.svg",
+                "Load balance per op type",
+                "For each op type, largest time first, the share of the threads' time \
+                 inside its nodes spent waiting for the slowest thread: long bars are \
+                 work split unevenly across threads.",
+                plots_off,
+            ),
+        ],
+        flame: o.figure(
+            "flame.svg",
+            "Where the time goes",
+            "Flame graph of the run: each bar is a frame (phase, graph, layer, op type, \
+             node class) and its width the time spent in it; hover for numbers, click to \
+             zoom, flame.folded feeds other tools.",
+            plots_off,
+        ),
+        files: &[],
+    }
 }
 
 fn write_timeline(
@@ -310,7 +439,7 @@ fn write_dag(d: &ProfDag, opts: &AnalyzeOptions, o: &mut Outputs<'_>) -> Result<
                     "ProfDAG",
                     format!("{name}.dot rendered by Graphviz"),
                 ),
-                Err(e) => o.warnings.push(e),
+                Err(e) => o.not_made(&format!("{name}.svg"), e),
             }
         }
     }
@@ -331,7 +460,12 @@ fn write_flame(
         "folded stacks (phase;graph;layer;op type;node class, weight ns) for any flame-graph tool",
         |w| flame::write_folded(&lines, w).map_err(io_err(&path)),
     )?;
-    if opts.plots && !lines.is_empty() {
+    if opts.plots && lines.is_empty() {
+        o.missing.push((
+            "flame.svg".to_owned(),
+            "no operator or phase time to draw".to_owned(),
+        ));
+    } else if opts.plots {
         let path = o.path("flame.svg");
         o.with_writer(
             "flame.svg",
@@ -395,7 +529,7 @@ fn write_stats(
         let plots: [(&str, &str, PlotFn); 4] = [
             (
                 "latency.svg",
-                "latency per iteration",
+                "latency per decode call",
                 export::plot::latency,
             ),
             (
@@ -405,12 +539,12 @@ fn write_stats(
             ),
             (
                 "matmul.svg",
-                "MUL_MAT time against complexity with a linear fit",
+                "MUL_MAT time against complexity, log-log, with the linear fit",
                 export::plot::matmul,
             ),
             (
                 "load_balance.svg",
-                "thread idle share per op type",
+                "thread idle share per op type (load balance)",
                 export::plot::load_balance,
             ),
         ];
@@ -418,9 +552,7 @@ fn write_stats(
             let path = o.path(file);
             match f(s, &path) {
                 Ok(()) => o.add(file, "ProfStat", desc),
-                Err(message) => o
-                    .warnings
-                    .push(AnalyzeError::Plot { path, message }.to_string()),
+                Err(message) => o.not_made(file, AnalyzeError::Plot { path, message }.to_string()),
             }
         }
     }

@@ -15,8 +15,10 @@ use crate::process;
 use crate::steps::Steps;
 
 /// Debian packages the project needs: graphviz (graph renderings), bpftrace (ad-hoc probes),
-/// linux-perf (cross-checking the tracer against `perf`), tmux (the live view's end-to-end test).
-pub const APT_PACKAGES: &[&str] = &["graphviz", "bpftrace", "linux-perf", "tmux"];
+/// linux-perf (cross-checking the tracer against `perf`), tmux (the live view's end-to-end test),
+/// chromium (analyzer/tests/report_page.rs screenshots `index.html` headless to check the
+/// one-page report really renders; `cargo xtask test` requires it).
+pub const APT_PACKAGES: &[&str] = &["graphviz", "bpftrace", "linux-perf", "tmux", "chromium"];
 
 /// Debian packages the demo needs: graphviz renders the analysis' DAGs.
 pub const DEMO_APT_PACKAGES: &[&str] = &["graphviz"];

@@ -25,7 +25,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     )?;
     let root = paths::repo_root();
     // tracer-ebpf targets bpfel-unknown-none and cannot be built for the host.
-    let _ = steps.run("cargo test (release, oracle required)", || {
+    let _ = steps.run("cargo test (release, oracle and browser required)", || {
         process::run(
             process::in_dir("cargo", &root)
                 .args([
@@ -38,6 +38,8 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                     "--no-fail-fast",
                 ])
                 .env("PROFINFER_REQUIRE_ORACLE", "1")
+                // Chromium was installed above: the report page's browser check must run.
+                .env("PROFINFER_REQUIRE_BROWSER", "1")
                 .env(SMOLLM2_ENV, &smollm2),
         )
     });

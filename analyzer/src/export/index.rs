@@ -1,8 +1,15 @@
-//! `index.html`: every output with a link and the headline numbers.
+//! `index.html`: the one-page report a user reads first. Self-contained (every picture
+//! is embedded as a `data:` URI, no script or style from elsewhere), so it works from
+//! `file://`, offline, and when mailed on its own: the run's header, token timings, the
+//! top operators, threads, the per-layer DAG, every plot with a sentence on how to read
+//! it, the flame graph, and links to the raw files.
 
 use std::io::{self, Write};
 
-use crate::export::summary::Summary;
+use base64::Engine as _;
+
+use crate::export::{eng, summary::Distribution, terminal::pct};
+use crate::report::Report;
 
 /// One output file.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -15,6 +22,37 @@ pub struct OutputFile {
     pub description: String,
 }
 
+/// A picture of the page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Figure {
+    /// File name of the SVG in the output directory.
+    pub file: String,
+    /// Heading.
+    pub title: String,
+    /// One sentence: what it shows and how to read it.
+    pub caption: String,
+    /// The SVG, or why there is none.
+    pub svg: Result<Vec<u8>, String>,
+}
+
+/// Everything the page shows.
+#[derive(Clone, Debug)]
+pub struct Page<'a> {
+    /// Summary, top operators by type and threads (the terminal report's content).
+    pub report: &'a Report,
+    /// The target's command line from the trace header (empty when attached by pid).
+    pub command: &'a [String],
+    /// The per-layer DAG.
+    pub dag: Figure,
+    /// The plots, in page order.
+    pub plots: Vec<Figure>,
+    /// The flame graph (an interactive SVG: embedded as an `<object>` so its script runs).
+    pub flame: Figure,
+    /// Every file written, linked at the end.
+    pub files: &'a [OutputFile],
+}
+
+/// HTML-escapes text and attribute values.
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -22,63 +60,369 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn opt_ms(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.3} ms"))
+/// A command line as a shell would take it back (arguments with spaces or quotes in
+/// single quotes).
+fn shell_words(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
+
+/// `data:` URI of an SVG.
+fn svg_uri(svg: &[u8]) -> String {
+    format!(
+        "data:image/svg+xml;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(svg)
+    )
+}
+
+/// Milliseconds in engineering notation (`4.5 ms`, `12.3 µs`), `–` when absent.
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| eng(v * 1e-3, "s"))
+}
+
+/// Microseconds in engineering notation.
+fn us(v: f64) -> String {
+    eng(v * 1e-6, "s")
+}
+
+const STYLE: &str = "\
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}\
+main{max-width:1200px;margin:0 auto;padding:1em 2em 4em}\
+h1{font-size:1.6em;margin:.6em 0 .2em}h2{margin-top:1.8em;border-bottom:1px solid #ccc;padding-bottom:.2em}\
+nav a{margin-right:1em}code{background:#eee;padding:1px 4px;border-radius:3px}\
+table{border-collapse:collapse;margin:.5em 0;background:#fff}\
+td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top}\
+th{background:#f0f0f0}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}td.n,td.s{white-space:nowrap}\
+.wide{overflow-x:auto;max-width:100%}\
+table.kv th{background:none;font-weight:600;white-space:nowrap}\
+.bar{display:inline-block;height:.8em;background:#4a7bd0;margin-right:6px;vertical-align:middle}\
+.warn{color:#9a3b00;background:#fff4e5;border-left:4px solid #e08a00;padding:.4em .8em;margin:.3em 0}\
+.ok{color:#1d6b2c}.bad{color:#9a3b00;font-weight:600}\
+figure{margin:1.2em 0;background:#fff;border:1px solid #ddd;padding:.8em}\
+figure img,figure object{max-width:100%;height:auto;display:block;margin:0 auto}\
+figcaption{color:#444;margin-top:.5em;font-size:.95em}figcaption b{color:#1b1b1b}\
+figure img.tall{max-height:1300px;width:auto}.missing{color:#666;font-style:italic}\
+";
 
 /// Writes the page.
 ///
 /// # Errors
 /// I/O errors of `w`.
-pub fn write(summary: &Summary, files: &[OutputFile], mut w: impl Write) -> io::Result<()> {
+pub fn write(page: &Page<'_>, mut w: impl Write) -> io::Result<()> {
+    let r = page.report;
+    let s = &r.summary;
+    let name = s.trace.target.rsplit('/').next().unwrap_or(&s.trace.target);
     writeln!(
         w,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>profinfer analysis</title>\n\
-         <style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 10px;text-align:left}}\
-         .warn{{color:#a40}}</style></head><body>"
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>profinfer: {}</title>\n<style>{STYLE}</style></head><body><main>",
+        esc(name)
     )?;
+    writeln!(w, "<h1>profinfer report: {}</h1>", esc(name))?;
     writeln!(
         w,
-        "<h1>profinfer analysis: {}</h1>",
-        esc(&summary.trace.target)
+        "<nav><a href=\"#run\">run</a><a href=\"#timings\">token timings</a>\
+         <a href=\"#operators\">top operators</a><a href=\"#threads\">threads</a>\
+         <a href=\"#dag\">per-layer DAG</a><a href=\"#plots\">plots</a>\
+         <a href=\"#flame\">flame graph</a><a href=\"#files\">raw files</a></nav>"
     )?;
-    writeln!(w, "<table>")?;
-    let tpot = summary.tpot_ms;
-    let rows = [
-        ("prefill tokens", summary.tokens.prefill.to_string()),
-        ("decode steps", summary.tokens.decode.to_string()),
-        ("TTFT", opt_ms(summary.ttft_ms)),
-        ("TPOT mean", opt_ms(tpot.map(|d| d.mean))),
-        (
-            "TPOT p50 / p99",
-            format!(
-                "{} / {}",
-                opt_ms(tpot.map(|d| d.p50)),
-                opt_ms(tpot.map(|d| d.p99))
-            ),
-        ),
-        ("threads", summary.threads.to_string()),
-        (
-            "events written / lost",
-            format!("{} / {}", summary.events.written, summary.events.lost),
-        ),
-        ("unpaired records", summary.unpaired.total().to_string()),
-        ("QoS switches", summary.qos_switches.to_string()),
-    ];
-    for (k, v) in rows {
-        writeln!(w, "<tr><th>{k}</th><td>{}</td></tr>", esc(&v))?;
+    write_run(page, &mut w)?;
+    write_timings(r, &mut w)?;
+    write_operators(r, &mut w)?;
+    write_threads(r, &mut w)?;
+    writeln!(w, "<h2 id=\"dag\">Per-layer DAG</h2>")?;
+    write_figure(&page.dag, false, true, &mut w)?;
+    writeln!(w, "<h2 id=\"plots\">Plots</h2>")?;
+    for f in &page.plots {
+        write_figure(f, false, false, &mut w)?;
     }
-    writeln!(w, "</table>")?;
-    for warning in &summary.warnings {
+    writeln!(w, "<h2 id=\"flame\">Flame graph</h2>")?;
+    write_figure(&page.flame, true, false, &mut w)?;
+    write_files(page.files, &mut w)?;
+    writeln!(w, "</main></body></html>")
+}
+
+fn kv(w: &mut impl Write, rows: &[(&str, String)]) -> io::Result<()> {
+    writeln!(w, "<table class=\"kv\">")?;
+    for (k, v) in rows {
+        writeln!(w, "<tr><th>{}</th><td>{v}</td></tr>", esc(k))?;
+    }
+    writeln!(w, "</table>")
+}
+
+fn write_run(page: &Page<'_>, w: &mut impl Write) -> io::Result<()> {
+    let s = &page.report.summary;
+    writeln!(w, "<h2 id=\"run\">Run</h2>")?;
+    let command = if page.command.is_empty() {
+        "<span class=\"missing\">not recorded (attached to a running process)</span>".to_owned()
+    } else {
+        format!("<code>{}</code>", esc(&shell_words(page.command)))
+    };
+    let end = match (&s.trace.end_reason, s.trace.truncated_at) {
+        (Some(reason), None) => format!("<span class=\"ok\">complete</span> ({})", esc(reason)),
+        (_, Some(off)) => format!("<span class=\"bad\">truncated at byte {off}</span>"),
+        (None, None) => {
+            "<span class=\"bad\">no footer: recording did not end cleanly</span>".to_owned()
+        }
+    };
+    let counters = if s.trace.counters.is_empty() {
+        "none".to_owned()
+    } else {
+        esc(&s.trace.counters.join(", "))
+    };
+    let mut events = format!(
+        "{} written, {} lost",
+        s.events.written,
+        if s.events.lost > 0 {
+            format!("<span class=\"bad\">{}</span>", s.events.lost)
+        } else {
+            "0".to_owned()
+        }
+    );
+    if s.events.late > 0 {
+        events.push_str(&format!(", {} late", s.events.late));
+    }
+    kv(
+        w,
+        &[
+            (
+                "target",
+                format!(
+                    "<code>{}</code> (pid {})",
+                    esc(&s.trace.target),
+                    s.trace.pid
+                ),
+            ),
+            ("command line", command),
+            ("threads", s.threads.to_string()),
+            ("counters", counters),
+            ("events", events),
+            ("trace", end),
+            (
+                "graphs",
+                format!(
+                    "{} ({:.1} per decode call, {:.0} nodes each)",
+                    s.graphs, s.graphs_per_token, s.nodes_per_graph
+                ),
+            ),
+            ("traced", ms(Some(page.report.traced_ms))),
+        ],
+    )?;
+    for warning in &s.warnings {
         writeln!(w, "<p class=\"warn\">⚠ {}</p>", esc(warning))?;
     }
-    for view in ["ProfTime", "ProfDAG", "ProfStat", "summary"] {
-        let mine: Vec<_> = files.iter().filter(|f| f.view == view).collect();
-        if mine.is_empty() {
-            continue;
+    Ok(())
+}
+
+fn dist(d: Option<&Distribution>) -> String {
+    d.map_or_else(
+        || "–".to_owned(),
+        |d| {
+            format!(
+                "mean {}, p50 {}, p99 {} (n = {})",
+                ms(Some(d.mean)),
+                ms(Some(d.p50)),
+                ms(Some(d.p99)),
+                d.n
+            )
+        },
+    )
+}
+
+fn write_timings(r: &Report, w: &mut impl Write) -> io::Result<()> {
+    let s = &r.summary;
+    writeln!(w, "<h2 id=\"timings\">Token timings</h2>")?;
+    let rate = s.tpot_ms.as_ref().filter(|d| d.mean > 0.0).map_or_else(
+        || "–".to_owned(),
+        |d| format!("{:.1} tokens/s", 1e3 / d.mean),
+    );
+    kv(
+        w,
+        &[
+            (
+                "prefill",
+                format!(
+                    "{} tokens in {} call{}",
+                    s.tokens.prefill,
+                    s.tokens.prefill_calls,
+                    if s.tokens.prefill_calls == 1 { "" } else { "s" }
+                ),
+            ),
+            ("decode steps", s.tokens.decode.to_string()),
+            ("TTFT (time to first token)", ms(s.ttft_ms)),
+            ("TPOT (time per output token)", dist(s.tpot_ms.as_ref())),
+            ("decode rate", rate),
+            ("decode step latency", dist(s.decode_latency_ms.as_ref())),
+        ],
+    )
+}
+
+fn write_operators(r: &Report, w: &mut impl Write) -> io::Result<()> {
+    writeln!(w, "<h2 id=\"operators\">Top operators</h2>")?;
+    if r.top.is_empty() {
+        return writeln!(
+            w,
+            "<p class=\"missing\">No operator events (was the op level recorded?)</p>"
+        );
+    }
+    writeln!(
+        w,
+        "<p>By op type, largest time first: {} of operator time in {} traced. \
+         Share is of operator time; idle is the share of the threads' time inside the op \
+         spent waiting for the slowest thread; counters are sums over the op's nodes.</p>",
+        ms(Some(r.op_total_ms)),
+        ms(Some(r.traced_ms))
+    )?;
+    let counters = &r.summary.trace.counters;
+    write!(
+        w,
+        "<div class=\"wide\"><table><tr><th>op type</th><th>share</th><th class=\"n\">total</th>\
+         <th class=\"n\">count</th><th class=\"n\">mean</th><th class=\"n\">p50</th>\
+         <th class=\"n\">p99</th><th class=\"n\">per call</th><th class=\"n\">idle</th>"
+    )?;
+    for c in counters {
+        write!(w, "<th class=\"n\">{}</th>", esc(c))?;
+    }
+    writeln!(w, "</tr>")?;
+    for g in &r.top {
+        write!(
+            w,
+            "<tr><td>{}</td><td class=\"s\"><span class=\"bar\" style=\"width:{:.0}px\"></span>{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
+            esc(&g.key),
+            (g.share * 120.0).max(1.0),
+            pct(g.share),
+            ms(Some(g.total_ms)),
+            g.count,
+            us(g.mean_us),
+            us(g.p50_us),
+            us(g.p99_us),
+            ms(Some(g.per_token_ms)),
+            pct(g.idle_share)
+        )?;
+        for c in counters {
+            let v = g
+                .counters
+                .get(c)
+                .map_or_else(|| "–".to_owned(), |&v| eng(v as f64, ""));
+            write!(w, "<td class=\"n\">{v}</td>")?;
         }
-        writeln!(w, "<h2>{view}</h2><ul>")?;
-        for f in mine {
+        writeln!(w, "</tr>")?;
+    }
+    writeln!(w, "</table></div>")?;
+    if r.omitted > 0 {
+        writeln!(
+            w,
+            "<p>{} more op types in <a href=\"op_types.csv\">op_types.csv</a>; by node name \
+             or layer: <code>profinfer report --by node|layer TRACE</code>.</p>",
+            r.omitted
+        )?;
+    }
+    Ok(())
+}
+
+fn write_threads(r: &Report, w: &mut impl Write) -> io::Result<()> {
+    writeln!(w, "<h2 id=\"threads\">Threads</h2>")?;
+    if r.threads.is_empty() {
+        return writeln!(w, "<p class=\"missing\">No target threads seen.</p>");
+    }
+    writeln!(
+        w,
+        "<table><tr><th>tid</th><th>name</th><th class=\"n\">op slices</th>\
+         <th class=\"n\">op busy</th><th class=\"n\">of traced</th><th class=\"n\">running</th>\
+         <th class=\"n\">runnable</th><th class=\"n\">sleeping</th></tr>"
+    )?;
+    for t in &r.threads {
+        writeln!(
+            w,
+            "<tr><td>{}{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td></tr>",
+            t.tid,
+            if t.main { " (main)" } else { "" },
+            esc(&t.name),
+            t.op_slices,
+            ms(Some(t.op_busy_ms)),
+            pct(t.op_busy_share),
+            ms(Some(t.running_ms)),
+            ms(Some(t.runnable_ms)),
+            ms(Some(t.sleeping_ms))
+        )?;
+    }
+    writeln!(w, "</table>")
+}
+
+/// A figure: the picture as a `data:` URI (`<object>` for interactive SVGs, whose
+/// scripts do not run in an `<img>`), or why there is none.
+/// `tall` pictures (the DAG) are scaled to fit the height of a screen; the link under
+/// them opens the full size.
+fn write_figure(f: &Figure, interactive: bool, tall: bool, w: &mut impl Write) -> io::Result<()> {
+    writeln!(w, "<figure id=\"fig-{}\">", esc(&f.file))?;
+    match &f.svg {
+        Ok(svg) => {
+            let uri = svg_uri(svg);
+            if interactive {
+                write!(
+                    w,
+                    "<object type=\"image/svg+xml\" data=\"{uri}\" style=\"width:100%\">\
+                     <img src=\"{uri}\" alt=\"{}\"></object>",
+                    esc(&f.title)
+                )?;
+            } else {
+                write!(
+                    w,
+                    "<img{} src=\"{uri}\" alt=\"{}\">",
+                    if tall { " class=\"tall\"" } else { "" },
+                    esc(&f.title)
+                )?;
+            }
+            writeln!(w)?;
+        }
+        Err(why) => writeln!(
+            w,
+            "<p class=\"missing\">No picture ({}): {}</p>",
+            esc(&f.file),
+            esc(why)
+        )?,
+    }
+    writeln!(
+        w,
+        "<figcaption><b>{}.</b> {} <a href=\"{2}\">{2}</a></figcaption></figure>",
+        esc(&f.title),
+        esc(&f.caption),
+        esc(&f.file)
+    )
+}
+
+fn write_files(files: &[OutputFile], w: &mut impl Write) -> io::Result<()> {
+    writeln!(w, "<h2 id=\"files\">Raw files</h2>")?;
+    writeln!(
+        w,
+        "<p>Open <code>timeline.json</code> in ui.perfetto.dev or chrome://tracing; \
+         docs/views.md says how to read each view.</p>"
+    )?;
+    let mut views: Vec<&str> = Vec::new();
+    for f in files {
+        if !views.contains(&f.view) {
+            views.push(f.view);
+        }
+    }
+    for view in views {
+        writeln!(w, "<h3>{}</h3><ul>", esc(view))?;
+        for f in files.iter().filter(|f| f.view == view) {
             writeln!(
                 w,
                 "<li><a href=\"{0}\">{0}</a> — {1}</li>",
@@ -88,9 +432,26 @@ pub fn write(summary: &Summary, files: &[OutputFile], mut w: impl Write) -> io::
         }
         writeln!(w, "</ul>")?;
     }
-    writeln!(
-        w,
-        "<p>Open <code>timeline.json</code> in <a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a> \
-         or chrome://tracing. See docs/views.md for how to read each view.</p></body></html>"
-    )
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_quote_what_a_shell_would_split() {
+        let args = ["engine", "-p", "hello world", "it's", ""].map(String::from);
+        assert_eq!(shell_words(&args), r"engine -p 'hello world' 'it'\''s' ''");
+    }
+
+    #[test]
+    fn svgs_become_data_uris() {
+        assert_eq!(svg_uri(b"<svg/>"), "data:image/svg+xml;base64,PHN2Zy8+");
+    }
+
+    #[test]
+    fn markup_is_escaped() {
+        assert_eq!(esc("<a href=\"x\">&"), "&lt;a href=&quot;x&quot;&gt;&amp;");
+    }
 }
