@@ -18,9 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use common::{
-    compare, engine, floats_of, model, oracle, oracle_ready, run_json, token_arg, tokens_of,
-};
+use common::compare::{self, Tolerance};
+use common::{engine, model, oracle, oracle_ready, run_json, tokens_of};
 
 /// Threads used by both implementations.
 const THREADS: &str = "2";
@@ -28,23 +27,6 @@ const THREADS: &str = "2";
 const GREEDY_TOKENS: usize = 32;
 /// Token ids after BOS in the forward-pass and greedy inputs.
 const INPUT_LEN: usize = 20;
-
-/// Allowed difference between our logits and llama.cpp's:
-/// `max_i |ours_i - theirs_i| <= abs + rel * max_i |theirs_i|`.
-#[derive(Debug, Clone, Copy)]
-struct Tolerance {
-    /// Absolute part (guards logits that are all close to zero).
-    abs: f32,
-    /// Part relative to the largest reference logit.
-    rel: f32,
-}
-
-impl Tolerance {
-    /// The allowed maximum absolute difference for logits whose largest magnitude is `scale`.
-    fn bound(self, scale: f32) -> f32 {
-        self.abs + self.rel * scale
-    }
-}
 
 /// The tolerance for a weight type. Both sides read the same weights from the same file,
 /// so the differences come only from how activations are rounded and summed:
@@ -188,81 +170,18 @@ fn input_tokens(info: &GgufInfo) -> Vec<u32> {
     tokens
 }
 
-/// Index of the largest value (the first one among equal maxima).
-fn argmax(values: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in values.iter().enumerate() {
-        if v > values[best] {
-            best = i;
-        }
-    }
-    best
-}
-
 fn check_logits(preset: &str, dtype: &str) {
     if !oracle_ready() {
         return;
     }
     let path = model(preset, dtype);
-    let info = GgufInfo::read(&path);
-    let tokens = token_arg(&input_tokens(&info));
-    let ours = run_json(
-        engine("eval")
-            .arg("-m")
-            .arg(&path)
-            .args(["--tokens", &tokens, "-t", THREADS, "--json"]),
-    );
-    let theirs = run_json(oracle("logits").arg("--model").arg(&path).args([
-        "--tokens",
+    let tokens = input_tokens(&GgufInfo::read(&path));
+    compare::check_logits(
+        &format!("{preset} {dtype}"),
+        &path,
         &tokens,
-        "--threads",
         THREADS,
-    ]));
-    let ours = floats_of(&ours["logits"], "engine logits");
-    let theirs = floats_of(&theirs["logits"], "llama.cpp logits");
-    assert_eq!(
-        ours.len(),
-        theirs.len(),
-        "{preset} {dtype}: vocabulary sizes differ"
-    );
-    assert!(
-        ours.iter().all(|x| x.is_finite()),
-        "{preset} {dtype}: non-finite engine logits"
-    );
-
-    let scale = theirs.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let (worst, max_diff) = ours
-        .iter()
-        .zip(&theirs)
-        .map(|(a, b)| (a - b).abs())
-        .enumerate()
-        .fold(
-            (0, 0f32),
-            |(wi, wd), (i, d)| if d > wd { (i, d) } else { (wi, wd) },
-        );
-    let tol = tolerance(dtype);
-    let bound = tol.bound(scale);
-    eprintln!(
-        "{preset} {dtype}: max |Δlogit| = {max_diff:.3e} (token {worst}), max |logit| = {scale:.3}, \
-         bound = {bound:.3e}"
-    );
-    assert!(
-        max_diff <= bound,
-        "{preset} {dtype}: logits differ from llama.cpp by {max_diff} at token {worst} \
-         (ours {}, llama.cpp {}), more than {bound} = {} + {} * {scale}",
-        ours[worst],
-        theirs[worst],
-        tol.abs,
-        tol.rel
-    );
-
-    let (ours_best, theirs_best) = (argmax(&ours), argmax(&theirs));
-    // Equal argmax, or a near-tie in llama.cpp's own logits that the tolerance cannot
-    // resolve.
-    let tie = theirs[theirs_best] - theirs[ours_best] <= bound;
-    assert!(
-        ours_best == theirs_best || tie,
-        "{preset} {dtype}: argmax {ours_best} differs from llama.cpp's {theirs_best}"
+        tolerance(dtype),
     );
 }
 
@@ -271,63 +190,15 @@ fn check_greedy(preset: &str, dtype: &str) {
         return;
     }
     let path = model(preset, dtype);
-    let info = GgufInfo::read(&path);
-    let tokens = token_arg(&input_tokens(&info));
-    let n = GREEDY_TOKENS.to_string();
-    let ours = run_json(engine("run").arg("-m").arg(&path).args([
-        "--tokens",
+    let tokens = input_tokens(&GgufInfo::read(&path));
+    compare::check_greedy(
+        &format!("{preset} {dtype}"),
+        &path,
         &tokens,
-        "-n",
-        &n,
-        "-t",
-        THREADS,
-        "--temp",
-        "0",
-        "--ignore-eos",
-        "--json",
-    ]));
-    let theirs = run_json(oracle("greedy").arg("--model").arg(&path).args([
-        "--tokens",
-        &tokens,
-        "-n",
-        &n,
-        "--threads",
-        THREADS,
-    ]));
-    let ours = tokens_of(&ours["generated_tokens"], "engine generated_tokens");
-    let margins = floats_of(&theirs["margins"], "llama.cpp margins");
-    let scales = floats_of(&theirs["max_abs_logits"], "llama.cpp max_abs_logits");
-    let theirs = tokens_of(&theirs["generated_tokens"], "llama.cpp generated_tokens");
-    assert_eq!(
-        theirs.len(),
         GREEDY_TOKENS,
-        "the oracle generated the wrong number of tokens"
+        THREADS,
+        tolerance(dtype),
     );
-    assert_eq!(
-        ours.len(),
-        GREEDY_TOKENS,
-        "{preset} {dtype}: engine generated {ours:?}"
-    );
-
-    if let Some(step) = ours.iter().zip(&theirs).position(|(a, b)| a != b) {
-        // A divergence is acceptable only where llama.cpp's best and second-best logits are
-        // closer than the logit tolerance: there both choices are correct.
-        let bound = tolerance(dtype).bound(scales[step]);
-        assert!(
-            margins[step] <= bound,
-            "{preset} {dtype}: greedy continuation diverges from llama.cpp at step {step} \
-             (ours {}, llama.cpp {}, llama.cpp's top-2 margin {} > tolerance {bound})\n\
-             ours:      {ours:?}\nllama.cpp: {theirs:?}",
-            ours[step],
-            theirs[step],
-            margins[step]
-        );
-        eprintln!(
-            "!! {preset} {dtype}: greedy continuations agree for {step} tokens, then diverge at a \
-             near-tie (llama.cpp top-2 margin {} <= {bound}); accepted",
-            margins[step]
-        );
-    }
 }
 
 /// Strings the tokenizers must split identically: ASCII, UTF-8 of several scripts,
@@ -645,10 +516,6 @@ fn check_llama_quantized(preset: &str, ftype: &str) {
     let path = common::llama_quantized_model(preset, ftype);
     let tokens = input_tokens(&GgufInfo::read(&path));
     let tol = tolerance(&ftype.to_lowercase());
-    let tol = compare::Tolerance {
-        abs: tol.abs,
-        rel: tol.rel,
-    };
     let label = format!("{preset} quantized to {ftype} by llama.cpp");
     compare::check_logits(&label, &path, &tokens, THREADS, tol);
     compare::check_greedy(&label, &path, &tokens, GREEDY_TOKENS, THREADS, tol);
@@ -696,6 +563,7 @@ fn tiny_qwen2_tokenization_matches_llama_cpp() {
 
 #[test]
 fn argmax_takes_the_first_of_equal_maxima() {
+    use compare::argmax;
     assert_eq!(argmax(&[1.0, 3.0, 3.0, -1.0]), 1);
     assert_eq!(argmax(&[-2.0]), 0);
 }

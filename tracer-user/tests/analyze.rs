@@ -3,31 +3,20 @@
 //! engine's own account of the run (`--self-profile`, its printed token counts).
 //! Not root → a loud banner and the test returns.
 
+#[macro_use]
+mod support;
+
 use std::{
     collections::{HashMap, HashSet},
-    path::{Path, PathBuf},
     process::Command,
 };
 
+use support::workspace;
 use trace_format::{Event, TraceReader};
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 #[test]
 fn record_then_analyze_matches_the_engine() {
-    if !is_root() {
-        eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-        eprintln!("!!! SKIPPED: record → analyze end-to-end needs root (eBPF).");
-        eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
-        return;
-    }
+    require_root!();
     let ws = workspace();
     let status = Command::new(env!("CARGO"))
         .args(["build", "--release", "-p", "engine"])
@@ -130,13 +119,7 @@ fn record_then_analyze_matches_the_engine() {
         .0;
     let d = analyzer::dag::build(&model, analyzer::IterSelector::FirstDecode).expect("dag");
     let graph_id = model.graphs()[d.graph as usize].graph_id;
-    let engine_nodes = std::fs::read_to_string(&selfprof)
-        .expect("self-profile")
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["level"] == "graph" && v["graph"].as_u64() == Some(graph_id))
-        .and_then(|v| v["n_nodes"].as_u64())
-        .expect("engine graph record");
+    let engine_nodes = support::self_profile_graph_nodes(&selfprof, graph_id);
     assert_eq!(d.computed_nodes() as u64, engine_nodes);
 
     // Every edge is a source relation some op record of that graph reported.

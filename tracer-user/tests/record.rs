@@ -988,13 +988,7 @@ fn pid_attach_records_for_the_duration_and_leaves_the_engine_running() {
             .all(|e| e.header().kind >= 40 || e.header().pid == pid)
     );
     // Both engine threads (attached while running: seeded from /proc/PID/task).
-    let op_tids: HashSet<u32> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::Op(o) => Some(o.header.tid),
-            _ => None,
-        })
-        .collect();
+    let op_tids = support::op_threads(&evs);
     assert_eq!(op_tids.len(), 2, "ops of both worker threads");
     // Still decoding unharmed a while after the probes were detached (a uprobe left
     // behind, or a trap in a detached probe, would kill it), then stopped by us: it must

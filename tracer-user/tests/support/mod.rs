@@ -114,3 +114,25 @@ pub fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
 pub fn events(r: &TraceReader) -> Vec<Event> {
     r.events().collect::<Result<_, _>>().expect("trace decodes")
 }
+
+/// The node count the engine announced for graph `graph_id` in its self-profile
+/// (`engine run --self-profile FILE`): the ground truth for the DAG's computed nodes.
+pub fn self_profile_graph_nodes(self_profile: &Path, graph_id: u64) -> u64 {
+    std::fs::read_to_string(self_profile)
+        .expect("self-profile")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["level"] == "graph" && v["graph"].as_u64() == Some(graph_id))
+        .and_then(|v| v["n_nodes"].as_u64())
+        .expect("engine graph record")
+}
+
+/// The threads that ran operators (sent operator entry records).
+pub fn op_threads(evs: &[Event]) -> std::collections::HashSet<u32> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Op(o) => Some(o.header.tid),
+            _ => None,
+        })
+        .collect()
+}
