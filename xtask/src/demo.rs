@@ -100,6 +100,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                 "timeline (open in https://ui.perfetto.dev)",
                 "timeline.json",
             ),
+            ("flame graph", "flame.svg"),
             ("summary", "summary.json"),
         ] {
             let path = analysis.join(file);
@@ -107,6 +108,11 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                 println!("  {what}: {}", path.display());
             }
         }
+        println!(
+            "next: {p} report {t}   (top operators in the terminal; --by layer|node)",
+            p = profinfer.display(),
+            t = trace.display()
+        );
     }
     Ok(())
 }
