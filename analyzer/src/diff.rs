@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::{
     AnalyzeError,
-    export::summary::{self, Distribution, Summary},
+    export::summary::{self, Summary},
     ingest::{self, NoProgress},
     model::{TokenPhase, TraceModel},
     op_groups::{self, GroupBy, OpGroup},
@@ -302,11 +302,6 @@ fn row(key: &str, a: Option<DiffSide>, b: Option<DiffSide>) -> DiffRow {
         relative,
         significance,
     }
-}
-
-/// Change of a distribution's mean, B − A, ms.
-pub fn mean_change(a: Option<&Distribution>, b: Option<&Distribution>) -> Option<f64> {
-    Some(b?.mean - a?.mean)
 }
 
 #[cfg(test)]
