@@ -57,8 +57,12 @@ pub const TEST: &[Component] = &[
 
 /// What `cargo xtask setup` installs (the oracle only with `--oracle`).
 pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {
-    let n = if oracle { TEST.len() } else { TEST.len() - 1 };
-    install(steps, &TEST[..n])
+    let wanted: Vec<Component> = TEST
+        .iter()
+        .copied()
+        .filter(|c| oracle || !matches!(c, Component::OracleVenv))
+        .collect();
+    install(steps, &wanted)
 }
 
 /// Installs every component that is missing, one step each; fast when all are present.
