@@ -34,6 +34,15 @@ pub enum DiffPhase {
 }
 
 impl DiffPhase {
+    /// What one compared call is, for headings (`decode step`, `prefill call`).
+    pub fn call_name(self) -> &'static str {
+        match self {
+            DiffPhase::Decode => "decode step",
+            DiffPhase::Prefill => "prefill call",
+            DiffPhase::All => "call",
+        }
+    }
+
     fn token_phase(self) -> Option<TokenPhase> {
         match self {
             DiffPhase::Decode => Some(TokenPhase::Decode),
@@ -56,6 +65,9 @@ pub struct DiffRun {
     pub calls: usize,
     /// Operator time per call of the compared phase, ms.
     pub op_ms_per_call: f64,
+    /// Time per output token of every decode step, ms, in run order (the distribution
+    /// the HTML diff overlays).
+    pub tpot_ms: Vec<f64>,
 }
 
 /// One group's numbers in one run, per call of the compared phase.
@@ -169,6 +181,7 @@ pub fn diff(
             summary: s,
             calls,
             op_ms_per_call: per(op_ms, calls),
+            tpot_ms: summary::tpot_values(m.tokens()),
         };
         (run, groups)
     };
@@ -238,6 +251,22 @@ pub fn diff(
         only_a,
         only_b,
         notes,
+    }
+}
+
+impl Diff {
+    /// Counters recorded in both runs, in run A's order: the ones whose per-call
+    /// values can be compared.
+    pub fn shared_counters(&self) -> Vec<&str> {
+        let b = &self.b.summary.trace.counters;
+        self.a
+            .summary
+            .trace
+            .counters
+            .iter()
+            .filter(|c| b.contains(c))
+            .map(String::as_str)
+            .collect()
     }
 }
 

@@ -1,5 +1,6 @@
 //! `profinfer diff A B`: what changed between two recorded runs, per op type, node name
-//! or layer (terminal table, or `--json`). The work is done by [`analyzer::diff`].
+//! or layer (terminal table, `--json`, and `--html FILE` for the page with plots). The
+//! work is done by [`analyzer::diff`].
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -48,8 +49,12 @@ pub struct DiffArgs {
     #[arg(short = 'n', long, default_value_t = 15)]
     pub top: usize,
     /// Print JSON instead of the table (for scripts).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "html")]
     pub json: bool,
+    /// Also write the comparison as a self-contained HTML page (time-per-token
+    /// distributions overlaid, paired bars, the full table, counters).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// Prints the comparison to stdout.
@@ -63,6 +68,15 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<()> {
     } else {
         analyzer::export::terminal::write_diff(&d, args.top, &mut out)
             .context("writing the diff")?;
+    }
+    if let Some(path) = &args.html {
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let mut page = std::io::BufWriter::new(file);
+        analyzer::export::diff_page::write(&d, &mut page)
+            .and_then(|()| page.flush())
+            .with_context(|| format!("writing {}", path.display()))?;
+        writeln!(out, "HTML: {}", path.display())?;
     }
     Ok(())
 }

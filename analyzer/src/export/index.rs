@@ -53,7 +53,7 @@ pub struct Page<'a> {
 }
 
 /// HTML-escapes text and attribute values.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -62,7 +62,7 @@ fn esc(s: &str) -> String {
 
 /// A command line as a shell would take it back (arguments with spaces or quotes in
 /// single quotes).
-fn shell_words(args: &[String]) -> String {
+pub(crate) fn shell_words(args: &[String]) -> String {
     args.iter()
         .map(|a| {
             if !a.is_empty()
@@ -87,7 +87,7 @@ fn svg_uri(svg: &[u8]) -> String {
 }
 
 /// Milliseconds in engineering notation (`4.5 ms`, `12.3 µs`), `–` when absent.
-fn ms(v: Option<f64>) -> String {
+pub(crate) fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |v| eng(v * 1e-3, "s"))
 }
 
@@ -96,7 +96,7 @@ fn us(v: f64) -> String {
     eng(v * 1e-6, "s")
 }
 
-const STYLE: &str = "\
+pub(crate) const STYLE: &str = "\
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}\
 main{max-width:1200px;margin:0 auto;padding:1em 2em 4em}\
 h1{font-size:1.6em;margin:.6em 0 .2em}h2{margin-top:1.8em;border-bottom:1px solid #ccc;padding-bottom:.2em}\
@@ -154,7 +154,7 @@ pub fn write(page: &Page<'_>, mut w: impl Write) -> io::Result<()> {
     writeln!(w, "</main></body></html>")
 }
 
-fn kv(w: &mut impl Write, rows: &[(&str, String)]) -> io::Result<()> {
+pub(crate) fn kv(w: &mut impl Write, rows: &[(&str, String)]) -> io::Result<()> {
     writeln!(w, "<table class=\"kv\">")?;
     for (k, v) in rows {
         writeln!(w, "<tr><th>{}</th><td>{v}</td></tr>", esc(k))?;
@@ -370,6 +370,34 @@ fn write_threads(r: &Report, w: &mut impl Write) -> io::Result<()> {
 /// `tall` pictures (the DAG) are scaled to fit the height of a screen; the link under
 /// them opens the full size.
 fn write_figure(f: &Figure, interactive: bool, tall: bool, w: &mut impl Write) -> io::Result<()> {
+    write_figure_body(f, interactive, tall, w)?;
+    writeln!(
+        w,
+        "<figcaption><b>{}.</b> {} <a href=\"{2}\">{2}</a></figcaption></figure>",
+        esc(&f.title),
+        esc(&f.caption),
+        esc(&f.file)
+    )
+}
+
+/// A figure embedded in a page that has no files beside it: the caption without a link.
+pub(crate) fn write_embedded_figure(f: &Figure, w: &mut impl Write) -> io::Result<()> {
+    write_figure_body(f, false, false, w)?;
+    writeln!(
+        w,
+        "<figcaption><b>{}.</b> {}</figcaption></figure>",
+        esc(&f.title),
+        esc(&f.caption)
+    )
+}
+
+/// Opens the figure and writes its picture (or why there is none).
+fn write_figure_body(
+    f: &Figure,
+    interactive: bool,
+    tall: bool,
+    w: &mut impl Write,
+) -> io::Result<()> {
     writeln!(w, "<figure id=\"fig-{}\">", esc(&f.file))?;
     match &f.svg {
         Ok(svg) => {
@@ -398,13 +426,7 @@ fn write_figure(f: &Figure, interactive: bool, tall: bool, w: &mut impl Write) -
             esc(why)
         )?,
     }
-    writeln!(
-        w,
-        "<figcaption><b>{}.</b> {} <a href=\"{2}\">{2}</a></figcaption></figure>",
-        esc(&f.title),
-        esc(&f.caption),
-        esc(&f.file)
-    )
+    Ok(())
 }
 
 fn write_files(files: &[OutputFile], w: &mut impl Write) -> io::Result<()> {

@@ -3,6 +3,7 @@
 
 pub mod chrome;
 pub mod csv;
+pub mod diff_page;
 pub mod dot;
 pub mod flame;
 pub mod index;
@@ -59,6 +60,21 @@ pub fn eng(v: f64, unit: &str) -> String {
     }
     let prefix = PREFIXES[(exp3 + 4) as usize];
     format!("{digits}{}{prefix}{unit}", sep(prefix))
+}
+
+/// A counter's value as a person reads it: the software clocks (`task-clock`,
+/// `cpu-clock`, which count nanoseconds) as times, everything else as a count in
+/// engineering notation.
+pub fn counter_value(counter: &str, v: f64) -> String {
+    if counter.ends_with("-clock") {
+        eng(v * 1e-9, "s")
+    } else if v != 0.0 && v.abs() < 1.0 {
+        // Events per call below one (a page fault every few calls): a plain fraction
+        // reads better than `43.5 m`.
+        format!("{v:.3}")
+    } else {
+        eng(v, "")
+    }
 }
 
 /// A string as a JSON string literal.

@@ -1,6 +1,7 @@
-//! ProfStat plots as SVG (plotters): latency per iteration (Fig. 9), node classes'
+//! Plots as SVG (plotters). ProfStat's: latency per iteration (Fig. 9), node classes'
 //! time against context length, matrix products' time against complexity with the
-//! linear fit (Fig. 10), and idle share per op type (Fig. 6).
+//! linear fit (Fig. 10), and idle share per op type (Fig. 6). The diff's: the two runs'
+//! time-per-token distributions overlaid, and the groups' time side by side.
 //!
 //! Made to be read at a glance: ticks in engineering notation (`250 M`, `4.5 ms`), axes
 //! that start where the data does, legends in a strip right of the plot so they never
@@ -12,7 +13,12 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::{export::eng, model::TokenPhase, stats::ProfStat};
+use crate::{
+    diff::{Diff, DiffRun, DiffSide},
+    export::eng,
+    model::TokenPhase,
+    stats::ProfStat,
+};
 
 /// Picture size in pixels (plot and legend strip).
 const SIZE: (u32, u32) = (960, 540);
@@ -113,8 +119,8 @@ enum Mark {
 }
 
 /// The picture: white background, a title, and (plot area, legend strip).
-fn frame<'a>(path: &'a Path, title: &str) -> Result<(Area<'a>, Area<'a>), String> {
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+fn frame<'a>(backend: SVGBackend<'a>, title: &str) -> Result<(Area<'a>, Area<'a>), String> {
+    let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let body = root.titled(title, TITLE).map_err(err)?;
     Ok(body.split_horizontally(SIZE.0 - LEGEND_W))
@@ -151,7 +157,7 @@ fn legend(area: &Area<'_>, entries: &[(String, RGBAColor, Mark)]) -> PlotResult 
 /// # Errors
 /// The plotting library's message.
 pub fn latency(s: &ProfStat, path: &Path) -> PlotResult {
-    let (plot, strip) = frame(path, "Latency per decode call")?;
+    let (plot, strip) = frame(SVGBackend::new(path, SIZE), "Latency per decode call")?;
     let x = int_range(span(s.iterations.iter().map(|r| f64::from(r.index))));
     let times = span(
         s.iterations
@@ -229,7 +235,7 @@ pub fn latency(s: &ProfStat, path: &Path) -> PlotResult {
 /// The plotting library's message.
 pub fn growth(s: &ProfStat, path: &Path) -> PlotResult {
     let (plot, strip) = frame(
-        path,
+        SVGBackend::new(path, SIZE),
         "Node classes' time per decode step over context length",
     )?;
     let classes: Vec<&str> = s
@@ -291,7 +297,7 @@ pub fn matmul(s: &ProfStat, path: &Path) -> PlotResult {
         Some(f) => format!("MUL_MAT time vs complexity (dense fit R² = {:.3})", f.r2),
         None => "MUL_MAT time vs complexity".to_owned(),
     };
-    let (plot, strip) = frame(path, &caption)?;
+    let (plot, strip) = frame(SVGBackend::new(path, SIZE), &caption)?;
     let rows: Vec<_> = s
         .matmul
         .iter()
@@ -406,6 +412,171 @@ pub fn load_balance(s: &ProfStat, path: &Path) -> PlotResult {
         }))
         .map_err(err)?;
     root.present().map_err(err)
+}
+
+/// Run A's and run B's colours in the diff plots.
+const RUN_COLORS: [RGBColor; 2] = [SERIES[0], SERIES[1]];
+
+/// The two runs' time per output token as empirical distribution functions on one axis
+/// (log when they span a decade or more): where a curve sits further left, that run's
+/// tokens were faster; a step shows a cluster of equal times, a long tail slow outliers.
+/// The legend carries each run's TTFT (one value per run).
+///
+/// # Errors
+/// The plotting library's message.
+pub fn tpot_overlay(d: &Diff, out: &mut String) -> PlotResult {
+    let (plot, strip) = frame(
+        SVGBackend::with_string(out, SIZE),
+        "Time per output token, A and B (distribution)",
+    )?;
+    let sorted = |v: &[f64]| {
+        let mut v: Vec<f64> = v.iter().map(|ms| ms * 1e-3).filter(|s| *s > 0.0).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let runs = [sorted(&d.a.tpot_ms), sorted(&d.b.tpot_ms)];
+    // Each sorted sample as the steps of its distribution function.
+    let steps = |v: &[f64]| -> Vec<(f64, f64)> {
+        let n = v.len() as f64;
+        v.iter()
+            .enumerate()
+            .flat_map(|(i, &x)| [(x, i as f64 / n), (x, (i + 1) as f64 / n)])
+            .collect()
+    };
+    let range = span(runs.iter().flatten().copied());
+    macro_rules! draw {
+        ($x:expr, $desc:expr) => {{
+            let mut chart = ChartBuilder::on(&plot)
+                .margin(12)
+                .x_label_area_size(45)
+                .y_label_area_size(75)
+                .build_cartesian_2d($x, 0f64..1.0)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc($desc)
+                .y_desc("share of tokens at most this slow")
+                .x_label_formatter(&|v| eng(*v, "s"))
+                .y_label_formatter(&|v| format!("{:.0}%", v * 100.0))
+                .label_style(LABEL)
+                .draw()
+                .map_err(err)?;
+            for (run, color) in runs.iter().zip(RUN_COLORS) {
+                chart
+                    .draw_series(LineSeries::new(steps(run), color.stroke_width(3)))
+                    .map_err(err)?;
+            }
+        }};
+    }
+    match range {
+        Some((lo, hi)) if hi >= 10.0 * lo => {
+            let (lo, hi) = (lo / 1.2, hi * 1.2);
+            draw!(
+                (lo..hi).log_scale().with_key_points(log_ticks(lo, hi)),
+                "time per output token (log)"
+            );
+        }
+        other => {
+            let (lo, hi) = padded(other);
+            draw!(lo.max(0.0)..hi, "time per output token");
+        }
+    }
+    let label = |name: &str, r: &DiffRun| {
+        let ttft = r
+            .summary
+            .ttft_ms
+            .map_or_else(|| "–".to_owned(), |v| eng(v * 1e-3, "s"));
+        format!("{name}: TTFT {ttft}")
+    };
+    legend(
+        &strip,
+        &[
+            (label("A", &d.a), RUN_COLORS[0].to_rgba(), Mark::Line),
+            (label("B", &d.b), RUN_COLORS[1].to_rgba(), Mark::Line),
+        ],
+    )?;
+    plot.present().map_err(err)
+}
+
+/// The `top` groups that changed most (in both runs), A's and B's time per call as
+/// bars side by side, largest change at the top.
+///
+/// # Errors
+/// The plotting library's message.
+pub fn diff_groups(d: &Diff, top: usize, out: &mut String) -> PlotResult {
+    let phase = d.phase.call_name();
+    let title = format!("Time per {phase} by {}, A and B", d.by.name());
+    let (plot, strip) = frame(SVGBackend::with_string(out, SIZE), &title)?;
+    let rows: Vec<_> = d
+        .rows
+        .iter()
+        .filter(|r| r.a.is_some() && r.b.is_some())
+        .take(top)
+        .collect();
+    let n = rows.len().max(1);
+    let value = |s: &Option<DiffSide>| s.as_ref().map_or(0.0, |s| s.ms_per_call * 1e-3);
+    let xhi = rows
+        .iter()
+        .flat_map(|r| [value(&r.a), value(&r.b)])
+        .fold(0.0f64, f64::max);
+    let xhi = if xhi > 0.0 { xhi * 1.08 } else { 1e-3 };
+    // Two segments per group, A's above B's; group 0 (the largest change) at the top.
+    // `(0..k).into_segmented()` has k+1 segments (its end is a value too).
+    let segments = 2 * n - 1;
+    let group_at = |seg: usize| n - 1 - seg / 2;
+    let keys: Vec<String> = rows.iter().map(|r| r.key.clone()).collect();
+    let mut chart = ChartBuilder::on(&plot)
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(170)
+        .build_cartesian_2d(0f64..xhi, (0..segments).into_segmented())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("time per {phase}"))
+        .x_label_formatter(&|v| eng(*v, "s"))
+        .y_labels(segments + 1)
+        .y_label_formatter(&|v| match v {
+            // The label sits at the A bar of the group.
+            SegmentValue::CenterOf(seg) if seg % 2 == 1 && *seg < 2 * n => {
+                let k = &keys[group_at(*seg)];
+                let mut short: String = k.chars().take(22).collect();
+                if k.chars().count() > 22 {
+                    short.push('…');
+                }
+                short
+            }
+            _ => String::new(),
+        })
+        .disable_y_mesh()
+        .label_style(LABEL)
+        .draw()
+        .map_err(err)?;
+    for (i, r) in rows.iter().enumerate() {
+        let b_seg = 2 * (n - 1 - i);
+        for (side, seg, color, (top, bottom)) in [
+            (&r.a, b_seg + 1, RUN_COLORS[0], (5, 0)),
+            (&r.b, b_seg, RUN_COLORS[1], (0, 5)),
+        ] {
+            let mut bar = Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(seg)),
+                    (value(side), SegmentValue::Exact(seg + 1)),
+                ],
+                color.filled(),
+            );
+            bar.set_margin(top, bottom, 0, 0);
+            chart.draw_series(std::iter::once(bar)).map_err(err)?;
+        }
+    }
+    legend(
+        &strip,
+        &[
+            ("A".to_owned(), RUN_COLORS[0].to_rgba(), Mark::Line),
+            ("B".to_owned(), RUN_COLORS[1].to_rgba(), Mark::Line),
+        ],
+    )?;
+    plot.present().map_err(err)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use trace_format::{TraceFooter, TraceHeader};
 
 use crate::{
     ingest::IngestInfo,
-    model::{PhaseKind, TokenPhase, TraceModel, Unpaired},
+    model::{PhaseKind, TokenPhase, TokenSpan, TraceModel, Unpaired},
     stats::{OpTypeRow, percentile},
 };
 
@@ -122,6 +122,38 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
+/// The prefill call that produced the first token: the last one before the first decode
+/// step.
+fn last_prefill(tokens: &[TokenSpan]) -> Option<&TokenSpan> {
+    let first_decode = tokens.iter().position(|t| t.phase == TokenPhase::Decode);
+    tokens[..first_decode.unwrap_or(tokens.len())]
+        .iter()
+        .rev()
+        .find(|t| t.phase == TokenPhase::Prefill)
+}
+
+/// Time per output token of every decode step, ms, in run order: from the previous
+/// token's production (the last prefill call's for the first step) to this step's.
+/// Steps after a gap (a prefill call in between) start a new chain.
+pub fn tpot_values(tokens: &[TokenSpan]) -> Vec<f64> {
+    let last_prefill = last_prefill(tokens);
+    let first_decode = tokens.iter().position(|t| t.phase == TokenPhase::Decode);
+    let mut tpot = Vec::new();
+    let mut prev = last_prefill.and_then(|t| t.produced_ns());
+    for t in tokens.iter().skip(first_decode.unwrap_or(tokens.len())) {
+        if t.phase != TokenPhase::Decode {
+            prev = None;
+            continue;
+        }
+        let p = t.produced_ns();
+        if let (Some(a), Some(b)) = (prev, p) {
+            tpot.push(b.saturating_sub(a) as f64 / 1e6);
+        }
+        prev = p;
+    }
+    tpot
+}
+
 /// Builds the summary.
 pub fn summarize(
     model: &TraceModel,
@@ -140,30 +172,14 @@ pub fn summarize(
         .iter()
         .filter(|p| p.kind == PhaseKind::Sample)
         .count() as u64;
-    let first_decode = tokens.iter().position(|t| t.phase == TokenPhase::Decode);
-    let last_prefill = tokens[..first_decode.unwrap_or(tokens.len())]
-        .iter()
-        .rev()
-        .find(|t| t.phase == TokenPhase::Prefill);
+    let last_prefill = last_prefill(tokens);
     let ttft_ms = match (tokens.first(), last_prefill.and_then(|t| t.produced_ns())) {
         (Some(f), Some(p)) if f.phase == TokenPhase::Prefill => {
             Some(p.saturating_sub(f.start_ns) as f64 / 1e6)
         }
         _ => None,
     };
-    let mut tpot = Vec::new();
-    let mut prev = last_prefill.and_then(|t| t.produced_ns());
-    for t in tokens.iter().skip(first_decode.unwrap_or(tokens.len())) {
-        if t.phase != TokenPhase::Decode {
-            prev = None;
-            continue;
-        }
-        let p = t.produced_ns();
-        if let (Some(a), Some(b)) = (prev, p) {
-            tpot.push(b.saturating_sub(a) as f64 / 1e6);
-        }
-        prev = p;
-    }
+    let tpot = tpot_values(tokens);
     let decode_lat: Vec<f64> = tokens
         .iter()
         .filter(|t| t.phase == TokenPhase::Decode && t.end_ns.is_some())

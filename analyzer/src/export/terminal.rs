@@ -3,8 +3,8 @@
 
 use std::io::{self, Write};
 
-use crate::diff::{Diff, Significance};
-use crate::export::summary::Distribution;
+use crate::diff::{Diff, DiffRow, DiffSide, Significance};
+use crate::export::{counter_value, summary::Distribution};
 use crate::report::Report;
 
 /// Milliseconds with precision that suits their size (`0.042`, `4.21`, `421.3`, `4213`).
@@ -200,7 +200,7 @@ fn change(delta: f64, base: Option<f64>) -> String {
 
 /// A relative change: a percentage while small (`-23.4%`), a factor from 2× on (`×41.0`,
 /// `×0.25`), where percentages stop being read.
-fn relative(rel: f64) -> String {
+pub(crate) fn relative(rel: f64) -> String {
     let ratio = 1.0 + rel;
     if ratio >= 2.0 || (ratio > 0.0 && ratio <= 0.5) {
         format!(
@@ -266,11 +266,7 @@ pub fn write_diff(d: &Diff, top: usize, mut w: impl Write) -> io::Result<()> {
     )?;
     writeln!(w, "  {:<14} {:>10} {:>10}", "calls", d.a.calls, d.b.calls)?;
     writeln!(w)?;
-    let phase = match d.phase {
-        crate::diff::DiffPhase::Decode => "decode step",
-        crate::diff::DiffPhase::Prefill => "prefill call",
-        crate::diff::DiffPhase::All => "call",
-    };
+    let phase = d.phase.call_name();
     let shown: Vec<_> = d
         .rows
         .iter()
@@ -324,6 +320,7 @@ pub fn write_diff(d: &Diff, top: usize, mut w: impl Write) -> io::Result<()> {
     if shared > shown.len() {
         writeln!(w, "  … {} more (raise -n)", shared - shown.len())?;
     }
+    write_counter_deltas(d, &shown, kw, phase, &mut w)?;
     for (name, only) in [("A", &d.only_a), ("B", &d.only_b)] {
         if !only.is_empty() {
             let list: Vec<&str> = only.iter().take(12).map(String::as_str).collect();
@@ -345,6 +342,62 @@ pub fn write_diff(d: &Diff, top: usize, mut w: impl Write) -> io::Result<()> {
         w,
         "(within noise: |Δ| is less than twice the standard error of the per-call means)"
     )?;
+    Ok(())
+}
+
+/// Counters per call of the shown groups, A → B with the relative change, for the
+/// counters both runs recorded (those that are zero in every shown row are left out).
+fn write_counter_deltas(
+    d: &Diff,
+    shown: &[&DiffRow],
+    kw: usize,
+    phase: &str,
+    w: &mut impl Write,
+) -> io::Result<()> {
+    let value = |s: &Option<DiffSide>, c: &str| {
+        s.as_ref()
+            .and_then(|s| s.counters_per_call.get(c))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let counters: Vec<&str> = d
+        .shared_counters()
+        .into_iter()
+        .filter(|c| {
+            shown
+                .iter()
+                .any(|r| value(&r.a, c) != 0.0 || value(&r.b, c) != 0.0)
+        })
+        .collect();
+    if counters.is_empty() || shown.is_empty() {
+        return Ok(());
+    }
+    const CELL: usize = 24;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "counters per {phase}, by {}, A → B (same rows)",
+        d.by.name()
+    )?;
+    write!(w, "  {:<kw$}", d.by.name())?;
+    for c in &counters {
+        write!(w, " {:>CELL$}", fit(c, CELL))?;
+    }
+    writeln!(w)?;
+    for r in shown {
+        write!(w, "  {:<kw$}", fit(&r.key, kw))?;
+        for c in &counters {
+            let (a, b) = (value(&r.a, c), value(&r.b, c));
+            let rel = if a != 0.0 {
+                format!(" {}", relative((b - a) / a))
+            } else {
+                String::new()
+            };
+            let cell = format!("{} → {}{rel}", counter_value(c, a), counter_value(c, b));
+            write!(w, " {cell:>CELL$}")?;
+        }
+        writeln!(w)?;
+    }
     Ok(())
 }
 
