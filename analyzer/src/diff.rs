@@ -254,6 +254,19 @@ pub fn diff(
     }
 }
 
+impl DiffRow {
+    /// Counter `c` per call in A and in B (0 where a side is absent or lacks it).
+    pub fn counter(&self, c: &str) -> (f64, f64) {
+        let v = |s: &Option<DiffSide>| {
+            s.as_ref()
+                .and_then(|s| s.counters_per_call.get(c))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        (v(&self.a), v(&self.b))
+    }
+}
+
 impl Diff {
     /// Counters recorded in both runs, in run A's order: the ones whose per-call
     /// values can be compared.

@@ -49,25 +49,15 @@ fn smollm2() -> Option<PathBuf> {
 fn record_and_analyze_smollm2() {
     require_root!();
     let Some(model) = smollm2() else { return };
-    let (engine, _) = engine_and_model();
-    let trace = trace_path("smollm2");
     let self_profile = trace_path("smollm2-self.jsonl");
-    let out = profinfer()
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg(engine)
-        .args(["run", "-m"])
-        .arg(&model)
-        .args(["-p", "The capital of France is", "-n"])
-        .arg(N_GEN.to_string())
-        .args(["-t", "2", "--temp", "0", "--ignore-eos", "--self-profile"])
-        .arg(&self_profile)
-        .output()
-        .expect("profinfer runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let self_profile_arg = self_profile.to_string_lossy().into_owned();
+    let (trace, out) = record_smollm2(
+        &model,
+        "smollm2",
+        2,
+        N_GEN,
+        &["--self-profile", &self_profile_arg],
+    );
     // The real model says something sensible (greedy): SmolLM2 knows this one.
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Paris"), "generated: {text}");
@@ -157,8 +147,16 @@ fn record_and_analyze_smollm2() {
     std::fs::remove_dir_all(&views).ok();
 }
 
-/// Records SmolLM2 generating `n` tokens with `threads` threads; returns the trace.
-fn record_smollm2(model: &std::path::Path, name: &str, threads: u32, n: u32) -> PathBuf {
+/// Records SmolLM2 greedily continuing "The capital of France is" for `n` tokens with
+/// `threads` threads (`extra` appended to the engine's arguments); returns the trace
+/// and profinfer's output, after checking that it succeeded.
+fn record_smollm2(
+    model: &std::path::Path,
+    name: &str,
+    threads: u32,
+    n: u64,
+    extra: &[&str],
+) -> (PathBuf, std::process::Output) {
     let (engine, _) = engine_and_model();
     let trace = trace_path(name);
     let out = profinfer()
@@ -174,6 +172,7 @@ fn record_smollm2(model: &std::path::Path, name: &str, threads: u32, n: u32) -> 
         .arg("-t")
         .arg(threads.to_string())
         .args(["--temp", "0", "--ignore-eos"])
+        .args(extra)
         .output()
         .expect("profinfer runs");
     assert!(
@@ -181,7 +180,7 @@ fn record_smollm2(model: &std::path::Path, name: &str, threads: u32, n: u32) -> 
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    trace
+    (trace, out)
 }
 
 /// `profinfer diff` of one thread against two on a real model: the matrix products,
@@ -198,8 +197,8 @@ fn diff_of_one_thread_against_two_shows_the_matmul_speed_up() {
         eprintln!("!!! SKIPPED: one CPU, two threads cannot be faster");
         return;
     }
-    let t1 = record_smollm2(&model, "smollm2-t1", 1, 24);
-    let t2 = record_smollm2(&model, "smollm2-t2", 2, 24);
+    let (t1, _) = record_smollm2(&model, "smollm2-t1", 1, 24, &[]);
+    let (t2, _) = record_smollm2(&model, "smollm2-t2", 2, 24, &[]);
     let html = std::env::temp_dir().join(format!(
         "profinfer-test-{}-smollm2-diff.html",
         std::process::id()

@@ -9,11 +9,11 @@ use std::io::{self, Write};
 
 use crate::diff::{Diff, DiffRow, DiffRun, DiffSide, Significance};
 use crate::export::{
-    counter_value, eng,
+    eng,
     index::{Figure, STYLE, esc, kv, ms, shell_words, write_embedded_figure},
     plot,
     summary::Distribution,
-    terminal::relative,
+    terminal::{counter_change, relative},
 };
 
 /// Groups drawn in the paired-bar picture.
@@ -254,12 +254,6 @@ fn write_counters(d: &Diff, w: &mut impl Write) -> io::Result<()> {
             "<p class=\"missing\">The runs have no counter in common.</p>"
         );
     }
-    let value = |s: &Option<DiffSide>, c: &str| {
-        s.as_ref()
-            .and_then(|s| s.counters_per_call.get(c))
-            .copied()
-            .unwrap_or(0.0)
-    };
     write!(
         w,
         "<div class=\"wide\"><table><tr><th>{}</th>",
@@ -272,17 +266,10 @@ fn write_counters(d: &Diff, w: &mut impl Write) -> io::Result<()> {
     for r in d.rows.iter().filter(|r| r.a.is_some() && r.b.is_some()) {
         write!(w, "<tr><td><code>{}</code></td>", esc(&r.key))?;
         for c in &counters {
-            let (a, b) = (value(&r.a, c), value(&r.b, c));
-            let rel = if a != 0.0 {
-                format!(" ({})", relative((b - a) / a))
-            } else {
-                String::new()
-            };
             write!(
                 w,
-                "<td class=\"n\">{} → {}{rel}</td>",
-                counter_value(c, a),
-                counter_value(c, b)
+                "<td class=\"n\">{}</td>",
+                esc(&counter_change(c, r.counter(c)))
             )?;
         }
         writeln!(w, "</tr>")?;

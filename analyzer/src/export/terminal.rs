@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use crate::diff::{Diff, DiffRow, DiffSide, Significance};
+use crate::diff::{Diff, DiffRow, Significance};
 use crate::export::{counter_value, summary::Distribution};
 use crate::report::Report;
 
@@ -345,6 +345,20 @@ pub fn write_diff(d: &Diff, top: usize, mut w: impl Write) -> io::Result<()> {
     Ok(())
 }
 
+/// A counter's change, `A → B (relative)` (no relative change from 0).
+pub(crate) fn counter_change(counter: &str, (a, b): (f64, f64)) -> String {
+    let rel = if a != 0.0 {
+        format!(" ({})", relative((b - a) / a))
+    } else {
+        String::new()
+    };
+    format!(
+        "{} → {}{rel}",
+        counter_value(counter, a),
+        counter_value(counter, b)
+    )
+}
+
 /// Counters per call of the shown groups, A → B with the relative change, for the
 /// counters both runs recorded (those that are zero in every shown row are left out).
 fn write_counter_deltas(
@@ -354,25 +368,15 @@ fn write_counter_deltas(
     phase: &str,
     w: &mut impl Write,
 ) -> io::Result<()> {
-    let value = |s: &Option<DiffSide>, c: &str| {
-        s.as_ref()
-            .and_then(|s| s.counters_per_call.get(c))
-            .copied()
-            .unwrap_or(0.0)
-    };
     let counters: Vec<&str> = d
         .shared_counters()
         .into_iter()
-        .filter(|c| {
-            shown
-                .iter()
-                .any(|r| value(&r.a, c) != 0.0 || value(&r.b, c) != 0.0)
-        })
+        .filter(|c| shown.iter().any(|r| r.counter(c) != (0.0, 0.0)))
         .collect();
     if counters.is_empty() || shown.is_empty() {
         return Ok(());
     }
-    const CELL: usize = 24;
+    const CELL: usize = 26;
     writeln!(w)?;
     writeln!(
         w,
@@ -387,13 +391,7 @@ fn write_counter_deltas(
     for r in shown {
         write!(w, "  {:<kw$}", fit(&r.key, kw))?;
         for c in &counters {
-            let (a, b) = (value(&r.a, c), value(&r.b, c));
-            let rel = if a != 0.0 {
-                format!(" {}", relative((b - a) / a))
-            } else {
-                String::new()
-            };
-            let cell = format!("{} → {}{rel}", counter_value(c, a), counter_value(c, b));
+            let cell = counter_change(c, r.counter(c));
             write!(w, " {cell:>CELL$}")?;
         }
         writeln!(w)?;
