@@ -5,8 +5,10 @@
 //!
 //! `cargo bench -p analyzer --bench timeline`; `TIMELINE_TOKENS`, `TIMELINE_NODES`,
 //! `TIMELINE_THREADS` change the shape, `TIMELINE_RUNS` the runs per format (best kept).
-//! Each run writes through a `BufWriter` to a file in a temporary directory.
-
+//! `TIMELINE_TRACE=path` measures a recorded trace instead (e.g. the checked-in
+//! `analyzer/tests/data/tiny_t2.pftrace`, which has scheduler events and counters).
+//! Each run writes through a `BufWriter` to a file in a temporary directory;
+//! `TIMELINE_KEEP=dir` copies the two files there.
 
 use std::{
     fs::File,
@@ -36,10 +38,20 @@ fn main() {
     // ~50 ms per decode call, as llama3.2-1b q8_0 on this machine's 2 threads.
     spec.op_ns = 145_000;
     let t0 = Instant::now();
-    let model = synthetic::model(&spec, None);
+    let model = match std::env::var_os("TIMELINE_TRACE") {
+        Some(path) => {
+            println!("model: {}", std::path::Path::new(&path).display());
+            analyzer::ingest::load(std::path::Path::new(&path), &analyzer::NoProgress)
+                .expect("load trace")
+                .0
+        }
+        None => {
+            println!("model: {tokens} decode calls × {nodes} nodes × {threads} threads");
+            synthetic::model(&spec, None)
+        }
+    };
     println!(
-        "model: {tokens} decode calls × {nodes} nodes × {threads} threads = {} operator slices, \
-         {:.1} s of trace, built in {:.2} s",
+        "{} operator slices, {:.1} s of trace, built in {:.2} s",
         model.slices().len(),
         (model.last_ns() - model.first_ns().unwrap_or(0)) as f64 / 1e9,
         t0.elapsed().as_secs_f64()
@@ -63,6 +75,10 @@ fn main() {
             best = best.min(t.elapsed());
         }
         let size = std::fs::metadata(&path).expect("metadata").len();
+        if let Some(keep) = std::env::var_os("TIMELINE_KEEP") {
+            std::fs::create_dir_all(&keep).expect("create TIMELINE_KEEP");
+            std::fs::copy(&path, std::path::Path::new(&keep).join(file)).expect("copy");
+        }
         results.push((label, size, best));
     }
     println!(
@@ -73,8 +89,7 @@ fn main() {
     for (label, size, best) in &results {
         let s = best.as_secs_f64();
         println!(
-            "| {label} | {:.1} MB | {:.1} | {:.2} s | {:.0} | {:.2} M |",
-            *size as f64 / 1e6,
+            "| {label} | {size} B | {:.1} | {:.3} s | {:.0} | {:.2} M |",
             *size as f64 / n,
             s,
             *size as f64 / 1e6 / s,

@@ -175,6 +175,8 @@ struct Writer<'w> {
     strings: Interner,
     nodes: HashMap<u32, NodeIids>,
     pending: InternedData,
+    has_pending: bool,
+    packet: TracePacket,
     stats: PerfettoStats,
 }
 
@@ -190,6 +192,7 @@ impl<'w> Writer<'w> {
         self.strings = Interner::default();
         self.nodes.clear();
         self.pending = InternedData::new();
+        self.has_pending = false;
     }
 
     /// The interned ids of node `node` (interned on first use on the sequence).
@@ -234,9 +237,30 @@ impl<'w> Writer<'w> {
 
     /// Writes an event on the current sequence, with the interned data it introduced and
     /// the sequence's opening flags and defaults on its first packet.
-    fn event(&mut self, ts: u64, e: TrackEvent) -> io::Result<()> {
-        let mut p = TracePacket::new();
-        p.set_timestamp(self.rel(ts));
+    /// The packet's track event, emptied of what the previous event set.
+    fn fresh_event(&mut self) -> &mut TrackEvent {
+        let e = self.packet.mut_track_event();
+        e.type_ = None;
+        e.track_uuid = None;
+        e.name_field = None;
+        e.counter_value_field = None;
+        e.category_iids.clear();
+        e.categories.clear();
+        e.debug_annotations.clear();
+        e.flow_ids.clear();
+        e.terminating_flow_ids.clear();
+        e
+    }
+
+    /// Writes the packet's track event (filled in place after [`Writer::fresh_event`]).
+    fn event(&mut self, ts: u64) -> io::Result<()> {
+        let ts = self.rel(ts);
+        // One packet reused for every event: a TracePacket is large to build and move.
+        let p = &mut self.packet;
+        p.interned_data.clear();
+        p.trace_packet_defaults.clear();
+        p.clear_first_packet_on_sequence();
+        p.set_timestamp(ts);
         p.set_trusted_packet_sequence_id(self.seq);
         let mut flags = SequenceFlags::SEQ_NEEDS_INCREMENTAL_STATE as u32;
         if !self.started {
@@ -250,12 +274,16 @@ impl<'w> Writer<'w> {
             p.trace_packet_defaults = Some(defaults).into();
         }
         p.set_sequence_flags(flags);
-        let pending = std::mem::take(&mut self.pending);
-        if pending != InternedData::new() {
-            p.interned_data = Some(pending).into();
+        if self.has_pending {
+            self.has_pending = false;
+            p.interned_data = Some(std::mem::take(&mut self.pending)).into();
         }
-        p.set_track_event(e);
-        self.put(&p)
+        self.os
+            .write_tag(1, WireType::LengthDelimited)
+            .and_then(|()| self.os.write_message_no_tag(&self.packet))
+            .map_err(io::Error::from)?;
+        self.stats.packets += 1;
+        Ok(())
     }
 
     fn name_iid(&mut self, s: &str) -> u64 {
@@ -264,6 +292,7 @@ impl<'w> Writer<'w> {
             let mut n = EventName::new();
             n.set_iid(id);
             n.set_name(s.to_owned());
+            self.has_pending = true;
             self.pending.event_names.push(n);
         }
         id
@@ -275,6 +304,7 @@ impl<'w> Writer<'w> {
             let mut c = EventCategory::new();
             c.set_iid(id);
             c.set_name(s.to_owned());
+            self.has_pending = true;
             self.pending.event_categories.push(c);
         }
         id
@@ -287,6 +317,7 @@ impl<'w> Writer<'w> {
             let mut n = DebugAnnotationName::new();
             n.set_iid(id);
             n.set_name(name.to_owned());
+            self.has_pending = true;
             self.pending.debug_annotation_names.push(n);
         }
         let mut a = DebugAnnotation::new();
@@ -319,6 +350,7 @@ impl<'w> Writer<'w> {
             let mut s = InternedString::new();
             s.set_iid(id);
             s.set_str(v.as_bytes().to_vec());
+            self.has_pending = true;
             self.pending.debug_annotation_string_values.push(s);
         }
         id
@@ -345,29 +377,36 @@ impl<'w> Writer<'w> {
         args: Vec<DebugAnnotation>,
         flows: (Vec<u64>, Vec<u64>),
     ) -> io::Result<()> {
-        let mut e = TrackEvent::new();
+        let name = match name {
+            Name::Interned(n) => Name::Iid(self.name_iid(n)),
+            other => other,
+        };
+        let cat = match cat {
+            Name::Interned(c) => Name::Iid(self.cat_iid(c)),
+            other => other,
+        };
+        let e = self.fresh_event();
         e.set_type(EventType::TYPE_SLICE_BEGIN);
         match name {
-            Name::Interned(n) => e.set_name_iid(self.name_iid(n)),
             Name::Iid(id) => e.set_name_iid(id),
             Name::Inline(n) => e.set_name(n),
+            Name::Interned(_) => {}
         }
         match cat {
-            Name::Interned(c) => e.category_iids.push(self.cat_iid(c)),
             Name::Iid(id) => e.category_iids.push(id),
             Name::Inline(c) => e.categories.push(c),
+            Name::Interned(_) => {}
         }
         e.debug_annotations = args;
         e.flow_ids = flows.0;
         e.terminating_flow_ids = flows.1;
         self.stats.slices += 1;
-        self.event(ts, e)
+        self.event(ts)
     }
 
     fn slice_end(&mut self, ts: u64) -> io::Result<()> {
-        let mut e = TrackEvent::new();
-        e.set_type(EventType::TYPE_SLICE_END);
-        self.event(ts, e)
+        self.fresh_event().set_type(EventType::TYPE_SLICE_END);
+        self.event(ts)
     }
 
     fn instant(
@@ -377,22 +416,24 @@ impl<'w> Writer<'w> {
         cat: &str,
         args: Vec<DebugAnnotation>,
     ) -> io::Result<()> {
-        let mut e = TrackEvent::new();
+        let cat = self.cat_iid(cat);
+        let e = self.fresh_event();
         e.set_type(EventType::TYPE_INSTANT);
         e.set_name(name);
-        e.category_iids.push(self.cat_iid(cat));
+        e.category_iids.push(cat);
         e.debug_annotations = args;
-        self.event(ts, e)
+        self.event(ts)
     }
 
     fn counter(&mut self, ts: u64, track: u64, v: f64) -> io::Result<()> {
-        let mut e = TrackEvent::new();
+        let default = self.track;
+        let e = self.fresh_event();
         e.set_type(EventType::TYPE_COUNTER);
-        if track != self.track {
+        if track != default {
             e.set_track_uuid(track);
         }
         e.set_double_counter_value(v);
-        self.event(ts, e)
+        self.event(ts)
     }
 }
 
@@ -456,6 +497,8 @@ pub fn write(
             strings: Interner::default(),
             nodes: HashMap::new(),
             pending: InternedData::new(),
+            has_pending: false,
+            packet: TracePacket::new(),
             stats: PerfettoStats::default(),
         };
         write_all(model, opts, &mut wr)?;
