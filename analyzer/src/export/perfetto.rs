@@ -19,10 +19,11 @@
 //!
 //! Encoding: each track's events are written on their own packet sequence
 //! (`trusted_packet_sequence_id`), which opens with `SEQ_INCREMENTAL_STATE_CLEARED` and
-//! the track as `TrackEventDefaults::track_uuid`; event names, categories, annotation
-//! names and repeated annotation strings are interned on the sequence (`interned_data`
-//! on the first packet that uses them, `SEQ_NEEDS_INCREMENTAL_STATE` on every packet
-//! that relies on them). A track's events are written in time order, ends before begins
+//! the track as `TrackEventDefaults::track_uuid`; event names that repeat (nodes,
+//! phases, states), categories, annotation names and repeated annotation strings are
+//! interned on the sequence (`interned_data` on the first packet that uses them,
+//! `SEQ_NEEDS_INCREMENTAL_STATE` on every packet that relies on them); names unique to
+//! one slice (decode calls, graph computations, marks) are written inline. A track's events are written in time order, ends before begins
 //! at equal times, so slices nest however the reader orders equal timestamps.
 //!
 //! Memory: packets are encoded one at a time into the writer (the `Trace` message is
@@ -857,9 +858,10 @@ fn write_thread(
                 } else {
                     Default::default()
                 };
+                // Graph ids number the computations: the name is unique, not interned.
                 wr.slice_begin(
                     span.start,
-                    Name::Interned(&name),
+                    Name::Inline(name),
                     Name::Interned("graph"),
                     args,
                     flows,
