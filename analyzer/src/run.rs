@@ -14,6 +14,7 @@ use crate::{
     export::{
         self, chrome,
         index::{Figure, OutputFile, Page},
+        perfetto,
         summary::{self, Summary},
     },
     ingest::{self, IngestInfo, NoProgress, Progress},
@@ -29,8 +30,26 @@ use crate::{
 pub enum TimelineFormat {
     /// Chrome Trace Event JSON (`timeline.json`), opened by Perfetto UI and
     /// chrome://tracing.
-    #[default]
     Chrome,
+    /// Perfetto's protobuf TrackEvent trace (`timeline.pftrace`), opened by Perfetto UI
+    /// and `trace_processor`; compact and streamed (see [`crate::export::perfetto`]).
+    Perfetto,
+    /// Both files (the default: `timeline.pftrace` for Perfetto, `timeline.json` for
+    /// tools that read Chrome JSON).
+    #[default]
+    Both,
+}
+
+impl TimelineFormat {
+    /// Whether the Chrome JSON is written.
+    pub fn chrome(self) -> bool {
+        matches!(self, TimelineFormat::Chrome | TimelineFormat::Both)
+    }
+
+    /// Whether the Perfetto protobuf trace is written.
+    pub fn perfetto(self) -> bool {
+        matches!(self, TimelineFormat::Perfetto | TimelineFormat::Both)
+    }
 }
 
 /// Options of [`run`].
@@ -54,7 +73,7 @@ impl Default for AnalyzeOptions {
         AnalyzeOptions {
             iter: IterSelector::FirstDecode,
             color_by: ColorBy::Time,
-            format: TimelineFormat::Chrome,
+            format: TimelineFormat::default(),
             render_svg: true,
             plots: true,
         }
@@ -71,6 +90,12 @@ impl AnalyzeOptions {
     /// Sets the colouring metric.
     pub fn with_color_by(mut self, c: ColorBy) -> Self {
         self.color_by = c;
+        self
+    }
+
+    /// Sets the timeline format.
+    pub fn with_format(mut self, format: TimelineFormat) -> Self {
+        self.format = format;
         self
     }
 
@@ -362,21 +387,32 @@ fn write_timeline(
     opts: &AnalyzeOptions,
     o: &mut Outputs<'_>,
 ) -> Result<(), AnalyzeError> {
-    match opts.format {
-        TimelineFormat::Chrome => {
-            let path = o.path("timeline.json");
-            o.with_writer(
-                "timeline.json",
-                "ProfTime",
-                "Chrome Trace Event JSON: tokens, graphs, phases, operators per thread, \
-                 thread states, counters, QoS and loss marks (open in ui.perfetto.dev)",
-                |w| {
-                    chrome::write(model, &chrome::ChromeOptions::default(), w)
-                        .map_err(io_err(&path))
-                },
-            )
-        }
+    if opts.format.perfetto() {
+        let path = o.path("timeline.pftrace");
+        o.with_writer(
+            "timeline.pftrace",
+            "ProfTime",
+            "Perfetto protobuf trace: tokens, graphs, phases, operators per thread with \
+             their args, flows from graphs to operators, thread states, counters, QoS and \
+             loss marks (open in ui.perfetto.dev or trace_processor)",
+            |w| {
+                perfetto::write(model, &perfetto::PerfettoOptions::default(), w)
+                    .map(|_| ())
+                    .map_err(io_err(&path))
+            },
+        )?;
     }
+    if opts.format.chrome() {
+        let path = o.path("timeline.json");
+        o.with_writer(
+            "timeline.json",
+            "ProfTime",
+            "Chrome Trace Event JSON: tokens, graphs, phases, operators per thread, \
+             thread states, counters, QoS and loss marks (open in ui.perfetto.dev)",
+            |w| chrome::write(model, &chrome::ChromeOptions::default(), w).map_err(io_err(&path)),
+        )?;
+    }
+    Ok(())
 }
 
 fn write_dag(d: &ProfDag, opts: &AnalyzeOptions, o: &mut Outputs<'_>) -> Result<(), AnalyzeError> {

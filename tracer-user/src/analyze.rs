@@ -4,17 +4,30 @@
 
 use std::path::PathBuf;
 
-use analyzer::{AnalyzeOptions, ColorBy, IterSelector, Progress};
+use analyzer::{AnalyzeOptions, ColorBy, IterSelector, Progress, TimelineFormat};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Timeline formats on the command line.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
-    /// Chrome Trace Event JSON (Perfetto UI, chrome://tracing).
+    /// Chrome Trace Event JSON, `timeline.json` (Perfetto UI, chrome://tracing).
     Chrome,
-    /// Perfetto's protobuf format (not available yet; use chrome).
+    /// Perfetto's protobuf TrackEvent trace, `timeline.pftrace` (Perfetto UI,
+    /// trace_processor): compact, for long runs.
     Perfetto,
+    /// Both files.
+    Both,
+}
+
+impl From<FormatArg> for TimelineFormat {
+    fn from(f: FormatArg) -> TimelineFormat {
+        match f {
+            FormatArg::Chrome => TimelineFormat::Chrome,
+            FormatArg::Perfetto => TimelineFormat::Perfetto,
+            FormatArg::Both => TimelineFormat::Both,
+        }
+    }
 }
 
 /// Arguments of `profinfer analyze`.
@@ -31,8 +44,8 @@ pub struct AnalyzeArgs {
     /// Metric that colours the DAG: time, bandwidth, or a counter name (task-clock, cycles...).
     #[arg(long, default_value = "time")]
     pub color_by: ColorBy,
-    /// Timeline format.
-    #[arg(long, value_enum, default_value = "chrome")]
+    /// Timeline format: `timeline.pftrace`, `timeline.json`, or both.
+    #[arg(long, value_enum, default_value = "both")]
     pub format: FormatArg,
     /// Do not render SVGs (DAG via Graphviz, plots).
     #[arg(long)]
@@ -42,12 +55,8 @@ pub struct AnalyzeArgs {
 impl AnalyzeArgs {
     /// The library options.
     pub fn options(&self) -> anyhow::Result<AnalyzeOptions> {
-        if let FormatArg::Perfetto = self.format {
-            anyhow::bail!(
-                "--format perfetto is not implemented yet; the Chrome JSON (--format chrome) opens in ui.perfetto.dev"
-            );
-        }
         Ok(AnalyzeOptions::default()
+            .with_format(self.format.into())
             .with_iter(self.iter)
             .with_color_by(self.color_by.clone())
             .with_graphics(!self.no_graphics))

@@ -8,6 +8,7 @@ pub mod dot;
 pub mod flame;
 pub mod index;
 pub mod json;
+pub mod perfetto;
 pub mod plot;
 pub mod summary;
 pub mod terminal;

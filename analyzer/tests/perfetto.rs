@@ -1,0 +1,443 @@
+//! The Perfetto protobuf timeline decodes with Perfetto's published schema (the
+//! generated `Trace` message of `perfetto_protos`), every interned id it uses was
+//! defined earlier on its sequence, slices nest per track, flows are paired, and it
+//! holds the same slices (track, name, category, start, duration, args) and counter
+//! values as the Chrome JSON of the same model.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+
+use analyzer::{
+    TraceModel,
+    export::{
+        chrome::{self, STATE_TID_BASE},
+        perfetto::{self, PerfettoOptions},
+    },
+    synthetic::{self, SynthSpec},
+};
+use perfetto_protos::{
+    debug_annotation::{DebugAnnotation, debug_annotation},
+    trace::Trace,
+    trace_packet::trace_packet::{Data, SequenceFlags},
+    track_event::track_event::{self, Type as EventType},
+};
+use protobuf::Message;
+use serde_json::{Value, json};
+use support::{analyze, data};
+
+/// A slice as both formats describe it: track key (tid, or `STATE_TID_BASE` + tid for
+/// scheduler states), name, category, start and duration (ns from the first event), args.
+#[derive(Clone, Debug, PartialEq, PartialOrd)]
+struct Slice {
+    tid: u64,
+    name: String,
+    cat: String,
+    start: u64,
+    dur: u64,
+    args: String,
+}
+
+/// A counter sample: track name, time, value.
+type Sample = (String, u64, f64);
+
+/// What the protobuf trace holds, decoded and checked.
+#[derive(Debug, Default)]
+struct Decoded {
+    slices: Vec<Slice>,
+    counters: Vec<Sample>,
+    instants: Vec<(String, u64)>,
+    flows_started: usize,
+    thread_names: BTreeMap<u64, String>,
+}
+
+/// Per-sequence incremental state.
+#[derive(Default)]
+struct SeqState {
+    cleared: bool,
+    default_track: Option<u64>,
+    names: HashMap<u64, String>,
+    cats: HashMap<u64, String>,
+    ann_names: HashMap<u64, String>,
+    strings: HashMap<u64, String>,
+}
+
+/// One track event in file order.
+struct Ev {
+    ts: u64,
+    kind: EventType,
+    name: String,
+    cat: String,
+    args: String,
+    flows: Vec<u64>,
+    terminating: Vec<u64>,
+}
+
+fn ann_value(st: &SeqState, a: &DebugAnnotation) -> (String, Value) {
+    let name = match &a.name_field {
+        Some(debug_annotation::Name_field::NameIid(iid)) => st
+            .ann_names
+            .get(iid)
+            .unwrap_or_else(|| panic!("annotation name iid {iid} not defined on its sequence"))
+            .clone(),
+        Some(debug_annotation::Name_field::Name(n)) => n.clone(),
+        _ => panic!("annotation without a name"),
+    };
+    let v = match &a.value {
+        Some(debug_annotation::Value::IntValue(v)) => json!(v),
+        Some(debug_annotation::Value::UintValue(v)) => json!(v),
+        Some(debug_annotation::Value::DoubleValue(v)) => json!(v),
+        Some(debug_annotation::Value::StringValue(v)) => json!(v),
+        Some(debug_annotation::Value::StringValueIid(iid)) => json!(
+            st.strings
+                .get(iid)
+                .unwrap_or_else(|| panic!("string iid {iid} not defined on its sequence"))
+        ),
+        other => panic!("unexpected annotation value {other:?}"),
+    };
+    (name, v)
+}
+
+/// Decodes `bytes` with the schema and checks interning, nesting and flows.
+fn decode(bytes: &[u8]) -> Decoded {
+    let trace = Trace::parse_from_bytes(bytes).expect("the file is a Perfetto Trace message");
+    let mut seqs: HashMap<u32, SeqState> = HashMap::new();
+    // Track uuid -> (tid key, name).
+    let mut thread_tracks: HashMap<u64, u64> = HashMap::new();
+    let mut named_tracks: HashMap<u64, String> = HashMap::new();
+    let mut parents: HashMap<u64, u64> = HashMap::new();
+    let mut events: BTreeMap<u64, Vec<Ev>> = BTreeMap::new();
+    let mut out = Decoded::default();
+    for p in &trace.packet {
+        let seq_id = p.trusted_packet_sequence_id();
+        assert!(seq_id != 0, "every packet is on a sequence");
+        let st = seqs.entry(seq_id).or_default();
+        let flags = p.sequence_flags();
+        if flags & SequenceFlags::SEQ_INCREMENTAL_STATE_CLEARED as u32 != 0 {
+            *st = SeqState {
+                cleared: true,
+                ..SeqState::default()
+            };
+        }
+        if let Some(d) = p.trace_packet_defaults.as_ref() {
+            assert!(st.cleared, "defaults on a sequence that was not cleared");
+            st.default_track = d.track_event_defaults.as_ref().map(|d| d.track_uuid());
+        }
+        if let Some(i) = p.interned_data.as_ref() {
+            assert!(st.cleared, "interned data before the state was cleared");
+            for n in &i.event_names {
+                assert!(st.names.insert(n.iid(), n.name().to_owned()).is_none());
+            }
+            for n in &i.event_categories {
+                assert!(st.cats.insert(n.iid(), n.name().to_owned()).is_none());
+            }
+            for n in &i.debug_annotation_names {
+                assert!(st.ann_names.insert(n.iid(), n.name().to_owned()).is_none());
+            }
+            for n in &i.debug_annotation_string_values {
+                let s = String::from_utf8(n.str().to_vec()).expect("utf-8");
+                assert!(st.strings.insert(n.iid(), s).is_none());
+            }
+        }
+        match &p.data {
+            Some(Data::TrackDescriptor(d)) => {
+                if let Some(t) = d.thread.as_ref() {
+                    thread_tracks.insert(d.uuid(), t.tid() as u64);
+                    out.thread_names
+                        .insert(t.tid() as u64, t.thread_name().to_owned());
+                }
+                if d.has_parent_uuid() {
+                    parents.insert(d.uuid(), d.parent_uuid());
+                }
+                named_tracks.insert(d.uuid(), d.name().to_owned());
+            }
+            Some(Data::TrackEvent(e)) => {
+                assert!(
+                    flags & SequenceFlags::SEQ_NEEDS_INCREMENTAL_STATE as u32 != 0,
+                    "track events rely on interned state"
+                );
+                assert!(
+                    st.cleared,
+                    "event on a sequence whose state was never cleared"
+                );
+                let track = if e.has_track_uuid() {
+                    e.track_uuid()
+                } else {
+                    st.default_track.expect("a default track")
+                };
+                let name = match &e.name_field {
+                    Some(track_event::Name_field::NameIid(iid)) => st
+                        .names
+                        .get(iid)
+                        .unwrap_or_else(|| panic!("name iid {iid} not defined on its sequence"))
+                        .clone(),
+                    Some(track_event::Name_field::Name(n)) => n.clone(),
+                    _ => String::new(),
+                };
+                let cats: Vec<String> = e
+                    .category_iids
+                    .iter()
+                    .map(|iid| {
+                        st.cats
+                            .get(iid)
+                            .unwrap_or_else(|| panic!("category iid {iid} not defined"))
+                            .clone()
+                    })
+                    .collect();
+                let args: serde_json::Map<String, Value> = e
+                    .debug_annotations
+                    .iter()
+                    .map(|a| ann_value(st, a))
+                    .collect();
+                let ts = p.timestamp();
+                match e.type_() {
+                    EventType::TYPE_COUNTER => {
+                        out.counters.push((
+                            named_tracks.get(&track).cloned().unwrap_or_default(),
+                            ts,
+                            e.double_counter_value(),
+                        ));
+                    }
+                    EventType::TYPE_INSTANT => out.instants.push((name, ts)),
+                    kind => events.entry(track).or_default().push(Ev {
+                        ts,
+                        kind,
+                        name,
+                        cat: cats.join(","),
+                        args: Value::Object(args).to_string(),
+                        flows: e.flow_ids.clone(),
+                        terminating: e.terminating_flow_ids.clone(),
+                    }),
+                }
+            }
+            _ => {}
+        }
+    }
+    // Replay each track as trace_processor does: sorted by time (stable), an end closes
+    // the innermost open slice.
+    let mut flow_events: Vec<(u64, usize, Vec<u64>, Vec<u64>)> = Vec::new();
+    for (track, evs) in events {
+        let tid = match (thread_tracks.get(&track), parents.get(&track)) {
+            (Some(&tid), _) => tid,
+            (None, Some(parent)) => {
+                STATE_TID_BASE + thread_tracks.get(parent).copied().expect("thread parent")
+            }
+            _ => panic!("slices on track {track} that is not a thread's"),
+        };
+        assert!(
+            evs.windows(2).all(|w| w[0].ts <= w[1].ts),
+            "track {track}: events written in time order"
+        );
+        let mut stack: Vec<(usize, u64)> = Vec::new();
+        for e in evs {
+            match e.kind {
+                EventType::TYPE_SLICE_BEGIN => {
+                    let i = out.slices.len();
+                    out.slices.push(Slice {
+                        tid,
+                        name: e.name,
+                        cat: e.cat,
+                        start: e.ts,
+                        dur: 0,
+                        args: e.args,
+                    });
+                    if !e.flows.is_empty() || !e.terminating.is_empty() {
+                        flow_events.push((e.ts, i, e.flows, e.terminating));
+                    }
+                    stack.push((i, e.ts));
+                }
+                EventType::TYPE_SLICE_END => {
+                    let (i, start) = stack.pop().expect("an end closes an open slice");
+                    out.slices[i].dur = e.ts - start;
+                }
+                other => panic!("unexpected event type {other:?}"),
+            }
+        }
+        assert!(stack.is_empty(), "track {track}: slices left open");
+    }
+    // Flows in time order across tracks (graphs first at equal times).
+    flow_events.sort_by_key(|f| (f.0, out.slices[f.1].cat != "graph"));
+    let mut flows: HashMap<u64, (usize, bool)> = HashMap::new();
+    for (ts, i, ids, terminating) in flow_events {
+        for id in ids {
+            match flows.get_mut(&id) {
+                Some((at, done)) => {
+                    assert!(!*done, "flow {id} continued after its end");
+                    assert!(out.slices[*at].start <= ts, "flow {id} goes back");
+                    *at = i;
+                }
+                None => {
+                    assert_eq!(out.slices[i].cat, "graph", "flows start at graphs");
+                    out.flows_started += 1;
+                    flows.insert(id, (i, false));
+                }
+            }
+        }
+        for id in terminating {
+            let (at, done) = flows
+                .get_mut(&id)
+                .unwrap_or_else(|| panic!("flow {id} ends without a start"));
+            assert!(!*done, "flow {id} ends twice");
+            assert!(out.slices[*at].start <= ts, "flow {id} goes back");
+            assert_ne!(out.slices[i].cat, "graph", "flows end at operators");
+            *done = true;
+        }
+    }
+    for (id, (_, done)) in flows {
+        assert!(done, "flow {id} never ends");
+    }
+    out
+}
+
+/// The `X` slices and `C` samples of the Chrome JSON.
+fn chrome_slices(model: &TraceModel) -> (Vec<Slice>, Vec<Sample>) {
+    let mut buf = Vec::new();
+    chrome::write(model, &chrome::ChromeOptions::default(), &mut buf).expect("write json");
+    let doc: Value = serde_json::from_slice(&buf).expect("json");
+    let ns = |v: &Value| (v.as_f64().expect("number") * 1000.0).round() as u64;
+    let mut slices = Vec::new();
+    let mut counters = Vec::new();
+    for e in doc["traceEvents"].as_array().expect("events") {
+        match e["ph"].as_str() {
+            Some("X") => slices.push(Slice {
+                tid: e["tid"].as_u64().expect("tid"),
+                name: e["name"].as_str().expect("name").to_owned(),
+                cat: e["cat"].as_str().expect("cat").to_owned(),
+                start: ns(&e["ts"]),
+                dur: ns(&e["dur"]),
+                args: e["args"].to_string(),
+            }),
+            Some("C") => {
+                let name = e["name"].as_str().expect("name").to_owned();
+                let v = e["args"]
+                    .as_object()
+                    .and_then(|o| o.values().next())
+                    .and_then(Value::as_f64)
+                    .expect("value");
+                counters.push((name, ns(&e["ts"]), v));
+            }
+            _ => {}
+        }
+    }
+    (slices, counters)
+}
+
+fn sorted<T: PartialOrd>(mut v: Vec<T>) -> Vec<T> {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("comparable"));
+    v
+}
+
+/// Writes both formats of `model` and checks they agree.
+fn check_same_as_chrome(model: &TraceModel, what: &str) -> Decoded {
+    let mut buf = Vec::new();
+    let stats = perfetto::write(model, &PerfettoOptions::default(), &mut buf).expect("write");
+    let d = decode(&buf);
+    assert_eq!(stats.clamped, 0, "{what}: recorded slices nest");
+    assert_eq!(stats.slices as usize, d.slices.len(), "{what}");
+    assert_eq!(stats.flows as usize, d.flows_started, "{what}");
+    let (json_slices, json_counters) = chrome_slices(model);
+    assert!(!json_slices.is_empty(), "{what}: slices to compare");
+    let (a, b) = (sorted(json_slices), sorted(d.slices.clone()));
+    assert_eq!(a.len(), b.len(), "{what}: slice count");
+    for (x, y) in a.iter().zip(&b) {
+        // The JSON prints args with serde_json too, so the texts match key for key.
+        let (xa, ya): (Value, Value) = (
+            serde_json::from_str(&x.args).expect("json args"),
+            serde_json::from_str(&y.args).expect("pb args"),
+        );
+        assert_eq!(
+            (x.tid, &x.name, &x.cat, x.start, x.dur, xa),
+            (y.tid, &y.name, &y.cat, y.start, y.dur, ya),
+            "{what}: slices differ"
+        );
+    }
+    let (a, b) = (sorted(json_counters), sorted(d.counters.clone()));
+    assert_eq!(a.len(), b.len(), "{what}: counter samples");
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!((&x.0, x.1), (&y.0, y.1), "{what}: counter sample");
+        assert!(
+            (x.2 - y.2).abs() <= 1e-3 + 1e-9 * x.2.abs(),
+            "{what}: {x:?} vs {y:?}"
+        );
+    }
+    d
+}
+
+#[test]
+fn synthetic_model_matches_chrome_json() {
+    let spec = SynthSpec::sized(5, 12, 3);
+    let model = synthetic::model(&spec, None);
+    let d = check_same_as_chrome(&model, "synthetic");
+    // Three threads with ops: one flow per graph and thread.
+    assert_eq!(d.flows_started, 5 * 3);
+    assert_eq!(
+        d.slices.iter().filter(|s| s.cat == "token").count(),
+        5,
+        "every decode call"
+    );
+    assert_eq!(d.thread_names.len(), 3);
+}
+
+#[test]
+fn cut_synthetic_models_match_chrome_json() {
+    // Cut anywhere: open decode calls, graphs and operators are left out of both.
+    let spec = SynthSpec::sized(3, 5, 2);
+    let total = spec.event_count() as usize;
+    for upto in [1, 3, 7, total / 2, total - 3] {
+        let model = synthetic::model(&spec, Some(upto));
+        let mut buf = Vec::new();
+        perfetto::write(&model, &PerfettoOptions::default(), &mut buf).expect("write");
+        let d = decode(&buf);
+        let (json, _) = chrome_slices(&model);
+        assert_eq!(
+            sorted(json).len(),
+            d.slices.len(),
+            "cut at {upto}: slice count"
+        );
+    }
+}
+
+#[test]
+fn recorded_traces_match_chrome_json() {
+    for t in ["tiny_t1.pftrace", "tiny_t2.pftrace"] {
+        let (model, _, _) = analyzer::ingest::load(&data(t), &analyzer::NoProgress).expect("load");
+        let d = check_same_as_chrome(&model, t);
+        // One flow per graph and thread that ran its operators.
+        let flows: usize = model
+            .graphs()
+            .iter()
+            .filter(|g| g.end_ns.is_some())
+            .map(|g| {
+                let mut th: Vec<u32> = model
+                    .graph_node_spans(g)
+                    .iter()
+                    .flat_map(|s| model.span_slices(s).map(|x| x.thread))
+                    .collect();
+                th.sort_unstable();
+                th.dedup();
+                th.len()
+            })
+            .sum();
+        assert_eq!(d.flows_started, flows, "{t}: flows");
+        assert!(!d.counters.is_empty(), "{t}: counter samples");
+        assert_eq!(d.thread_names.len(), model.target_threads().len(), "{t}");
+        assert!(d.flows_started > 0, "{t}: flows");
+        assert!(
+            d.slices.iter().any(|s| s.tid >= STATE_TID_BASE),
+            "{t}: thread states"
+        );
+        assert!(
+            d.slices.iter().any(|s| s.cat == "phase"),
+            "{t}: phase slices"
+        );
+    }
+}
+
+#[test]
+fn analyze_writes_both_timelines_by_default() {
+    let (dir, report) = analyze(&data("tiny_t2.pftrace"));
+    let pb = std::fs::read(dir.path().join("timeline.pftrace")).expect("timeline.pftrace");
+    assert!(!decode(&pb).slices.is_empty());
+    assert!(dir.path().join("timeline.json").exists());
+    assert!(report.files.iter().any(|f| f.file == "timeline.pftrace"));
+}
