@@ -60,7 +60,7 @@ fn main() {
     let mut results = Vec::new();
     for (label, file) in [
         ("chrome json", "timeline.json"),
-        ("perfetto pb", "timeline.pftrace"),
+        ("perfetto pb", "timeline.perfetto-trace"),
     ] {
         let path = dir.path().join(file);
         let mut best = Duration::MAX;

@@ -31,10 +31,10 @@ pub enum TimelineFormat {
     /// Chrome Trace Event JSON (`timeline.json`), opened by Perfetto UI and
     /// chrome://tracing.
     Chrome,
-    /// Perfetto's protobuf TrackEvent trace (`timeline.pftrace`), opened by Perfetto UI
+    /// Perfetto's protobuf TrackEvent trace (`timeline.perfetto-trace`), opened by Perfetto UI
     /// and `trace_processor`; compact and streamed (see [`crate::export::perfetto`]).
     Perfetto,
-    /// Both files (the default: `timeline.pftrace` for Perfetto, `timeline.json` for
+    /// Both files (the default: `timeline.perfetto-trace` for Perfetto, `timeline.json` for
     /// tools that read Chrome JSON).
     #[default]
     Both,
@@ -388,9 +388,9 @@ fn write_timeline(
     o: &mut Outputs<'_>,
 ) -> Result<(), AnalyzeError> {
     if opts.format.perfetto() {
-        let path = o.path("timeline.pftrace");
+        let path = o.path("timeline.perfetto-trace");
         o.with_writer(
-            "timeline.pftrace",
+            "timeline.perfetto-trace",
             "ProfTime",
             "Perfetto protobuf trace: tokens, graphs, phases, operators per thread with \
              their args, flows from graphs to operators, thread states, counters, QoS and \

@@ -436,8 +436,53 @@ fn recorded_traces_match_chrome_json() {
 #[test]
 fn analyze_writes_both_timelines_by_default() {
     let (dir, report) = analyze(&data("tiny_t2.pftrace"));
-    let pb = std::fs::read(dir.path().join("timeline.pftrace")).expect("timeline.pftrace");
+    let pb =
+        std::fs::read(dir.path().join("timeline.perfetto-trace")).expect("timeline.perfetto-trace");
     assert!(!decode(&pb).slices.is_empty());
     assert!(dir.path().join("timeline.json").exists());
-    assert!(report.files.iter().any(|f| f.file == "timeline.pftrace"));
+    assert!(
+        report
+            .files
+            .iter()
+            .any(|f| f.file == "timeline.perfetto-trace")
+    );
+}
+
+/// The oracle venv's Python (`cargo xtask setup --oracle`), or `None` after a loud
+/// banner (a failure when `PROFINFER_REQUIRE_ORACLE=1`, as in `cargo xtask test`).
+fn venv_python() -> Option<std::path::PathBuf> {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
+        "{} is missing but PROFINFER_REQUIRE_ORACLE=1: run `cargo xtask setup --oracle`",
+        python.display()
+    );
+    eprintln!(
+        "\n!!! SKIPPED: no .venv (cargo xtask setup --oracle) for Perfetto's Python schema\n"
+    );
+    None
+}
+
+/// The file decodes with Perfetto's own generated schema (the `perfetto` PyPI package,
+/// an implementation independent of the encoder): interned names defined, slices
+/// closed, flows ended (`analyzer/tests/perfetto_check.py`).
+#[test]
+fn perfettos_own_python_schema_decodes_the_file() {
+    let Some(python) = venv_python() else { return };
+    let (dir, _) = analyze(&data("tiny_t2.pftrace"));
+    let out = std::process::Command::new(&python)
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_check.py"))
+        .arg(dir.path().join("timeline.perfetto-trace"))
+        .output()
+        .expect("python runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("every flow ends: True"), "{text}");
 }

@@ -1,11 +1,11 @@
-"""Decodes a timeline.pftrace with the `perfetto` PyPI package's own generated schema, an
+"""Decodes a timeline.perfetto-trace with the `perfetto` PyPI package's own generated schema, an
 encoder-independent check of analyzer/src/export/perfetto.rs (docs/performance.md):
 every interned event name defined on its sequence, every slice closed, nesting depth
 per track, every flow ended. The trace processor of that package is not used: it
 downloads a trace_processor_shell binary on first use.
 
     python -m venv /tmp/pf && /tmp/pf/bin/pip install perfetto
-    /tmp/pf/bin/python analyzer/tests/perfetto_check.py DIR/timeline.pftrace  # exits non-zero on a failed check
+    /tmp/pf/bin/python analyzer/tests/perfetto_check.py DIR/timeline.perfetto-trace  # exits non-zero on a failed check
 """
 import sys, collections
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb

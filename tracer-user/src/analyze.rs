@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub enum FormatArg {
     /// Chrome Trace Event JSON, `timeline.json` (Perfetto UI, chrome://tracing).
     Chrome,
-    /// Perfetto's protobuf TrackEvent trace, `timeline.pftrace` (Perfetto UI,
+    /// Perfetto's protobuf TrackEvent trace, `timeline.perfetto-trace` (Perfetto UI,
     /// trace_processor): compact, for long runs.
     Perfetto,
     /// Both files.
@@ -44,7 +44,7 @@ pub struct AnalyzeArgs {
     /// Metric that colours the DAG: time, bandwidth, or a counter name (task-clock, cycles...).
     #[arg(long, default_value = "time")]
     pub color_by: ColorBy,
-    /// Timeline format: `timeline.pftrace`, `timeline.json`, or both.
+    /// Timeline format: `timeline.perfetto-trace`, `timeline.json`, or both.
     #[arg(long, value_enum, default_value = "both")]
     pub format: FormatArg,
     /// Do not render SVGs (DAG via Graphviz, plots).

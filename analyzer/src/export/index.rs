@@ -433,7 +433,7 @@ fn write_files(files: &[OutputFile], w: &mut impl Write) -> io::Result<()> {
     writeln!(w, "<h2 id=\"files\">Raw files</h2>")?;
     writeln!(
         w,
-        "<p>Open <code>timeline.pftrace</code> (Perfetto protobuf) or \
+        "<p>Open <code>timeline.perfetto-trace</code> (Perfetto protobuf) or \
          <code>timeline.json</code> (Chrome JSON) in ui.perfetto.dev (Open trace file); \
          the JSON also in chrome://tracing; docs/views.md says how to read each view.</p>"
     )?;

@@ -1,5 +1,5 @@
 //! ProfTime in Perfetto's native format: a protobuf `Trace` of `TrackEvent` packets
-//! (`timeline.pftrace`), with the same content as the Chrome JSON of
+//! (`timeline.perfetto-trace`), with the same content as the Chrome JSON of
 //! [`crate::export::chrome`], which Perfetto calls a legacy format:
 //!
 //! - a process track (`engine (pid N)`) and one track per thread (a `ThreadDescriptor`
