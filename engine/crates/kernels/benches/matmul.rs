@@ -46,7 +46,13 @@ fn bench(c: &mut Criterion) {
         ("decode", 1, 8192),
         ("prefill", 512, 2048),
     ];
-    for wtype in [DType::F16, DType::Q8_0, DType::Q4_0] {
+    for wtype in [
+        DType::F16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_K,
+        DType::Q6_K,
+    ] {
         let mut group = c.benchmark_group(format!("matmul_{}", wtype.name()));
         group
             .sample_size(10)

@@ -144,6 +144,24 @@ pub(crate) unsafe fn matmul(
     y: *mut f32,
     y_stride: usize,
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx2 && wtype == DType::Q6_K {
+        // SAFETY: forwarded caller contract (AVX2 supported, rows readable, outputs owned).
+        unsafe {
+            super::q6_k_tiles::matmul(
+                w.as_ptr(),
+                w_stride,
+                k,
+                x.as_ptr(),
+                x_stride,
+                m,
+                n_range,
+                y,
+                y_stride,
+            )
+        };
+        return;
+    }
     let nb = k / QK_K;
     let wb = wtype.block_bytes();
     let min = has_min(wtype);
