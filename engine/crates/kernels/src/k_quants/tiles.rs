@@ -11,14 +11,16 @@
 //! integers and the same float operations in the same order, so the portable and AVX2
 //! paths agree bit for bit with each other and with that kernel. (For `Q4_K` matrices
 //! whose row count is a multiple of 8, llama.cpp uses its repacked `q4_K_8x8_q8_K` gemm
-//! instead, which sums in another float order; the oracle tests' tolerance covers it.)
+//! instead; so does the engine when it packs them at load, see [`crate::packed::q4_k`].)
 //!
 //! # How
 //! Each weight row is first unpacked into [`Unpacked`] super-blocks (unsigned quants in
 //! element order, group scales widened to one `i16` per `maddubs` lane, the min or offset
 //! coefficients per 16-group), once per slice of activation rows; the AVX2 kernel then
 //! multiplies 4 weight rows by 2 activation rows per step, so every 32-byte load feeds
-//! several `maddubs`.
+//! several `maddubs`. `Q6_K` on AVX2 has its own kernel (`q6_k_tiles`): 8 weight rows
+//! unpacked with SIMD into one interleaved block, one row per 32-bit lane, so no
+//! horizontal sums are needed; same integers and float steps, so same results.
 
 use std::ops::Range;
 

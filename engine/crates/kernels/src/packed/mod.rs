@@ -3,6 +3,10 @@
 //! block scales of a group convert with one instruction (the idea of llama.cpp's
 //! `block_q4_0x8` "extra buffer type"; the byte layout is this crate's own).
 //!
+//! `Q4_K` matrices (rows in groups of 8, `k` a multiple of 256) have their own group
+//! layout and kernels, multiplied with `Q8_K` activations: see [`q4_k`]. The rest of this
+//! page is about Q4_0 and Q8_0.
+//!
 //! # Layout
 //! A Q4_0 or Q8_0 matrix of `n` rows (a multiple of 8) and `k` elements per row (a
 //! multiple of 32) becomes `n / 8` groups; group `g` holds rows `8g..8g + 8` as `k / 32`
