@@ -35,12 +35,15 @@ const GREEDY_TOKENS: usize = 32;
 /// to Q8_K exactly like ggml-cpu (`quantize_row_q8_K_ref`, checked bit for bit in
 /// `k_quant_blocks.rs`). Batches below 8 rows round exactly like ggml's AVX2
 /// `ggml_vec_dot_q*_K_q8_K`; batches of 8 or more like ggml-cpu's "tiled" K-quant matmul
-/// (see `engine_kernels::k_quants::tiles`). Not reproduced: llama.cpp's repacked
-/// `q4_K_8x8_q8_K` gemm for Q4_K (another float order), and a batch-size-dependent
-/// difference of the tiled kernel on some types (Q5_K at 20 rows, Q6_K at 8..16 rows). On
-/// these random 2-layer models the re-quantization of the next layer's activations
-/// amplifies such last-bit differences: measured up to 1.8e-2 of the largest logit
-/// (Q4_K on tiny-kq); every other case here is identical to llama.cpp or within 3e-7.
+/// (see `engine_kernels::k_quants::tiles`); Q4_K matrices with rows in groups of 8 are
+/// repacked at load like llama.cpp does and round like its `q4_K_8x8_q8_K` gemv/gemm
+/// (`engine_kernels::packed::q4_k`). Not reproduced: a batch-size-dependent difference of
+/// the tiled kernel on some types (Q5_K at 20 rows, Q6_K at 8..16 rows). On these random
+/// 2-layer models the re-quantization of the next layer's activations amplifies such
+/// last-bit differences. Measured (2026-11-23): identical logits everywhere except
+/// tiny-kq Q4_K_M (1.9e-6) and tiny-kq-tied Q4_K_M (0.73 on logits of 198, 3.7e-3 of the
+/// largest; the same with Q4_K left unpacked). Before Q4_K was repacked, tiny-kq Q4_K was
+/// off by up to 1.8e-2 of the largest logit.
 /// With `GGML_CPU_TILED_MM=0` and prompts under 8 tokens the logits are identical. The 3%
 /// bound is the one the 32-element quantized types use in `oracle.rs`; real bugs (wrong
 /// scales, nibble order, mins) give differences of the order of the logits themselves.

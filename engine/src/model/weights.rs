@@ -3,7 +3,7 @@
 //!
 //! Vectors and the `token_embd` lookup table point into the memory-mapped GGUF file
 //! (zero-copy). Unless the caller asks for the file layout ([`Repack::Off`]), matrices
-//! are copied at load time into huge-page-backed memory, Q4_0/Q8_0 ones repacked into
+//! are copied at load time into huge-page-backed memory, Q4_0/Q8_0/Q4_K ones repacked into
 //! groups of 8 interleaved rows ([`engine_kernels::packed`], flag [`NODE_FLAG_PACKED`]);
 //! a tied output projection then gets its own copy of `token_embd`.
 
@@ -51,7 +51,7 @@ pub struct LayerWeights {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Repack {
     /// Copy every matrix (but the embedding lookup table) into huge-page-backed memory,
-    /// Q4_0/Q8_0 ones whose rows come in groups of 8 repacked (the default).
+    /// Q4_0/Q8_0/Q4_K ones whose rows come in groups of 8 repacked (the default).
     #[default]
     On,
     /// Keep the file's row-major layout in the mapping (zero-copy; slower products).

@@ -1,6 +1,8 @@
 //! Matrix-product throughput per weight type: decode-shaped (m = 1) and prefill-shaped
 //! (m = 512) products on one thread, the AVX2 tiles against the portable code (decode) and
-//! against one AVX2 `vec_dot` per output (prefill). Throughput is in FLOP (2·m·n·k).
+//! against one AVX2 `vec_dot` per output (prefill), and for the packable types (Q4_0,
+//! Q8_0, Q4_K) the packed layout against the rows as stored (`packed` vs `avx2`).
+//! Throughput is in FLOP (2·m·n·k).
 
 #![expect(
     missing_docs,
@@ -46,7 +48,13 @@ fn bench(c: &mut Criterion) {
         ("decode", 1, 8192),
         ("prefill", 512, 2048),
     ];
-    for wtype in [DType::F16, DType::Q8_0, DType::Q4_0] {
+    for wtype in [
+        DType::F16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_K,
+        DType::Q6_K,
+    ] {
         let mut group = c.benchmark_group(format!("matmul_{}", wtype.name()));
         group
             .sample_size(10)

@@ -281,3 +281,71 @@ fn matmul_agrees_across_backends_with_reference_and_vec_dot() {
         }
     }
 }
+
+#[test]
+fn packed_q4_k_agrees_across_backends_and_with_reference() {
+    use engine_kernels::packed::{PACK_ROWS, matmul_packed_with, pack, packed_len, unpack_row};
+    const SENTINEL: f32 = -555.5;
+    let mut rng = ChaCha8Rng::seed_from_u64(15);
+    let wtype = DType::Q4_K;
+    let n_total = 32;
+    for k in [256usize, 768] {
+        let w = make_matrix(&mut rng, wtype, true, n_total, k, 6, 1);
+        let mut packed = vec![0u8; packed_len(wtype, k, n_total).unwrap()];
+        pack(wtype, k, n_total, w.data(), w.stride, &mut packed).unwrap();
+        let wrow = wtype.row_bytes(k).unwrap();
+        let mut back = vec![0u8; wrow];
+        for r in 0..n_total {
+            unpack_row(wtype, k, &packed, r, &mut back).unwrap();
+            assert_eq!(back, w.row(r, wrow), "row {r} restored");
+        }
+        for m in [1usize, 2, 3, 4, 5, 8, 9] {
+            let x = make_matrix(&mut rng, DType::Q8_K, false, m, k, 2, 3);
+            let xrow = DType::Q8_K.row_bytes(k).unwrap();
+            let n_range = PACK_ROWS..3 * PACK_ROWS;
+            let y_stride = n_total + 1;
+            let mut first: Option<Vec<f32>> = None;
+            for b in Backend::supported() {
+                let mut y = vec![SENTINEL; m * y_stride];
+                // SAFETY: y holds m rows of y_stride > n_range.end outputs; one caller.
+                unsafe {
+                    matmul_packed_with(
+                        b,
+                        wtype,
+                        &packed,
+                        k,
+                        x.data(),
+                        x.stride,
+                        m,
+                        n_range.clone(),
+                        y.as_mut_ptr(),
+                        y_stride,
+                    )
+                    .unwrap();
+                }
+                for i in 0..m {
+                    for n in 0..y_stride {
+                        let v = y[i * y_stride + n];
+                        if !n_range.contains(&n) {
+                            assert_eq!(v, SENTINEL, "{b:?} wrote at ({i},{n})");
+                            continue;
+                        }
+                        let (want, mag) = reference(wtype, w.row(n, wrow), x.row(i, xrow), k);
+                        assert!(
+                            (f64::from(v) - want).abs() <= tolerance(k, mag),
+                            "{b:?} k={k} m={m} ({i},{n}): {v} vs {want}"
+                        );
+                    }
+                }
+                match &first {
+                    None => first = Some(y),
+                    Some(f) => {
+                        for (a, c) in f.iter().zip(&y) {
+                            assert_eq!(a.to_bits(), c.to_bits(), "k={k} m={m} {b:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

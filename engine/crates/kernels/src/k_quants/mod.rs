@@ -20,6 +20,8 @@ pub mod q3_k;
 pub mod q4_k;
 pub mod q5_k;
 pub mod q6_k;
+#[cfg(target_arch = "x86_64")]
+mod q6_k_tiles;
 pub mod q8_k;
 pub mod tiles;
 #[cfg(target_arch = "x86_64")]

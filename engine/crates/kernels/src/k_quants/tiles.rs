@@ -11,14 +11,16 @@
 //! integers and the same float operations in the same order, so the portable and AVX2
 //! paths agree bit for bit with each other and with that kernel. (For `Q4_K` matrices
 //! whose row count is a multiple of 8, llama.cpp uses its repacked `q4_K_8x8_q8_K` gemm
-//! instead, which sums in another float order; the oracle tests' tolerance covers it.)
+//! instead; so does the engine when it packs them at load, see [`crate::packed::q4_k`].)
 //!
 //! # How
 //! Each weight row is first unpacked into [`Unpacked`] super-blocks (unsigned quants in
 //! element order, group scales widened to one `i16` per `maddubs` lane, the min or offset
 //! coefficients per 16-group), once per slice of activation rows; the AVX2 kernel then
 //! multiplies 4 weight rows by 2 activation rows per step, so every 32-byte load feeds
-//! several `maddubs`.
+//! several `maddubs`. `Q6_K` on AVX2 has its own kernel (`q6_k_tiles`): 8 weight rows
+//! unpacked with SIMD into one interleaved block, one row per 32-bit lane, so no
+//! horizontal sums are needed; same integers and float steps, so same results.
 
 use std::ops::Range;
 
@@ -144,6 +146,24 @@ pub(crate) unsafe fn matmul(
     y: *mut f32,
     y_stride: usize,
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if backend == Backend::Avx2 && wtype == DType::Q6_K {
+        // SAFETY: forwarded caller contract (AVX2 supported, rows readable, outputs owned).
+        unsafe {
+            super::q6_k_tiles::matmul(
+                w.as_ptr(),
+                w_stride,
+                k,
+                x.as_ptr(),
+                x_stride,
+                m,
+                n_range,
+                y,
+                y_stride,
+            )
+        };
+        return;
+    }
     let nb = k / QK_K;
     let wb = wtype.block_bytes();
     let min = has_min(wtype);

@@ -3,6 +3,10 @@
 //! block scales of a group convert with one instruction (the idea of llama.cpp's
 //! `block_q4_0x8` "extra buffer type"; the byte layout is this crate's own).
 //!
+//! `Q4_K` matrices (rows in groups of 8, `k` a multiple of 256) have their own group
+//! layout and kernels, multiplied with `Q8_K` activations: see [`q4_k`]. The rest of this
+//! page is about Q4_0 and Q8_0.
+//!
 //! # Layout
 //! A Q4_0 or Q8_0 matrix of `n` rows (a multiple of 8) and `k` elements per row (a
 //! multiple of 32) becomes `n / 8` groups; group `g` holds rows `8g..8g + 8` as `k / 32`
@@ -26,6 +30,9 @@
 //! repacked `gemv/gemm_q4_0_8x8_q8_0` round; the portable implementation here does the
 //! same operations and matches the AVX2 one bit for bit.
 
+pub mod q4_k;
+#[cfg(target_arch = "x86_64")]
+mod q4_k_x86;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -51,16 +58,25 @@ pub const fn group_block_bytes(dtype: DType) -> Option<usize> {
     match dtype {
         DType::Q4_0 => Some(SCALES_BYTES + PACK_ROWS * 16),
         DType::Q8_0 => Some(SCALES_BYTES + PACK_ROWS * 32),
+        DType::Q4_K => Some(q4_k::GROUP_BLOCK_BYTES),
         _ => None,
     }
 }
 
-/// Whether a `k × n` matrix of `dtype` can be packed: Q4_0/Q8_0, `n` a non-zero multiple
-/// of [`PACK_ROWS`].
+/// Elements per row of one block of a packable `dtype` (32, or 256 for `Q4_K`).
+const fn block_elems(dtype: DType) -> usize {
+    match dtype {
+        DType::Q4_K => crate::k_quants::QK_K,
+        _ => QK,
+    }
+}
+
+/// Whether a `k × n` matrix of `dtype` can be packed: Q4_0/Q8_0/Q4_K, `n` a non-zero
+/// multiple of [`PACK_ROWS`].
 pub const fn can_pack(dtype: DType, k: usize, n: usize) -> bool {
     group_block_bytes(dtype).is_some()
         && k > 0
-        && k.is_multiple_of(QK)
+        && k.is_multiple_of(block_elems(dtype))
         && n > 0
         && n.is_multiple_of(PACK_ROWS)
 }
@@ -71,7 +87,7 @@ pub fn packed_len(dtype: DType, k: usize, n: usize) -> Result<usize, KernelError
         return Err(KernelError::NotPackable { dtype, k, n });
     }
     let gb = group_block_bytes(dtype).unwrap_or(0);
-    Ok(n / PACK_ROWS * (k / QK) * gb)
+    Ok(n / PACK_ROWS * (k / block_elems(dtype)) * gb)
 }
 
 /// Byte ranges, inside one plain block and inside one packed chunk, of the quants of the
@@ -104,9 +120,15 @@ pub fn pack(
             actual: dst.len(),
         });
     }
-    let nb = k / QK;
+    let nb = k / block_elems(dtype);
     let bb = dtype.block_bytes();
     let gb = group_block_bytes(dtype).unwrap_or(0);
+    if dtype == DType::Q4_K {
+        for (g, group) in dst.chunks_exact_mut(nb * gb).enumerate() {
+            q4_k::pack_group(nb, &src[g * PACK_ROWS * stride..], stride, group);
+        }
+        return Ok(());
+    }
     let chunk = (gb - SCALES_BYTES) / 4;
     for (g, group) in dst.chunks_exact_mut(nb * gb).enumerate() {
         for (b, out) in group.chunks_exact_mut(gb).enumerate() {
@@ -133,10 +155,10 @@ pub fn unpack_row(
     dst: &mut [u8],
 ) -> Result<(), KernelError> {
     let gb = group_block_bytes(dtype).ok_or(KernelError::NotPackable { dtype, k, n: 0 })?;
-    if !k.is_multiple_of(QK) {
+    if !k.is_multiple_of(block_elems(dtype)) {
         return Err(KernelError::RowNotBlockAligned { dtype, k });
     }
-    let nb = k / QK;
+    let nb = k / block_elems(dtype);
     let (g, r) = (row / PACK_ROWS, row % PACK_ROWS);
     let bb = dtype.block_bytes();
     if dst.len() != nb * bb || packed.len() < (g + 1) * nb * gb {
@@ -145,6 +167,10 @@ pub fn unpack_row(
             required: (g + 1) * nb * gb,
             actual: packed.len(),
         });
+    }
+    if dtype == DType::Q4_K {
+        q4_k::unpack_group_row(nb, &packed[g * nb * gb..], r, dst);
+        return Ok(());
     }
     let chunk = (gb - SCALES_BYTES) / 4;
     for (b, blk) in dst.chunks_exact_mut(bb).enumerate() {
@@ -161,8 +187,8 @@ pub fn unpack_row(
 /// `y[i * y_stride + n] = dot(row n, x row i)` for `n` in `n_range` and `i` in `0..m`,
 /// for weights packed by [`pack`] (`k` elements per row), with the detected backend.
 ///
-/// `x` holds `m` rows of Q8_0 activations ([`crate::convert_activations`]), row `i` at
-/// byte `i * x_stride`. `n_range` must start and end on multiples of [`PACK_ROWS`].
+/// `x` holds `m` rows of activations of [`crate::vec_dot_type`]`(wtype)` (Q8_0, or Q8_K
+/// for Q4_K; [`crate::convert_activations`]), row `i` at byte `i * x_stride`. `n_range` must start and end on multiples of [`PACK_ROWS`].
 ///
 /// # Safety
 /// As [`crate::matmul`]: `y` is valid for writes at every index above, and no other
@@ -238,14 +264,42 @@ pub unsafe fn matmul_packed_with(
             actual: w.len(),
         });
     }
-    check_matrix("matmul activations", DType::Q8_0, k, x, x_stride, m)?;
-    let nb = k / QK;
+    check_matrix(
+        "matmul activations",
+        crate::vec_dot_type(wtype),
+        k,
+        x,
+        x_stride,
+        m,
+    )?;
+    let nb = k / block_elems(wtype);
     let gb = group_block_bytes(wtype).unwrap_or(0);
     let backend = if backend.is_supported() {
         backend
     } else {
         Backend::Generic
     };
+    if wtype == DType::Q4_K {
+        for g in n_range.start / PACK_ROWS..n_range.end / PACK_ROWS {
+            let wg = &w[g * nb * gb..(g + 1) * nb * gb];
+            let yg = y.wrapping_add(g * PACK_ROWS);
+            match backend {
+                #[cfg(target_arch = "x86_64")]
+                Backend::Avx2 => {
+                    // SAFETY: AVX2 supported; group and activation rows checked above;
+                    // outputs of rows 8g..8g+8 for every i are the caller's.
+                    unsafe {
+                        q4_k_x86::group_rows(nb, wg.as_ptr(), x.as_ptr(), x_stride, m, yg, y_stride)
+                    }
+                }
+                _ => {
+                    // SAFETY: as above.
+                    unsafe { q4_k::group_rows_generic(nb, wg, x, x_stride, m, yg, y_stride) }
+                }
+            }
+        }
+        return Ok(());
+    }
     #[cfg(target_arch = "x86_64")]
     let bias = if backend == Backend::Avx2 && wtype == DType::Q4_0 {
         nibble_bias(x, x_stride, m, nb)
@@ -367,8 +421,8 @@ mod tests {
 
     #[test]
     fn pack_then_unpack_restores_every_row() {
-        for dtype in [DType::Q4_0, DType::Q8_0] {
-            let (k, n) = (96, 24);
+        for (dtype, k) in [(DType::Q4_0, 96), (DType::Q8_0, 96), (DType::Q4_K, 512)] {
+            let n = 24;
             let src = random_rows(dtype, k, n, 7);
             let row = dtype.row_bytes(k).unwrap();
             let mut packed = vec![0u8; packed_len(dtype, k, n).unwrap()];
