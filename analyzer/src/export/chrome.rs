@@ -244,31 +244,13 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
     }
     let counters = model.counter_names();
     if !counters.is_empty() {
-        for t in model.tokens() {
-            let Some(end) = t.end_ns else { continue };
-            let dur = end.saturating_sub(t.start_ns);
-            if dur == 0 {
-                continue;
-            }
-            let mut sums = vec![0u64; counters.len()];
-            let mut any = vec![false; counters.len()];
-            for g in model.token_graphs(t.index) {
-                for span in model.graph_node_spans(g) {
-                    for (i, &v) in span.pmc.iter().enumerate() {
-                        if v != PMC_MISSING {
-                            sums[i] = sums[i].saturating_add(v);
-                            any[i] = true;
-                        }
-                    }
-                }
-            }
-            let ts = o.ts(t.start_ns);
-            for (i, name) in counters.iter().enumerate() {
-                if any[i] {
+        for (start, rates) in crate::export::counter_rates_per_call(model) {
+            let ts = o.ts(start);
+            for (name, rate) in counters.iter().zip(rates) {
+                if let Some(rate) = rate {
                     o.raw(&format!(
-                        r#"{{"ph":"C","pid":{pid},"name":{},"ts":{ts},"args":{{"per_s":{:.3}}}}}"#,
+                        r#"{{"ph":"C","pid":{pid},"name":{},"ts":{ts},"args":{{"per_s":{rate:.3}}}}}"#,
                         json_str(&format!("{name}/s")),
-                        sums[i] as f64 * 1e9 / dur as f64
                     ))?;
                 }
             }

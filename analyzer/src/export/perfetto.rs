@@ -628,31 +628,10 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
     }
     if !counters.is_empty() {
         wr.sequence(counter_uuid(0));
-        for t in model.tokens() {
-            let Some(end) = t.end_ns else { continue };
-            let dur = end.saturating_sub(t.start_ns);
-            if dur == 0 {
-                continue;
-            }
-            let mut sums = vec![0u64; counters.len()];
-            let mut any = vec![false; counters.len()];
-            for g in model.token_graphs(t.index) {
-                for span in model.graph_node_spans(g) {
-                    for (i, &v) in span.pmc.iter().enumerate() {
-                        if v != PMC_MISSING {
-                            sums[i] = sums[i].saturating_add(v);
-                            any[i] = true;
-                        }
-                    }
-                }
-            }
-            for i in 0..counters.len() {
-                if any[i] {
-                    wr.counter(
-                        t.start_ns,
-                        counter_uuid(i),
-                        sums[i] as f64 * 1e9 / dur as f64,
-                    )?;
+        for (start, rates) in crate::export::counter_rates_per_call(model) {
+            for (i, rate) in rates.into_iter().enumerate() {
+                if let Some(rate) = rate {
+                    wr.counter(start, counter_uuid(i), rate)?;
                 }
             }
         }
