@@ -98,8 +98,9 @@ pub fn run(steps: &mut Steps) -> Result<()> {
             ("analysis (open in a browser)", "index.html"),
             (
                 "timeline (open in https://ui.perfetto.dev)",
-                "timeline.json",
+                "timeline.perfetto-trace",
             ),
+            ("timeline as Chrome JSON", "timeline.json"),
             ("flame graph", "flame.svg"),
             ("summary", "summary.json"),
         ] {
