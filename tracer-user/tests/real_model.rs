@@ -242,8 +242,9 @@ fn diff_of_one_thread_against_two_shows_the_matmul_speed_up() {
         .find(|r| r.key == "MUL_MAT")
         .expect("MUL_MAT row");
     let rel = mm.relative.expect("MUL_MAT in both runs");
-    // Quiet, this is -0.3 to -0.45; the collector shares the 2 CPUs with the engine's
-    // two threads, so a tenth is the bar that still means "faster".
+    // Measured here on a quiet machine: below -0.25 in the full suite (24 tokens), -0.17
+    // in a 32-token run; the collector shares the 2 CPUs with the engine's two threads,
+    // so a tenth is the bar that still means "faster".
     assert!(
         rel < -0.10,
         "two threads should cut MUL_MAT's time per decode step: {rel:+.2}\n{text}"
