@@ -192,9 +192,17 @@ fn record_smollm2(
 fn diff_of_one_thread_against_two_shows_the_matmul_speed_up() {
     require_root!();
     let Some(model) = smollm2() else { return };
+    // Two engine threads plus the collector need three CPUs for the speed-up to be
+    // measurable: on this project's 2-CPU VMs MUL_MAT's change at -t 2 against -t 1 was
+    // -0.25, -0.17, -0.01 and, with other work running, +0.04..+0.29 (2026-11-23).
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    if cpus < 2 {
-        eprintln!("!!! SKIPPED: one CPU, two threads cannot be faster");
+    if cpus < 3 {
+        eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        eprintln!(
+            "!!! SKIPPED: {cpus} CPUs; two engine threads and the collector need three for \
+             a measurable speed-up"
+        );
+        eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
         return;
     }
     // On 2 CPUs the collector competes with the engine's two threads, and a run where it
