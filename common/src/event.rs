@@ -277,6 +277,10 @@ pub const OP_DETAIL_ABI_MISMATCH: u32 = 1 << 3;
 /// [`OP_DETAIL_STRUCTURE`] from trace format 2 on; format-1 records never have it and
 /// read with `op_params` all zero, meaning unknown).
 pub const OP_DETAIL_OP_PARAMS: u32 = 1 << 4;
+/// [`OpEvent::detail`]: the node ran fused into the node before it on this thread
+/// (llama.cpp's `rms_norm_mul_fused` computes RMS_NORM and the MUL after it in one call):
+/// its entry and exit are the end of that call, so it has no time of its own.
+pub const OP_DETAIL_FUSED: u32 = 1 << 5;
 
 /// The tensor structure of an operator's node, read from the `EngineNode`.
 #[repr(C)]

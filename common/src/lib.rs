@@ -9,5 +9,7 @@
 pub mod control;
 pub mod engine_abi;
 pub mod event;
+pub mod ggml_abi;
+pub mod op_catalog;
 
 pub use engine_abi::{BackendKind, DType, EngineGraph, EngineNode, OpType};

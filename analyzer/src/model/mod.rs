@@ -19,10 +19,7 @@ mod token;
 
 use std::collections::HashMap;
 
-use common::{
-    engine_abi::OpType,
-    event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent, OpExitEvent, PmcReading},
-};
+use common::event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent, OpExitEvent, PmcReading};
 pub use graph::GraphSpan;
 pub use leaf::LeafInfo;
 pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
@@ -39,8 +36,8 @@ pub const MAX_THREADS: usize = 1 << 16;
 pub const MAX_NODE_INFOS: usize = 1 << 20;
 /// Most distinct node classes (names without the layer suffix).
 pub const MAX_CLASSES: usize = 1 << 12;
-/// Op-type slots: every known `OpType` plus one for unknown values.
-pub const OP_TYPE_SLOTS: usize = OpType::COUNT as usize + 1;
+/// Op-type slots: every op of `common::op_catalog` plus one for unknown values.
+pub const OP_TYPE_SLOTS: usize = common::op_catalog::OP_NAMES.len() + 1;
 
 /// The op-type slot of an op value (unknown values share the last slot).
 pub fn op_slot(op: u32) -> usize {

@@ -6,6 +6,7 @@
 use common::{
     engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, OpType},
     event::{OP_DETAIL_OP_PARAMS, OP_DETAIL_STRUCTURE, OpEvent},
+    op_catalog::{self, OP_UNKNOWN_BASE},
 };
 use serde::Serialize;
 
@@ -14,9 +15,29 @@ pub const NONE_U32: u32 = u32::MAX;
 /// A counter value that was not read on both sides of an operator.
 pub const PMC_MISSING: u64 = u64::MAX;
 
-/// The upper-case name of an op value (`MUL_MAT`), or `OP_<n>` for unknown values.
+/// The upper-case name of an op id (`MUL_MAT`, `common::op_catalog`): `GGML_OP_<n>` for
+/// an op of a llama.cpp build profinfer had no name for, `OP_<n>` for other values.
 pub fn op_name(op: u32) -> String {
-    OpType::from_u32(op).map_or_else(|| format!("OP_{op}"), |o| o.name().to_owned())
+    if let Some(name) = op_catalog::op_name(op) {
+        return name.to_owned();
+    }
+    if op & OP_UNKNOWN_BASE != 0 && op != u32::MAX {
+        return format!("GGML_OP_{}", op & !OP_UNKNOWN_BASE);
+    }
+    format!("OP_{op}")
+}
+
+/// The layer of a node: the probe's, or where the probe had none (llama.cpp keeps it in
+/// the name only), the name's `-<layer>` suffix (`ffn_up-3`).
+fn layer_of(e: &OpEvent) -> i32 {
+    if e.layer >= 0 {
+        return e.layer;
+    }
+    e.name_str()
+        .rsplit_once('-')
+        .filter(|(base, _)| !base.is_empty())
+        .and_then(|(_, l)| l.parse::<u16>().ok())
+        .map_or(e.layer, i32::from)
 }
 
 /// A computed node as seen at operator entry (nodes with the same address but a
@@ -81,7 +102,7 @@ impl NodeInfo {
             addr: e.node_addr,
             op: e.op,
             index: e.index,
-            layer: e.layer,
+            layer: layer_of(e),
             name: e.name_str().to_owned(),
             class,
             has_structure: s,
@@ -104,7 +125,7 @@ impl NodeInfo {
         self.addr == e.node_addr
             && self.op == e.op
             && self.index == e.index
-            && self.layer == e.layer
+            && self.layer == layer_of(e)
             && self.has_structure == s
             && (!s
                 || (self.dtype == e.structure.dtype
