@@ -8,6 +8,7 @@ use aya_ebpf::{
 use common::{
     control::{MAX_PMC_THREADS, MAX_TRACED_THREADS, STAT_COUNT, TracerControl},
     event::{DecodeEvent, GraphEvent, MAX_PMC, OpEvent},
+    ggml_abi::{GgmlLayout, GgmlThread, MAX_GGML_OPS},
 };
 
 /// The single control record (target tgid, levels on, details on, output kind).
@@ -69,3 +70,21 @@ pub static COUNTERS: PerfEventArray<u32> = PerfEventArray::new(0);
     reason = "documents the loader contract; the loader sets the size"
 )]
 pub const COUNTERS_LEN: u32 = MAX_PMC_THREADS * MAX_PMC as u32;
+
+/// llama.cpp targets: the detected build's field offsets (one record).
+#[map]
+pub static GGML_LAYOUT: Array<GgmlLayout> = Array::with_max_entries(1, 0);
+
+/// llama.cpp targets: the build's op number → profinfer's op id, by name (the collector
+/// fills every slot; an op profinfer does not know maps to `OP_UNKNOWN_BASE | op`).
+#[map]
+pub static GGML_OPS: Array<u32> = Array::with_max_entries(MAX_GGML_OPS, 0);
+
+/// llama.cpp targets: tid → operator-probe state (open node, nesting depth, node index).
+#[map]
+pub static GGML_THREADS: HashMap<u32, GgmlThread> =
+    HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// llama.cpp targets: graphs started so far (the node index restarts with each).
+#[map]
+pub static GGML_GRAPH_SEQ: Array<u64> = Array::with_max_entries(1, 0);

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::{
     config::{FileConfig, Overrides, TracerConfig},
     probe_points,
-    record::{RecordRequest, TargetSpec, record},
+    record::{RecordRequest, TargetSpec, llama_plan::LlamaCppPlan, plan::TargetKind, record},
 };
 
 /// eBPF-based tracer for LLM inference.
@@ -34,10 +34,18 @@ enum Command {
     /// Compare two traces: time per call by op type, node or layer, token timings,
     /// counters, what is in one run only (`--json` for scripts).
     Diff(crate::diff::DiffArgs),
-    /// List the probe points of an engine binary: first instruction and probe cost.
+    /// List what would be probed in a binary (the engine, or a llama.cpp program or
+    /// library): symbols, first instruction, probe cost, and the detected llama.cpp build.
     Probes {
-        /// The engine binary.
-        target: PathBuf,
+        /// The binary or library.
+        #[arg(value_name = "BINARY_OR_LIB")]
+        binary: PathBuf,
+        /// What the binary is (`auto`: the engine if it has its probe symbols).
+        #[arg(long, value_enum, default_value = "auto")]
+        target: TargetArg,
+        /// More llama.cpp libraries to look in.
+        #[arg(long = "lib", value_name = "PATH")]
+        libs: Vec<PathBuf>,
     },
     /// List the engine probe symbols this version knows.
     Symbols,
@@ -109,6 +117,15 @@ struct CaptureArgs {
     /// Stop recording after this many seconds (the target keeps running).
     #[arg(long)]
     duration: Option<f64>,
+    /// What the target is: `auto` (the engine if it has its probe symbols, else
+    /// llama.cpp), `engine`, or `llama.cpp` (unmodified llama-cli, llama-bench,
+    /// llama-server, or a binding that loads libllama).
+    #[arg(long, value_enum, default_value = "auto")]
+    target: TargetArg,
+    /// A llama.cpp library to probe that the command does not link (a Python binding
+    /// loads libllama at run time): repeat for each; with --pid the mapped ones are found.
+    #[arg(long = "lib", value_name = "PATH")]
+    libs: Vec<PathBuf>,
     /// The command to start, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
@@ -144,8 +161,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{s}");
             }
         }
-        Command::Probes { target } => {
-            let pts = probe_points::resolve(&target)?;
+        Command::Probes {
+            binary,
+            target,
+            libs,
+        } => {
+            if let Some(plan) = llama_plan_if_any(&binary, target, &libs)? {
+                print_llama_probes(&plan);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let pts = probe_points::resolve(&binary)?;
             println!(
                 "{} (build-id {})",
                 pts.path.display(),
@@ -209,7 +234,94 @@ impl CaptureArgs {
             output,
             config,
             target,
+            kind: self.target.into(),
+            libs: self.libs.clone(),
         })
+    }
+}
+
+/// `--target`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum TargetArg {
+    /// The engine if the binary has its probe symbols, else llama.cpp.
+    Auto,
+    /// profinfer's engine.
+    Engine,
+    /// Unmodified llama.cpp.
+    #[value(name = "llama.cpp", alias = "llama-cpp")]
+    LlamaCpp,
+}
+
+impl From<TargetArg> for TargetKind {
+    fn from(t: TargetArg) -> TargetKind {
+        match t {
+            TargetArg::Auto => TargetKind::Auto,
+            TargetArg::Engine => TargetKind::Engine,
+            TargetArg::LlamaCpp => TargetKind::LlamaCpp,
+        }
+    }
+}
+
+/// The llama.cpp plan for `binary` when `--target` asks for it, or when `auto` finds no
+/// engine probe symbols.
+fn llama_plan_if_any(
+    binary: &std::path::Path,
+    target: TargetArg,
+    libs: &[PathBuf],
+) -> anyhow::Result<Option<LlamaCppPlan>> {
+    let engine = || probe_points::resolve(binary).is_ok();
+    if target == TargetArg::Engine || (target == TargetArg::Auto && engine()) {
+        return Ok(None);
+    }
+    let mut files = crate::ggml_build::files_of_command(binary);
+    files.extend(libs.iter().cloned());
+    let build = crate::ggml_build::GgmlBuild::detect(&files)?;
+    Ok(Some(LlamaCppPlan::new(binary, build)))
+}
+
+/// `profinfer probes` for llama.cpp: the build, then every probe with its cost.
+fn print_llama_probes(plan: &LlamaCppPlan) {
+    let b = plan.build();
+    println!("llama.cpp: {}", b.describe());
+    println!("  ggml core: {}", b.base_lib.display());
+    match &b.llama_lib {
+        Some(l) => println!("  libllama:  {}", l.display()),
+        None => println!("  libllama:  not linked (no token level)"),
+    }
+    let unknown: Vec<&str> = b
+        .op_names
+        .iter()
+        .filter(|n| common::op_catalog::op_id(n).is_none())
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        println!(
+            "  ops profinfer has no name for (recorded as GGML_OP_<n>): {}",
+            unknown.join(", ")
+        );
+    }
+    println!(
+        "{:<6} {:<48} {:<10} {:<28} cost",
+        "level", "symbol", "attach", "instruction"
+    );
+    for (site, point, _, level) in plan.sites(common::control::LEVEL_ALL) {
+        let entry = site.attach_kind() == "uprobe";
+        println!(
+            "{:<6} {:<48} {:<10} {:<28} {}",
+            level,
+            site.symbol,
+            site.attach_kind(),
+            if entry {
+                point.attach_insn.as_str()
+            } else {
+                ""
+            },
+            if entry {
+                point.attach_cost.name()
+            } else {
+                "uretprobe"
+            }
+        );
     }
 }
 

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod diff;
 pub mod drain;
+pub mod ggml_build;
 pub mod leaves;
 pub mod load;
 pub mod observe;

@@ -65,7 +65,7 @@ pub enum LoadError {
         /// The target binary.
         exe: PathBuf,
         /// The probed symbol.
-        symbol: &'static str,
+        symbol: String,
         /// aya's error.
         #[source]
         source: Box<ProgramError>,
@@ -78,6 +78,15 @@ pub enum LoadError {
         /// Why.
         #[source]
         source: Box<ProgramError>,
+    },
+    /// A map the probes read could not be written.
+    #[error("writing the probes' map {name} failed")]
+    MapWrite {
+        /// The map.
+        name: &'static str,
+        /// aya's error.
+        #[source]
+        source: Box<aya::maps::MapError>,
     },
     /// A tracepoint could not be attached (tracefs not mounted?).
     #[error("attaching tracepoint {category}:{name} failed")]
@@ -258,16 +267,39 @@ fn program<'a>(
         .ok_or(LoadError::ProgramMissing { program: name })
 }
 
-/// The operator level's uprobe and uretprobe, which the collector detaches while the
+/// One uprobe or uretprobe to attach: which program, on which file, where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UprobeSite {
+    /// The eBPF program (a name ending in `_ret` is a uretprobe).
+    pub prog: &'static str,
+    /// The ELF file (executable or library) probed.
+    pub file: PathBuf,
+    /// The probed function.
+    pub symbol: String,
+    /// Offset from the symbol (past an `endbr64`, say); 0 for uretprobes.
+    pub offset: u64,
+}
+
+impl UprobeSite {
+    /// `uprobe` or `uretprobe`.
+    pub fn attach_kind(&self) -> &'static str {
+        if self.prog.ends_with("_ret") {
+            "uretprobe"
+        } else {
+            "uprobe"
+        }
+    }
+}
+
+/// The operator level's uprobes and uretprobes, which the collector detaches while the
 /// operator level is off (QoS or the live view) and attaches again when it comes back:
 /// switched off in the control map only, they would still cost the target the kernel's
 /// trap (~0.9 µs per operator and thread, `docs/probe-abi.md`) for nothing recorded.
 #[derive(Debug)]
 pub struct OpProbes {
-    exe: PathBuf,
-    entry_offset: u64,
+    sites: Vec<UprobeSite>,
     scope: UprobeScope,
-    links: Option<(UProbeLinkId, UProbeLinkId)>,
+    links: Option<Vec<UProbeLinkId>>,
 }
 
 impl OpProbes {
@@ -280,25 +312,17 @@ impl OpProbes {
     /// A detached uretprobe whose function is still running just does not fire: that
     /// operator's entry stays unpaired in the trace.
     pub fn set_attached(&mut self, ebpf: &mut Ebpf, on: bool) -> Result<(), LoadError> {
-        let Some(spec) = UPROBES.iter().find(|s| s.level == LEVEL_OP) else {
-            return Ok(());
-        };
         match (on, self.links.take()) {
             (true, None) => {
-                let scope = &mut self.scope;
-                let enter = attach_uprobe(
-                    ebpf,
-                    spec.enter,
-                    spec.symbol,
-                    self.entry_offset,
-                    &self.exe,
-                    scope,
-                )?;
-                let exit = attach_uprobe(ebpf, spec.exit, spec.symbol, 0, &self.exe, scope)?;
-                self.links = Some((enter, exit));
+                let mut links = Vec::with_capacity(self.sites.len());
+                for site in &self.sites {
+                    links.push(attach_site(ebpf, site, &mut self.scope)?);
+                }
+                self.links = Some(links);
             }
-            (false, Some((enter, exit))) => {
-                for (prog, link) in [(spec.enter, enter), (spec.exit, exit)] {
+            (false, Some(links)) => {
+                for (site, link) in self.sites.iter().zip(links) {
+                    let prog = site.prog;
                     let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(|source| {
                         LoadError::ProgramLoad {
                             program: prog,
@@ -317,57 +341,83 @@ impl OpProbes {
     }
 }
 
-/// Attaches the loaded program `prog` to `symbol` (+ `offset`) of `exe` in the processes
-/// `scope` says. A per-process attachment the kernel refuses falls back to every process
-/// (`scope` becomes [`UprobeScope::AllProcesses`], with a note on stderr): the probes
-/// filter by the target's tgid anyway, only other processes of the same binary then pay
-/// the trap.
-fn attach_uprobe(
-    ebpf: &mut Ebpf,
-    prog: &'static str,
-    symbol: &'static str,
-    offset: u64,
-    exe: &Path,
-    scope: &mut UprobeScope,
-) -> Result<UProbeLinkId, LoadError> {
+/// Loads the uprobe program `prog` into the kernel unless it already is.
+fn ensure_loaded(ebpf: &mut Ebpf, prog: &'static str) -> Result<(), LoadError> {
     let load_err = |source| LoadError::ProgramLoad {
         program: prog,
         source: Box::new(source),
     };
     let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(load_err)?;
+    if p.fd().is_err() {
+        p.load().map_err(load_err)?;
+    }
+    Ok(())
+}
+
+/// Attaches the loaded program of `site` in the processes `scope` says. A per-process
+/// attachment the kernel refuses falls back to every process (`scope` becomes
+/// [`UprobeScope::AllProcesses`], with a note on stderr): the probes filter by the
+/// target's tgid anyway, only other processes of the same binary then pay the trap.
+fn attach_site(
+    ebpf: &mut Ebpf,
+    site: &UprobeSite,
+    scope: &mut UprobeScope,
+) -> Result<UProbeLinkId, LoadError> {
+    ensure_loaded(ebpf, site.prog)?;
+    let p: &mut UProbe =
+        program(ebpf, site.prog)?
+            .try_into()
+            .map_err(|source| LoadError::ProgramLoad {
+                program: site.prog,
+                source: Box::new(source),
+            })?;
     let location = || {
-        if offset == 0 {
-            UProbeAttachLocation::Symbol(symbol)
+        if site.offset == 0 {
+            UProbeAttachLocation::Symbol(&site.symbol)
         } else {
-            UProbeAttachLocation::SymbolOffset(symbol, offset)
+            UProbeAttachLocation::SymbolOffset(&site.symbol, site.offset)
         }
     };
-    let attached = match p.attach(location(), exe, scope.to_aya()) {
+    let attached = match p.attach(location(), &site.file, scope.to_aya()) {
         Err(e) if *scope != UprobeScope::AllProcesses => {
             eprintln!(
                 "profinfer: note: per-process uprobes failed ({e}); probing every process that runs {} (filtered by pid in the probes)",
-                exe.display()
+                site.file.display()
             );
             *scope = UprobeScope::AllProcesses;
-            p.attach(location(), exe, UProbeScope::AllProcesses)
+            p.attach(location(), &site.file, UProbeScope::AllProcesses)
         }
         r => r,
     };
     attached.map_err(|source| LoadError::UprobeAttach {
-        attach: if prog.ends_with("_ret") {
-            "uretprobe"
-        } else {
-            "uprobe"
-        },
-        exe: exe.to_path_buf(),
-        symbol,
+        attach: site.attach_kind(),
+        exe: site.file.clone(),
+        symbol: site.symbol.clone(),
         source: Box::new(source),
     })
 }
 
-/// Attaches the uprobes of the enabled `levels` to `exe` (in the processes `scope` says)
-/// and the scheduler tracepoints. Returns the probe table for the trace header and the
-/// operator probes (to detach and attach again at run time).
+/// Attaches `sites` (in the processes `scope` says) and, when they are the operator
+/// level's, returns them as [`OpProbes`] to switch off and on at run time.
+pub fn attach_sites(
+    ebpf: &mut Ebpf,
+    sites: Vec<UprobeSite>,
+    scope: &mut UprobeScope,
+) -> Result<OpProbes, LoadError> {
+    let mut links = Vec::with_capacity(sites.len());
+    for site in &sites {
+        links.push(attach_site(ebpf, site, scope)?);
+    }
+    Ok(OpProbes {
+        sites,
+        scope: *scope,
+        links: Some(links),
+    })
+}
+
+/// Attaches the engine's uprobes of the enabled `levels` to `exe` (in the processes
+/// `scope` says) and the scheduler tracepoints. Returns the probe table for the trace
+/// header and the operator probes (to detach and attach again at run time).
 pub fn attach(
     ebpf: &mut Ebpf,
     exe: &Path,
@@ -389,54 +439,62 @@ pub fn attach(
             );
             continue;
         };
-        let mut links = Vec::with_capacity(2);
-        for (prog, attach_kind, offset) in [
-            (spec.enter, "uprobe", point.attach_offset),
-            (spec.exit, "uretprobe", 0),
-        ] {
-            let load_err = |source| LoadError::ProgramLoad {
-                program: prog,
-                source: Box::new(source),
-            };
-            let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(load_err)?;
-            p.load().map_err(load_err)?;
-            links.push(attach_uprobe(
-                ebpf,
-                prog,
-                spec.symbol,
-                offset,
-                exe,
-                &mut scope,
-            )?);
-            let (insn, cost) = if attach_kind == "uprobe" {
-                (
-                    point.attach_insn.clone(),
-                    point.attach_cost.name().to_owned(),
-                )
-            } else {
-                (String::new(), "uretprobe".to_owned())
-            };
-            table.push(ProbeInfo {
-                id: spec.kind as u32,
-                attach: attach_kind.into(),
-                point: spec.symbol.into(),
-                level: spec.level_name.into(),
-                offset,
-                first_insn: insn,
-                cost_class: cost,
-            });
+        let sites = vec![
+            UprobeSite {
+                prog: spec.enter,
+                file: exe.to_path_buf(),
+                symbol: spec.symbol.to_owned(),
+                offset: point.attach_offset,
+            },
+            UprobeSite {
+                prog: spec.exit,
+                file: exe.to_path_buf(),
+                symbol: spec.symbol.to_owned(),
+                offset: 0,
+            },
+        ];
+        for site in &sites {
+            table.push(probe_info(spec.kind, spec.level_name, site, point));
         }
-        if spec.level == LEVEL_OP
-            && let (Some(exit), Some(enter)) = (links.pop(), links.pop())
-        {
-            op_probes = Some(OpProbes {
-                exe: exe.to_path_buf(),
-                entry_offset: point.attach_offset,
-                scope,
-                links: Some((enter, exit)),
-            });
+        let probes = attach_sites(ebpf, sites, &mut scope)?;
+        if spec.level == LEVEL_OP {
+            op_probes = Some(probes);
         }
     }
+    table.extend(attach_tracepoints(ebpf, levels)?);
+    Ok((table, op_probes))
+}
+
+/// The trace header's line for `site` at `point` (probe id `kind`, level `level`).
+pub fn probe_info(
+    kind: EventKind,
+    level: &str,
+    site: &UprobeSite,
+    point: &crate::probe_points::ProbePoint,
+) -> ProbeInfo {
+    let entry = site.attach_kind() == "uprobe";
+    ProbeInfo {
+        id: kind as u32,
+        attach: site.attach_kind().into(),
+        point: site.symbol.clone(),
+        level: level.into(),
+        offset: site.offset,
+        first_insn: if entry {
+            point.attach_insn.clone()
+        } else {
+            String::new()
+        },
+        cost_class: if entry {
+            point.attach_cost.name().to_owned()
+        } else {
+            "uretprobe".to_owned()
+        },
+    }
+}
+
+/// Attaches the scheduler tracepoints of `levels` and the thread-set ones (every target).
+pub fn attach_tracepoints(ebpf: &mut Ebpf, levels: u32) -> Result<Vec<ProbeInfo>, LoadError> {
+    let mut table = Vec::new();
     for (prog, category, name, kind, is_sched_level) in TRACEPOINTS {
         if is_sched_level && levels & LEVEL_SCHED == 0 {
             continue;
@@ -468,5 +526,5 @@ pub fn attach(
             cost_class: "n/a".into(),
         });
     }
-    Ok((table, op_probes))
+    Ok(table)
 }

@@ -149,57 +149,16 @@ pub fn resolve(path: &Path) -> Result<ProbePoints, ProbePointError> {
 
 /// Resolves probe points from an ELF image already in memory.
 pub fn resolve_bytes(path: &Path, data: &[u8]) -> Result<ProbePoints, ProbePointError> {
-    let file = object::File::parse(data).map_err(|source| ProbePointError::NotElf {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let build_id = file
-        .build_id()
-        .ok()
-        .flatten()
-        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
-    let mut points = Vec::new();
-    for name in symbols::ALL {
-        let sym = file
-            .dynamic_symbols()
-            .chain(file.symbols())
-            .find(|s| s.name() == Ok(name) && s.is_definition());
-        let Some(sym) = sym else { continue };
-        let address = sym.address();
-        let bytes = sym
-            .section_index()
-            .and_then(|i| file.section_by_index(i).ok())
-            .and_then(|sec| {
-                let data = sec.data().ok()?;
-                let start = usize::try_from(address.checked_sub(sec.address())?).ok()?;
-                let end = (start + DECODE_WINDOW).min(data.len());
-                data.get(start..end).map(<[u8]>::to_vec)
-            })
-            .unwrap_or_default();
-        let (first_insn, entry_cost, first_len, code) = decode_one(&bytes, address);
-        // Past an endbr64 (single-stepped), the next instruction may be cheap.
-        let (attach_offset, attach_insn, attach_cost) =
-            if matches!(code, Code::Endbr64) && first_len > 0 && first_len < bytes.len() {
-                let (text, cost, _, _) =
-                    decode_one(&bytes[first_len..], address + first_len as u64);
-                if cost == CostClass::SingleStep {
-                    (0, first_insn.clone(), entry_cost)
-                } else {
-                    (first_len as u64, text, cost)
-                }
-            } else {
-                (0, first_insn.clone(), entry_cost)
-            };
-        points.push(ProbePoint {
-            symbol: name.to_owned(),
-            address,
-            first_insn,
-            entry_cost,
-            attach_offset,
-            attach_insn,
-            attach_cost,
-        });
-    }
+    let file = parse(path, data)?;
+    let points: Vec<ProbePoint> = symbols::ALL
+        .iter()
+        .filter_map(|name| {
+            file.dynamic_symbols()
+                .chain(file.symbols())
+                .find(|s| s.name() == Ok(name) && s.is_definition())
+                .map(|sym| point_of(&file, name, &sym))
+        })
+        .collect();
     if points.is_empty() {
         return Err(ProbePointError::NoProbeSymbols {
             path: path.to_path_buf(),
@@ -207,9 +166,77 @@ pub fn resolve_bytes(path: &Path, data: &[u8]) -> Result<ProbePoints, ProbePoint
     }
     Ok(ProbePoints {
         path: path.to_path_buf(),
-        build_id,
+        build_id: build_id(&file),
         points,
     })
+}
+
+/// Parses `data` as an object file, or says which file is not one.
+pub fn parse<'d>(path: &Path, data: &'d [u8]) -> Result<object::File<'d>, ProbePointError> {
+    object::File::parse(data).map_err(|source| ProbePointError::NotElf {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The GNU build-id of `file` in hex, if it has one.
+pub fn build_id(file: &object::File<'_>) -> Option<String> {
+    file.build_id()
+        .ok()
+        .flatten()
+        .map(|id| id.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The probe points of every defined function of `file` whose name `wanted` accepts,
+/// dynamic symbols first (stripped libraries have only those), each name once.
+pub fn points_matching(file: &object::File<'_>, wanted: impl Fn(&str) -> bool) -> Vec<ProbePoint> {
+    let mut seen = std::collections::BTreeSet::new();
+    file.dynamic_symbols()
+        .chain(file.symbols())
+        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
+        .filter_map(|s| {
+            let name = s.name().ok()?;
+            (wanted(name) && seen.insert(name.to_owned())).then(|| point_of(file, name, &s))
+        })
+        .collect()
+}
+
+/// The probe point at symbol `sym` (named `name`): its first instruction, and past an
+/// `endbr64` the next one if that is cheaper to probe.
+fn point_of<'d>(file: &object::File<'d>, name: &str, sym: &impl ObjectSymbol<'d>) -> ProbePoint {
+    let address = sym.address();
+    let bytes = sym
+        .section_index()
+        .and_then(|i| file.section_by_index(i).ok())
+        .and_then(|sec| {
+            let data = sec.data().ok()?;
+            let start = usize::try_from(address.checked_sub(sec.address())?).ok()?;
+            let end = (start + DECODE_WINDOW).min(data.len());
+            data.get(start..end).map(<[u8]>::to_vec)
+        })
+        .unwrap_or_default();
+    let (first_insn, entry_cost, first_len, code) = decode_one(&bytes, address);
+    // Past an endbr64 (single-stepped), the next instruction may be cheap.
+    let (attach_offset, attach_insn, attach_cost) =
+        if matches!(code, Code::Endbr64) && first_len > 0 && first_len < bytes.len() {
+            let (text, cost, _, _) = decode_one(&bytes[first_len..], address + first_len as u64);
+            if cost == CostClass::SingleStep {
+                (0, first_insn.clone(), entry_cost)
+            } else {
+                (first_len as u64, text, cost)
+            }
+        } else {
+            (0, first_insn.clone(), entry_cost)
+        };
+    ProbePoint {
+        symbol: name.to_owned(),
+        address,
+        first_insn,
+        entry_cost,
+        attach_offset,
+        attach_insn,
+        attach_cost,
+    }
 }
 
 #[cfg(test)]

@@ -64,11 +64,12 @@ fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
 /// `engine_graph_compute` return.
 #[uretprobe]
 pub fn engine_graph_compute_ret(ctx: RetProbeContext) -> u32 {
-    let _ = try_graph_exit(&ctx);
+    let _ = graph_exit(&ctx);
     0
 }
 
-fn try_graph_exit(ctx: &RetProbeContext) -> ProbeResult {
+/// A graph computation's return, for every target: closes the thread's stashed entry.
+pub(super) fn graph_exit(ctx: &RetProbeContext) -> ProbeResult {
     let tid = current_tid();
     // SAFETY: the value is copied out before the entry is removed.
     let Some(mut ev) = (unsafe { GRAPH_STASH.get(tid) }).copied() else {

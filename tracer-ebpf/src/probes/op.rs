@@ -10,12 +10,13 @@
 use core::mem::offset_of;
 
 use aya_ebpf::{
+    EbpfContext,
     helpers::{bpf_probe_read_user, bpf_probe_read_user_buf},
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
 use common::{
-    control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP},
+    control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, TracerControl},
     engine_abi::{EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC},
     event::{
         EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
@@ -141,12 +142,19 @@ fn try_op_exit(ctx: &RetProbeContext) -> ProbeResult {
     let Some(control) = enabled_for_target(LEVEL_OP) else {
         return Ok(());
     };
+    emit_op_exit(ctx, &control);
+    Ok(())
+}
+
+/// Emits an operator exit record (time and counters) for the current thread, for every
+/// target.
+#[inline(always)]
+pub(super) fn emit_op_exit<C: EbpfContext>(ctx: &C, control: &TracerControl) {
     let mut ev = OpExitEvent::zeroed();
     ev.header = header(EventKind::OpComputeExit, EVENT_FLAG_EXIT);
     if control.op_detail & DETAIL_PMC != 0 {
-        ev.pmc_ok = read_pmcs(&mut ev.pmc, &control, ev.header.tid);
+        ev.pmc_ok = read_pmcs(&mut ev.pmc, control, ev.header.tid);
         ev.detail = OP_DETAIL_PMC;
     }
     emit(ctx, &ev);
-    Ok(())
 }

@@ -42,11 +42,12 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
 /// `engine_decode` return.
 #[uretprobe]
 pub fn engine_decode_ret(ctx: RetProbeContext) -> u32 {
-    let _ = try_decode_exit(&ctx);
+    let _ = decode_exit(&ctx);
     0
 }
 
-fn try_decode_exit(ctx: &RetProbeContext) -> ProbeResult {
+/// A decode call's return, for every target: closes the thread's stashed entry.
+pub(super) fn decode_exit(ctx: &RetProbeContext) -> ProbeResult {
     let tid = current_tid();
     // SAFETY: the value is copied out before the entry is removed.
     let Some(mut ev) = (unsafe { DECODE_STASH.get(tid) }).copied() else {

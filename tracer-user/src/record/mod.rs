@@ -8,6 +8,7 @@
 //! wires them together and writes the footer.
 
 mod collector;
+pub mod llama_plan;
 pub mod plan;
 mod probe_maps;
 mod sink;
@@ -27,7 +28,7 @@ use trace_format::{ProbeCost, TargetInfo, TraceError, TraceFooter, TraceHeader, 
 
 use self::{
     collector::Collector,
-    plan::{EnginePlan, ProbePlan},
+    plan::{ProbePlan, TargetKind, plan_for},
     probe_maps::ProbeMaps,
     sink::TraceSink,
 };
@@ -60,6 +61,17 @@ pub enum RecordError {
     /// The target binary has no usable probe points.
     #[error(transparent)]
     ProbePoints(#[from] ProbePointError),
+    /// The llama.cpp build could not be used.
+    #[error(transparent)]
+    Ggml(#[from] crate::ggml_build::GgmlBuildError),
+    /// The binary is neither the engine nor llama.cpp.
+    #[error("`{}` is neither profinfer's engine (no engine_* probe symbols) nor llama.cpp: {llama}", exe.display())]
+    NotATarget {
+        /// The target binary.
+        exe: PathBuf,
+        /// Why it is not llama.cpp.
+        llama: crate::ggml_build::GgmlBuildError,
+    },
     /// The probes could not be loaded or attached.
     #[error(transparent)]
     Load(#[from] LoadError),
@@ -142,6 +154,10 @@ pub struct RecordRequest {
     pub config: TracerConfig,
     /// The target.
     pub target: TargetSpec,
+    /// What kind of program the target is.
+    pub kind: TargetKind,
+    /// Extra files to look for llama.cpp's libraries in (`--lib`).
+    pub libs: Vec<PathBuf>,
 }
 
 /// Totals of a finished recording.
@@ -282,18 +298,18 @@ pub fn record_observed(
             })?;
             let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
             // Refuse a binary without probe points before starting anything.
-            let plan = EnginePlan::resolve(&exe)?;
+            let plan = plan_for(req.kind, &exe, None, &req.libs)?;
             let child = HeldChild::spawn(argv)?;
             let pid = child.pid();
             (plan, argv.clone(), Some(child), pid)
         }
         TargetSpec::Pid(pid) => {
             target::check_pid(*pid)?;
-            let plan = EnginePlan::resolve(&target::exe_of(*pid)?)?;
+            let plan = plan_for(req.kind, &target::exe_of(*pid)?, Some(*pid), &req.libs)?;
             (plan, Vec::new(), None, *pid)
         }
     };
-    let result = record_with(&req, &plan, args, held.as_mut(), pid, observer);
+    let result = record_with(&req, plan.as_ref(), args, held.as_mut(), pid, observer);
     if result.is_err()
         && let Some(child) = held.as_mut()
     {
@@ -381,7 +397,11 @@ fn trace_header(
         counters: pmcs.infos(),
         counter_notes: pmcs.notes().to_vec(),
         event_kinds: event_kind_table(),
-        settings: cfg.settings(),
+        settings: {
+            let mut settings = cfg.settings();
+            settings.extend(plan.settings());
+            settings
+        },
         strings: Vec::new(),
     }
 }
@@ -411,7 +431,7 @@ fn record_with(
         eprintln!("profinfer: {note}");
     }
     // Leaf nodes are named from the target's memory when operator records carry sources.
-    let leaves_wanted = cfg.structure && cfg.levels & LEVEL_OP != 0;
+    let leaves_wanted = cfg.structure && cfg.levels & LEVEL_OP != 0 && plan.reads_leaves();
     let control = initial_control(cfg, pid, &pmcs, observer.is_live(), leaves_wanted)?;
 
     // Thread set and counters of the threads that exist now.

