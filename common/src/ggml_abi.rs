@@ -49,14 +49,25 @@ pub struct GgmlLayout {
     pub batch_pos: u32,
     /// `BATCH_ON_STACK` or `BATCH_BY_REFERENCE`.
     pub batch_passing: u32,
+    /// `llama_batch_ext.tokens` (a `std::vector<token>`: begin, end pointers), the batch
+    /// of `llama_process(ctx, type, llama_batch_ext *)`, which newer tools call instead
+    /// of `llama_decode`.
+    pub batch_ext_tokens: u32,
+    /// `sizeof(llama_batch_ext::token)`.
+    pub batch_ext_token_size: u32,
+    /// `llama_batch_ext::token.pos` (`llama_pos[4]`; the first is the position).
+    pub batch_ext_token_pos: u32,
+    /// Zero.
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<GgmlLayout>() == 48);
+const _: () = assert!(size_of::<GgmlLayout>() == 64);
 const _: () = assert!(offset_of!(GgmlLayout, tensor_type) == 0);
 const _: () = assert!(offset_of!(GgmlLayout, batch_passing) == 44);
 
 impl GgmlLayout {
-    /// The layout of ggml 0.25 and 0.26 on a 64-bit target (measured with `offsetof`
-    /// against both builds' headers: `docs/llama-cpp.md`).
+    /// The layout of ggml 0.25 and 0.26 (libllama 0.5/0.6) on a 64-bit target with
+    /// libstdc++ (measured with `offsetof` against both builds' headers:
+    /// `docs/llama-cpp.md`).
     pub const GGML_0_25_64BIT: GgmlLayout = GgmlLayout {
         tensor_type: 0,
         tensor_ne: 16,
@@ -70,6 +81,10 @@ impl GgmlLayout {
         batch_n_tokens: 0,
         batch_pos: 24,
         batch_passing: BATCH_ON_STACK,
+        batch_ext_tokens: 64,
+        batch_ext_token_size: 96,
+        batch_ext_token_pos: 80,
+        _pad: 0,
     };
 }
 

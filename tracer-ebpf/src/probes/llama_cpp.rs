@@ -5,7 +5,8 @@
 //! name into profinfer's (`GGML_OPS`).
 //!
 //! Targets (exported by `libllama`/`libggml-cpu` in every build seen, `docs/llama-cpp.md`):
-//! - `int32_t llama_decode(ctx, struct llama_batch batch)`: token level;
+//! - `int32_t llama_decode(ctx, struct llama_batch batch)` and
+//!   `int32_t llama_process(ctx, type, struct llama_batch_ext *)`: token level;
 //! - `enum ggml_status ggml_graph_compute(struct ggml_cgraph *, struct ggml_cplan *)`:
 //!   graph level, on the thread that runs the graph (it is also worker 0);
 //! - operator level, per thread: every node's dispatch starts with
@@ -429,6 +430,57 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
     DECODE_STASH.insert(current_tid(), ev, 0)?;
     emit(ctx, &ev);
     Ok(())
+}
+
+/// `llama_process(ctx, type, llama_batch_ext *)` entry: a token batch (decode only; the
+/// entry point newer llama.cpp tools use instead of `llama_decode`).
+#[uprobe]
+pub fn llama_process(ctx: ProbeContext) -> u32 {
+    let _ = try_process_enter(&ctx);
+    0
+}
+
+/// `LLAMA_PROCESS_TYPE_DECODE`.
+const PROCESS_TYPE_DECODE: u32 = 1;
+
+fn try_process_enter(ctx: &ProbeContext) -> ProbeResult {
+    if enabled_for_target(LEVEL_TOKEN).is_none() {
+        return Ok(());
+    }
+    let kind: u32 = ctx.arg(1).ok_or(-1i64)?;
+    if kind != PROCESS_TYPE_DECODE {
+        return Ok(());
+    }
+    let l = layout().ok_or(-1i64)?;
+    let batch: u64 = ctx.arg(2).ok_or(-1i64)?;
+    let [begin, end]: [u64; 2] = read_at(batch, l.batch_ext_tokens)?;
+    let size = u64::from(l.batch_ext_token_size);
+    if size == 0 || end < begin {
+        return Err(-1);
+    }
+    let n_tokens = (end - begin) / size;
+    let pos: u32 = if n_tokens == 0 {
+        u32::MAX
+    } else {
+        read_at(begin, l.batch_ext_token_pos).unwrap_or(u32::MAX)
+    };
+    let ev = DecodeEvent {
+        header: header(EventKind::Decode, 0),
+        n_tokens: n_tokens as u32,
+        pos,
+        ret: 0,
+        _pad: 0,
+    };
+    DECODE_STASH.insert(current_tid(), ev, 0)?;
+    emit(ctx, &ev);
+    Ok(())
+}
+
+/// `llama_process` return.
+#[uretprobe]
+pub fn llama_process_ret(ctx: RetProbeContext) -> u32 {
+    let _ = super::token::decode_exit(&ctx);
+    0
 }
 
 /// `llama_decode` return.

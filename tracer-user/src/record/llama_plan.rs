@@ -16,7 +16,7 @@ use trace_format::ProbeInfo;
 
 use super::plan::ProbePlan;
 use crate::{
-    ggml_build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild},
+    ggml_build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS},
     load::{self, LoadError, OpProbes, UprobeScope, UprobeSite},
     probe_points::ProbePoint,
 };
@@ -62,16 +62,16 @@ impl LlamaCppPlan {
             }
         };
         if levels & LEVEL_TOKEN != 0
-            && let (Some(lib), Some(point)) = (&b.llama_lib, &b.decode_point)
+            && let Some(lib) = &b.llama_lib
         {
-            pair(
-                lib,
-                point,
-                "llama_decode",
-                "llama_decode_ret",
-                EventKind::Decode,
-                "token",
-            );
+            for point in &b.decode_points {
+                let (enter, exit) = if point.symbol == LLAMA_PROCESS {
+                    ("llama_process", "llama_process_ret")
+                } else {
+                    ("llama_decode", "llama_decode_ret")
+                };
+                pair(lib, point, enter, exit, EventKind::Decode, "token");
+            }
         }
         if levels & LEVEL_GRAPH != 0 {
             pair(

