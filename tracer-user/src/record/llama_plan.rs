@@ -18,7 +18,7 @@ use super::plan::ProbePlan;
 use crate::{
     ggml_build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS},
     load::{self, LoadError, OpProbes, UprobeScope, UprobeSite},
-    probe_points::ProbePoint,
+    probe_points::{CostClass, ProbePoint},
 };
 
 /// The plan for a llama.cpp process.
@@ -84,7 +84,13 @@ impl LlamaCppPlan {
             );
         }
         if levels & LEVEL_OP != 0 {
-            for point in &b.op_points {
+            // A forward function the kernel cannot probe is left out: its nodes then end
+            // at the next node's start (`docs/llama-cpp.md`).
+            for point in b
+                .op_points
+                .iter()
+                .filter(|p| p.attach_cost != CostClass::Unsupported)
+            {
                 let (enter, exit) = match point.symbol.as_str() {
                     EXTRA_FORWARD => ("ggml_extra_forward", "ggml_extra_forward_ret"),
                     FUSED_FORWARD => ("ggml_fused_forward", "ggml_fused_forward_ret"),
