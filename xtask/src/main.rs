@@ -88,9 +88,13 @@ enum BenchTask {
         #[arg(short = 'n', long, default_value_t = 128)]
         generate: u32,
     },
-    /// Slowdown of the engine under `profinfer record`, per tracing configuration
-    /// (seed 002 Table 5; needs root).
+    /// Slowdown of the engine (or, with `--target llama.cpp`, of llama.cpp's own
+    /// llama-bench) under `profinfer record`, per tracing configuration (seed 002 Table 5;
+    /// needs root).
     Overhead {
+        /// `engine` or `llama.cpp`.
+        #[arg(long, default_value = "engine")]
+        target: String,
         /// Model preset.
         #[arg(long, default_value = "llama3.2-1b")]
         preset: String,
@@ -168,6 +172,7 @@ fn main() -> ExitCode {
         Task::Bench {
             which:
                 BenchTask::Overhead {
+                    target,
                     preset,
                     dtype,
                     threads,
@@ -176,7 +181,13 @@ fn main() -> ExitCode {
                     generate,
                 },
         } => run("bench overhead", |s| {
+            let target = match target.as_str() {
+                "engine" => bench::overhead::Target::Engine,
+                "llama.cpp" | "llama-cpp" => bench::overhead::Target::LlamaCpp,
+                other => anyhow::bail!("--target {other}: engine or llama.cpp"),
+            };
             let config = bench::overhead::OverheadConfig {
+                target,
                 preset,
                 dtype,
                 threads,

