@@ -69,10 +69,14 @@ struct Dump {
 /// ggml's ops that compute nothing (`ggml_op_is_empty`): the node loop skips them.
 const EMPTY_OPS: [&str; 5] = ["NONE", "RESHAPE", "VIEW", "PERMUTE", "TRANSPOSE"];
 
-/// Operator entries per thread, split into graphs (a node index of 0 starts one):
-/// tid → graphs → (name, op name, detail).
-fn ops_by_thread_and_graph(evs: &[Event]) -> Vec<(u32, Vec<Vec<(String, String, u32)>>)> {
-    let mut out: Vec<(u32, Vec<Vec<(String, String, u32)>>)> = Vec::new();
+/// One recorded node: name, op name, `OP_DETAIL_*` bits.
+type TracedNode = (String, String, u32);
+/// A thread's graphs: its tid and, per graph, the nodes it started in order.
+type ThreadGraphs = (u32, Vec<Vec<TracedNode>>);
+
+/// Operator entries per thread, split into graphs (a node index of 0 starts one).
+fn ops_by_thread_and_graph(evs: &[Event]) -> Vec<ThreadGraphs> {
+    let mut out: Vec<ThreadGraphs> = Vec::new();
     for e in evs {
         let Event::Op(o) = e else { continue };
         let i = match out.iter().position(|(t, _)| *t == o.header.tid) {
@@ -240,7 +244,7 @@ fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: Optio
 fn check_views(trace: &Path) {
     let out = profinfer()
         .arg("report")
-        .arg(&trace)
+        .arg(trace)
         .output()
         .expect("report");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -248,7 +252,7 @@ fn check_views(trace: &Path) {
     let dir = trace_path("llama-0.25-analysis");
     let out = profinfer()
         .arg("analyze")
-        .arg(&trace)
+        .arg(trace)
         .arg("-o")
         .arg(&dir)
         .output()
@@ -391,7 +395,7 @@ fn llama_bench_of_llama_cpp_0_26_is_traced_unmodified() {
     let (_, second) = &by_thread[1];
     assert_eq!(first.len(), second.len());
     for (g, (x, y)) in first.iter().zip(second).enumerate() {
-        let names = |v: &Vec<(String, String, u32)>| {
+        let names = |v: &Vec<TracedNode>| {
             v.iter()
                 .map(|(n, o, _)| (n.clone(), o.clone()))
                 .collect::<Vec<_>>()
