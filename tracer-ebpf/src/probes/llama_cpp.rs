@@ -27,8 +27,8 @@ use common::{
     control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_GRAPH, LEVEL_OP, LEVEL_TOKEN, TracerControl},
     engine_abi::{BackendKind, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC},
     event::{
-        DecodeEvent, EventKind, GraphEvent, OP_DETAIL_FUSED, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
-        OP_DETAIL_PMC, OP_DETAIL_STRUCTURE,
+        EventKind, GraphEvent, OP_DETAIL_FUSED, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS, OP_DETAIL_PMC,
+        OP_DETAIL_STRUCTURE,
     },
     ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout, GgmlThread, MAX_GGML_OPS},
     op_catalog::OP_UNKNOWN_BASE,
@@ -205,15 +205,21 @@ pub fn ggml_extra_forward_ret(ctx: RetProbeContext) -> u32 {
 }
 
 fn try_extra_exit(ctx: &RetProbeContext) -> ProbeResult {
+    let handled = ctx.ret::<u64>() & 0xff != 0;
+    close_if_outermost(ctx, handled)
+}
+
+/// A probed function returns: one level less on this thread and, when it was the
+/// outermost and `end` says the node is done, the node's exit record.
+fn close_if_outermost(ctx: &RetProbeContext, end: bool) -> ProbeResult {
     let Some(control) = enabled_for_target(LEVEL_OP) else {
         return Ok(());
     };
-    let handled = ctx.ret::<u64>() & 0xff != 0;
     let st = GGML_THREADS.get_ptr_mut(current_tid()).ok_or(-1i64)?;
     // SAFETY: as in `try_extra_enter`.
     let st = unsafe { &mut *st };
     st.depth = st.depth.saturating_sub(1);
-    if st.depth == 0 && st.open != 0 && handled {
+    if st.depth == 0 && st.open != 0 && end {
         emit_op_exit(ctx, &control);
         st.open = 0;
     }
@@ -254,18 +260,7 @@ pub fn ggml_op_forward_ret(ctx: RetProbeContext) -> u32 {
 }
 
 fn try_forward_exit(ctx: &RetProbeContext) -> ProbeResult {
-    let Some(control) = enabled_for_target(LEVEL_OP) else {
-        return Ok(());
-    };
-    let st = GGML_THREADS.get_ptr_mut(current_tid()).ok_or(-1i64)?;
-    // SAFETY: as in `try_extra_enter`.
-    let st = unsafe { &mut *st };
-    st.depth = st.depth.saturating_sub(1);
-    if st.depth == 0 && st.open != 0 {
-        emit_op_exit(ctx, &control);
-        st.open = 0;
-    }
-    Ok(())
+    close_if_outermost(ctx, true)
 }
 
 /// `ggml_compute_forward_rms_norm_mul_fused(params, rms_norm, mul)` entry: two nodes in
@@ -420,16 +415,7 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
     } else {
         read_at(pos_ptr, 0).unwrap_or(u32::MAX)
     };
-    let ev = DecodeEvent {
-        header: header(EventKind::Decode, 0),
-        n_tokens: n_tokens as u32,
-        pos,
-        ret: 0,
-        _pad: 0,
-    };
-    DECODE_STASH.insert(current_tid(), ev, 0)?;
-    emit(ctx, &ev);
-    Ok(())
+    super::token::decode_enter(ctx, n_tokens as u32, pos)
 }
 
 /// `llama_process(ctx, type, llama_batch_ext *)` entry: a token batch (decode only; the
@@ -464,16 +450,7 @@ fn try_process_enter(ctx: &ProbeContext) -> ProbeResult {
     } else {
         read_at(begin, l.batch_ext_token_pos).unwrap_or(u32::MAX)
     };
-    let ev = DecodeEvent {
-        header: header(EventKind::Decode, 0),
-        n_tokens: n_tokens as u32,
-        pos,
-        ret: 0,
-        _pad: 0,
-    };
-    DECODE_STASH.insert(current_tid(), ev, 0)?;
-    emit(ctx, &ev);
-    Ok(())
+    super::token::decode_enter(ctx, n_tokens as u32, pos)
 }
 
 /// `llama_process` return.

@@ -27,10 +27,19 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
     if enabled_for_target(LEVEL_TOKEN).is_none() {
         return Ok(());
     }
+    decode_enter(
+        ctx,
+        ctx.arg::<u32>(1).ok_or(-1i64)?,
+        ctx.arg::<u32>(2).ok_or(-1i64)?,
+    )
+}
+
+/// A decode call's entry, for every target: stashes and emits the record.
+pub(super) fn decode_enter(ctx: &ProbeContext, n_tokens: u32, pos: u32) -> ProbeResult {
     let ev = DecodeEvent {
         header: header(EventKind::Decode, 0),
-        n_tokens: ctx.arg::<u32>(1).ok_or(-1i64)?,
-        pos: ctx.arg::<u32>(2).ok_or(-1i64)?,
+        n_tokens,
+        pos,
         ret: 0,
         _pad: 0,
     };
