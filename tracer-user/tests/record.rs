@@ -532,7 +532,12 @@ fn clear_errors_for_bad_targets() {
         .expect("runs");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(err.contains("no engine probe symbols"), "{err}");
+    // Neither the engine nor llama.cpp: one line saying what is missing for each.
+    assert!(
+        err.contains("neither profinfer's engine") && err.contains("nor llama.cpp"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     // A target that exits early with an error: the trace is complete and readable, and
     // profinfer exits with the target's status so a script sees the failure.
     let (engine, _) = engine_and_model();
