@@ -132,12 +132,12 @@ fn the_trace_of_llama_cpp_0_25_is_llama_cpps_own_graph() {
     require_root!();
     let Some(site) = venv() else { return };
     let (_, model) = engine_and_model();
-    let trace = check_against_graph_dump(&site, model, "tiny", None);
+    let trace = check_against_graph_dump(&site, model, "tiny", false);
     check_views(&trace);
     let _ = std::fs::remove_file(&trace);
     match std::env::var_os("PROFINFER_SMOLLM2") {
         Some(smollm2) if !smollm2.is_empty() => {
-            let trace = check_against_graph_dump(&site, Path::new(&smollm2), "smollm2", None);
+            let trace = check_against_graph_dump(&site, Path::new(&smollm2), "smollm2", false);
             let _ = std::fs::remove_file(&trace);
         }
         _ => eprintln!("!!! PROFINFER_SMOLLM2 not set: SmolLM2 on llama.cpp not checked"),
@@ -151,13 +151,13 @@ fn a_running_llama_cpp_process_is_traced_by_pid() {
     require_root!();
     let Some(site) = venv() else { return };
     let (_, model) = engine_and_model();
-    let trace = check_against_graph_dump(&site, model, "pid", Some(()));
+    let trace = check_against_graph_dump(&site, model, "pid", true);
     let _ = std::fs::remove_file(&trace);
 }
 
 /// Records `graph_dump.py` on `model` (started by `profinfer record`, or with `by_pid`
 /// started first and attached to with `--pid`) and checks the trace against the dump.
-fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: Option<()>) -> PathBuf {
+fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: bool) -> PathBuf {
     let dump_path = trace_path(&format!("llama-dump-{name}.json"));
     let libllama = site.join("llama_cpp/lib/libllama.so");
     let script_args: Vec<&std::ffi::OsStr> = vec![
@@ -168,7 +168,7 @@ fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: Optio
         "2".as_ref(),
         dump_path.as_os_str(),
     ];
-    let (trace, evs) = if by_pid.is_some() {
+    let (trace, evs) = if by_pid {
         record_by_pid(&format!("llama-0.25-{name}"), &script_args)
     } else {
         let mut args: Vec<&std::ffi::OsStr> = vec![

@@ -156,22 +156,13 @@ fn bench_command(program: &Path, model: &Path, cfg: &OverheadConfig) -> Command 
     cmd
 }
 
+/// `engine bench -m M ... --json` or `llama-bench -m M ... -o json`: the same sizes.
 fn bench_args(model: &Path, cfg: &OverheadConfig) -> Vec<String> {
-    if cfg.target == Target::LlamaCpp {
-        let mut v: Vec<String> = vec!["-m".into(), model.display().to_string()];
-        for (flag, value) in [
-            ("-t", cfg.threads),
-            ("-p", cfg.prompt),
-            ("-n", cfg.generate),
-            ("-r", 1),
-        ] {
-            v.push(flag.into());
-            v.push(value.to_string());
-        }
-        v.extend(["-o".into(), "json".into()]);
-        return v;
+    let mut v: Vec<String> = Vec::new();
+    if cfg.target == Target::Engine {
+        v.push("bench".into());
     }
-    let mut v: Vec<String> = vec!["bench".into(), "-m".into(), model.display().to_string()];
+    v.extend(["-m".into(), model.display().to_string()]);
     for (flag, value) in [
         ("-t", cfg.threads),
         ("-p", cfg.prompt),
@@ -181,7 +172,10 @@ fn bench_args(model: &Path, cfg: &OverheadConfig) -> Vec<String> {
         v.push(flag.into());
         v.push(value.to_string());
     }
-    v.push("--json".into());
+    match cfg.target {
+        Target::Engine => v.push("--json".into()),
+        Target::LlamaCpp => v.extend(["-o".into(), "json".into()]),
+    }
     v
 }
 
