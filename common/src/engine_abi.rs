@@ -132,73 +132,96 @@ impl DType {
     }
 }
 
-/// Operator of a graph node. Numbers are stable: never renumber, only append.
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum OpType {
-    /// Not computed in the graph: a weight, a KV-cache view or an input.
-    None = 0,
-    /// Select rows of a matrix by index (`inp_out_ids`, embedding lookups).
-    GetRows = 1,
-    /// Root-mean-square normalisation over rows.
-    RmsNorm = 2,
-    /// Element-wise product with broadcasting of `src1` (norm weights).
-    Mul = 3,
-    /// Element-wise sum with broadcasting of `src1` (residuals, biases).
-    Add = 4,
-    /// Matrix product `src0ᵀ · src1` in ggml's convention (`src0` rows are weights).
-    MulMat = 5,
-    /// Rotary position embedding (NeoX or normal mode, op param 0).
-    Rope = 6,
-    /// Copy `src0` into `src1` (store K/V rows into the cache).
-    Cpy = 7,
-    /// Scaled, causally masked softmax over rows.
-    SoftMax = 8,
-    /// SwiGLU: `silu(src0) * src1`.
-    SwiGlu = 9,
-    /// Reshape/permute/view without computing (kept in the graph only as a source).
-    View = 10,
-}
-
-impl OpType {
-    /// Number of op types (one past the largest value).
-    pub const COUNT: u32 = 11;
-
-    /// The op for a stored value.
-    pub const fn from_u32(v: u32) -> Option<OpType> {
-        Some(match v {
-            0 => OpType::None,
-            1 => OpType::GetRows,
-            2 => OpType::RmsNorm,
-            3 => OpType::Mul,
-            4 => OpType::Add,
-            5 => OpType::MulMat,
-            6 => OpType::Rope,
-            7 => OpType::Cpy,
-            8 => OpType::SoftMax,
-            9 => OpType::SwiGlu,
-            10 => OpType::View,
-            _ => return None,
-        })
-    }
-
-    /// Upper-case name as ggml spells it (`MUL_MAT`, `RMS_NORM`, ...).
-    pub const fn name(self) -> &'static str {
-        match self {
-            OpType::None => "NONE",
-            OpType::GetRows => "GET_ROWS",
-            OpType::RmsNorm => "RMS_NORM",
-            OpType::Mul => "MUL",
-            OpType::Add => "ADD",
-            OpType::MulMat => "MUL_MAT",
-            OpType::Rope => "ROPE",
-            OpType::Cpy => "CPY",
-            OpType::SoftMax => "SOFT_MAX",
-            OpType::SwiGlu => "SWIGLU",
-            OpType::View => "VIEW",
+/// Declares [`OpType`] from one table: variant, value and ggml's name. The value of an op
+/// is its id in [`crate::op_catalog::OP_NAMES`] (checked by a test), so the engine and a
+/// traced llama.cpp build share one numbering.
+macro_rules! op_types {
+    ($( $(#[$doc:meta])* $variant:ident = $id:literal, $name:literal; )*) => {
+        /// Operator of a graph node. Numbers are stable: never renumber, only add. The
+        /// first eleven are the engine's original ops; later ones take the id of their
+        /// name in the op catalog.
+        #[repr(u32)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum OpType {
+            $( $(#[$doc])* $variant = $id, )*
         }
-    }
+
+        impl OpType {
+            /// Every op, in id order.
+            pub const ALL: &'static [OpType] = &[$(OpType::$variant),*];
+
+            /// The op for a stored value.
+            pub const fn from_u32(v: u32) -> Option<OpType> {
+                match v {
+                    $( $id => Some(OpType::$variant), )*
+                    _ => None,
+                }
+            }
+
+            /// Upper-case name as ggml spells it (`MUL_MAT`, `RMS_NORM`, ...).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( OpType::$variant => $name, )*
+                }
+            }
+        }
+    };
 }
+
+op_types! {
+    /// Not computed in the graph: a weight, a KV-cache view or an input.
+    None = 0, "NONE";
+    /// Select rows of a matrix by index (`inp_out_ids`, embedding lookups); with op param
+    /// 0 = [`GET_ROWS_PER_TOKEN`], one value per (slot, token) of an `[E, T]` matrix
+    /// (the routing weights of the selected experts).
+    GetRows = 1, "GET_ROWS";
+    /// Root-mean-square normalisation over rows.
+    RmsNorm = 2, "RMS_NORM";
+    /// Element-wise product with broadcasting of `src1` (norm weights; a one-column
+    /// `src1` scales whole rows).
+    Mul = 3, "MUL";
+    /// Element-wise sum with broadcasting of `src1` (residuals, biases).
+    Add = 4, "ADD";
+    /// Matrix product `src0ᵀ · src1` in ggml's convention (`src0` rows are weights).
+    MulMat = 5, "MUL_MAT";
+    /// Rotary position embedding (NeoX or normal mode, op param 0).
+    Rope = 6, "ROPE";
+    /// Copy `src0` into `src1` (store K/V rows into the cache).
+    Cpy = 7, "CPY";
+    /// Scaled softmax over rows, causally masked unless op param 2 is
+    /// [`SOFT_MAX_UNMASKED`].
+    SoftMax = 8, "SOFT_MAX";
+    /// SwiGLU: `silu(src0) * src1`.
+    SwiGlu = 9, "SWIGLU";
+    /// Reshape/permute/view without computing (kept in the graph only as a source).
+    View = 10, "VIEW";
+    /// Element-wise quotient with broadcasting of `src1` like [`OpType::Mul`].
+    Div = 16, "DIV";
+    /// Sum of each row: `[n, rows]` to `[1, rows]`.
+    SumRows = 23, "SUM_ROWS";
+    /// Expert-indexed matrix product (ggml's `MUL_MAT_ID`): `src0` holds `E` weight
+    /// matrices `[K, N, E]`, `src2` the `[k, T]` I32 ids of the experts each token uses;
+    /// `dst[:, j, t] = src0[:, :, ids[j, t]]ᵀ · src1[:, j mod S, t]`. `src3`, when set, is
+    /// the `[k, T]` f32 routing weights (read by probes, not by the op).
+    MulMatId = 36, "MUL_MAT_ID";
+    /// Multiply by a constant (op param 0, f32 bits).
+    Scale = 38, "SCALE";
+    /// Clamp into `[op param 0, op param 1]` (f32 bits).
+    Clamp = 51, "CLAMP";
+    /// The indices of the `k = ne[0]` largest values of each row, largest first (ggml's
+    /// `argsort` descending, then a view of its first `k` columns).
+    TopK = 71, "TOP_K";
+    /// SiLU, `x·σ(x)` (ggml computes it as a `UNARY` op).
+    Silu = 102, "SILU";
+    /// Sum of the `k` weighted expert outputs of each token: `[N, k, T]` to `[N, T]`,
+    /// added slot by slot in order, as llama.cpp's `k − 1` `ADD`s of views do.
+    MoeSum = 103, "MOE_SUM";
+}
+
+/// [`OpType::SoftMax`] op param 2: no causal mask (the routing softmax over experts).
+pub const SOFT_MAX_UNMASKED: u32 = 1;
+/// [`OpType::GetRows`] op param 0: select one value per (slot, token), see the op.
+pub const GET_ROWS_PER_TOKEN: u32 = 1;
 
 /// Kind of backend a graph runs on.
 #[repr(u32)]
@@ -442,11 +465,15 @@ mod tests {
 
     #[test]
     fn op_ids_round_trip() {
-        for v in 0..OpType::COUNT {
-            let op = OpType::from_u32(v).expect("every value below COUNT is an op");
-            assert_eq!(op as u32, v);
+        for &op in OpType::ALL {
+            assert_eq!(OpType::from_u32(op as u32), Some(op));
         }
-        assert_eq!(OpType::from_u32(OpType::COUNT), None);
+        assert_eq!(OpType::from_u32(11), None);
+        assert!(
+            OpType::ALL
+                .windows(2)
+                .all(|w| (w[0] as u32) < (w[1] as u32))
+        );
     }
 
     #[test]

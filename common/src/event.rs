@@ -36,6 +36,9 @@ pub enum EventKind {
     OpCompute = 20,
     /// `engine_op_compute` exit ([`OpExitEvent`], trace format 3 on).
     OpComputeExit = 21,
+    /// The experts an expert-indexed product (`MUL_MAT_ID`) uses, read at its entry
+    /// ([`ExpertRouteEvent`]).
+    ExpertRoute = 22,
     /// `engine_phase_embed` entry/exit ([`PhaseEvent`]).
     PhaseEmbed = 30,
     /// `engine_phase_copy_logits` entry/exit ([`PhaseEvent`]).
@@ -68,11 +71,12 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 17] = [
+    pub const ALL: [EventKind; 18] = [
         EventKind::Decode,
         EventKind::GraphCompute,
         EventKind::OpCompute,
         EventKind::OpComputeExit,
+        EventKind::ExpertRoute,
         EventKind::PhaseEmbed,
         EventKind::PhaseCopyLogits,
         EventKind::PhaseSoftmax,
@@ -95,6 +99,7 @@ impl EventKind {
             10 => EventKind::GraphCompute,
             20 => EventKind::OpCompute,
             21 => EventKind::OpComputeExit,
+            22 => EventKind::ExpertRoute,
             30 => EventKind::PhaseEmbed,
             31 => EventKind::PhaseCopyLogits,
             32 => EventKind::PhaseSoftmax,
@@ -119,6 +124,7 @@ impl EventKind {
             EventKind::GraphCompute => size_of::<GraphEvent>(),
             EventKind::OpCompute => size_of::<OpEvent>(),
             EventKind::OpComputeExit => size_of::<OpExitEvent>(),
+            EventKind::ExpertRoute => size_of::<ExpertRouteEvent>(),
             EventKind::PhaseEmbed
             | EventKind::PhaseCopyLogits
             | EventKind::PhaseSoftmax
@@ -140,6 +146,7 @@ impl EventKind {
             EventKind::GraphCompute => "graph_compute",
             EventKind::OpCompute => "op_compute",
             EventKind::OpComputeExit => "op_compute_exit",
+            EventKind::ExpertRoute => "expert_route",
             EventKind::PhaseEmbed => "phase_embed",
             EventKind::PhaseCopyLogits => "phase_copy_logits",
             EventKind::PhaseSoftmax => "phase_softmax",
@@ -626,6 +633,83 @@ impl LeafNodeEvent {
     }
 }
 
+/// Expert ids (and weights) one [`ExpertRouteEvent`] carries.
+pub const MAX_ROUTE_IDS: usize = 32;
+/// Most [`ExpertRouteEvent`]s one node's entry emits (so a prefill batch of up to
+/// `16 · MAX_ROUTE_IDS / k` tokens is recorded whole).
+pub const MAX_ROUTE_RECORDS: u32 = 16;
+/// [`ExpertRouteEvent::flags`]: `weights` holds the routing weights.
+pub const ROUTE_FLAG_WEIGHTS: u32 = 1 << 0;
+/// [`ExpertRouteEvent::flags`]: the node's batch had more tokens than the probe records
+/// per node; tokens from `token0 + n_ids / n_used` on are missing.
+pub const ROUTE_FLAG_TRUNCATED: u32 = 1 << 1;
+
+/// Operator level: which experts an expert-indexed product (`MUL_MAT_ID`) computes, read
+/// by the probe at the node's entry (thread 0 only) from its ids source (the router's
+/// top-k, `src[2]`) and, where the engine passes them (`src[3]`), the routing weights —
+/// as seed 002 reads `ggml_compute_forward_mul_mat_id`'s third source. A batch of `T`
+/// tokens takes `ceil(T·k / MAX_ROUTE_IDS)` records (tokens are never split).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertRouteEvent {
+    /// Common header (the time and thread of the node's entry on thread 0).
+    pub header: EventHeader,
+    /// Address of the node.
+    pub node_addr: u64,
+    /// Address of the ids tensor (one per layer: the gate, up and down products of a
+    /// layer share it).
+    pub ids_addr: u64,
+    /// The node's layer, or -1.
+    pub layer: i32,
+    /// The node's index in its graph.
+    pub index: u32,
+    /// Experts used per token (`k`).
+    pub n_used: u32,
+    /// Experts the weights tensor holds.
+    pub n_expert: u32,
+    /// Tokens in the node's batch.
+    pub n_tokens: u32,
+    /// First token (of the batch) this record covers.
+    pub token0: u32,
+    /// Valid entries of `ids` (a multiple of `n_used`).
+    pub n_ids: u32,
+    /// `ROUTE_FLAG_*` bits.
+    pub flags: u32,
+    /// Expert ids, token by token, `n_used` each.
+    pub ids: [i32; MAX_ROUTE_IDS],
+    /// The matching routing weights (with [`ROUTE_FLAG_WEIGHTS`]), f32 bits.
+    pub weights: [u32; MAX_ROUTE_IDS],
+}
+const _: () = assert!(size_of::<ExpertRouteEvent>() == 336);
+const _: () = assert!(offset_of!(ExpertRouteEvent, node_addr) == 32);
+const _: () = assert!(offset_of!(ExpertRouteEvent, ids_addr) == 40);
+const _: () = assert!(offset_of!(ExpertRouteEvent, layer) == 48);
+const _: () = assert!(offset_of!(ExpertRouteEvent, n_used) == 56);
+const _: () = assert!(offset_of!(ExpertRouteEvent, n_ids) == 72);
+const _: () = assert!(offset_of!(ExpertRouteEvent, ids) == 80);
+const _: () = assert!(offset_of!(ExpertRouteEvent, weights) == 208);
+
+impl ExpertRouteEvent {
+    /// An all-zero record.
+    pub const fn zeroed() -> ExpertRouteEvent {
+        ExpertRouteEvent {
+            header: EventHeader::ZERO,
+            node_addr: 0,
+            ids_addr: 0,
+            layer: 0,
+            index: 0,
+            n_used: 0,
+            n_expert: 0,
+            n_tokens: 0,
+            token0: 0,
+            n_ids: 0,
+            flags: 0,
+            ids: [0; MAX_ROUTE_IDS],
+            weights: [0; MAX_ROUTE_IDS],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,7 +722,9 @@ mod tests {
             let level_ok = match k {
                 EventKind::Decode => (1..10).contains(&v),
                 EventKind::GraphCompute => (10..20).contains(&v),
-                EventKind::OpCompute | EventKind::OpComputeExit => (20..30).contains(&v),
+                EventKind::OpCompute | EventKind::OpComputeExit | EventKind::ExpertRoute => {
+                    (20..30).contains(&v)
+                }
                 EventKind::PhaseEmbed
                 | EventKind::PhaseCopyLogits
                 | EventKind::PhaseSoftmax

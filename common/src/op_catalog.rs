@@ -1,11 +1,12 @@
 //! Every operator name profinfer records, numbered once and for all: an event's `op`
 //! is an index into [`OP_NAMES`], whichever program was traced.
 //!
-//! Ids 0 to 10 are the engine's [`crate::OpType`] values; after them come the op names of
-//! ggml (`GGML_OP_NAME` of ggml 0.26, in its order, minus those the engine already
-//! has), so a llama.cpp build's own op numbers are translated by name
-//! (`tracer-user/src/target_llama.rs` writes the translation into the probes' op map)
-//! and its ops keep their ggml names. New names are only ever appended.
+//! Ids 0 to 10 are the engine's first [`crate::OpType`] values; after them come the op
+//! names of ggml (`GGML_OP_NAME` of ggml 0.26, in its order, minus those the engine
+//! already has), so a llama.cpp build's own op numbers are translated by name
+//! (`tracer-user/src/ggml_build.rs` writes the translation into the probes' op map)
+//! and its ops keep their ggml names; then names the engine added. Every later engine op
+//! takes the id of its name here. New names are only ever appended.
 
 /// Operator names by profinfer op id.
 pub const OP_NAMES: &[&str] = &[
@@ -111,6 +112,10 @@ pub const OP_NAMES: &[&str] = &[
     "OPT_STEP_ADAMW",
     "OPT_STEP_SGD",
     "GLU",
+    // Appended for the engine: ggml's unary ops (one `UNARY` op there) by name, and
+    // the engine's own ops.
+    "SILU",
+    "MOE_SUM",
 ];
 
 /// An op the recorded build has but [`OP_NAMES`] does not is recorded as this plus the
@@ -135,9 +140,8 @@ mod tests {
 
     #[test]
     fn the_engines_ops_keep_their_ids_and_names() {
-        for id in 0..OpType::COUNT {
-            let op = OpType::from_u32(id).expect("engine op");
-            assert_eq!(op_name(id), Some(op.name()));
+        for &op in OpType::ALL {
+            assert_eq!(op_name(op as u32), Some(op.name()), "{op:?}");
         }
     }
 

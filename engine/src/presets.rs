@@ -19,7 +19,7 @@ use rand_distr::{Distribution, StandardNormal};
 use crate::chat::known_templates;
 use crate::chat::template::TEMPLATE_KEY;
 use crate::error::EngineError;
-use crate::model::tensors::{TensorKind, TensorShapes, tensor_specs};
+use crate::model::tensors::{ExpertShapes, TensorKind, TensorShapes, tensor_specs};
 use crate::quant_mix::{Mix, MixModel};
 
 /// The types of a generated file's weight matrices.
@@ -93,6 +93,21 @@ pub struct Preset {
     pub tokenizer: SynthKind,
     /// Whether the output projection reuses `token_embd` (no `output.weight`).
     pub tied_embeddings: bool,
+    /// A mixture of experts instead of the dense FFN.
+    pub experts: Option<PresetExperts>,
+}
+
+/// The mixture of experts of a preset.
+#[derive(Clone, Copy, Debug)]
+pub struct PresetExperts {
+    /// Experts per layer.
+    pub n_expert: u32,
+    /// Experts per token.
+    pub n_used: u32,
+    /// FFN size of one expert.
+    pub n_ff_exp: u32,
+    /// FFN size of the shared expert (0: none).
+    pub n_ff_shexp: u32,
 }
 
 /// Every preset. The large ones have the real models' hyper-parameters.
@@ -111,6 +126,7 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Spm,
         tied_embeddings: false,
+        experts: None,
     },
     Preset {
         name: "tiny-llama3",
@@ -126,6 +142,7 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Llama3Bpe,
         tied_embeddings: true,
+        experts: None,
     },
     Preset {
         name: "tiny-qwen2",
@@ -141,6 +158,7 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-6,
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: true,
+        experts: None,
     },
     // Widths that are multiples of 256, so every matrix can hold K-quant super-blocks
     // (llama.cpp's mixes fall back to 32-element types otherwise). Untied with GQA 2, and
@@ -159,6 +177,7 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Spm,
         tied_embeddings: false,
+        experts: None,
     },
     Preset {
         name: "tiny-kq-tied",
@@ -174,6 +193,7 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Llama3Bpe,
         tied_embeddings: true,
+        experts: None,
     },
     Preset {
         name: "llama3.2-1b",
@@ -189,6 +209,7 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Llama3Bpe,
         tied_embeddings: true,
+        experts: None,
     },
     Preset {
         name: "qwen2.5-1.5b",
@@ -204,6 +225,117 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-6,
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: true,
+        experts: None,
+    },
+    // Mixtures of experts. Widths are multiples of 256 so K-quants apply.
+    Preset {
+        name: "tiny-moe",
+        arch: "qwen2moe",
+        n_layer: 2,
+        n_embd: 256,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 512,
+        n_vocab: 640,
+        n_ctx: 1024,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-6,
+        tokenizer: SynthKind::Qwen2Bpe,
+        tied_embeddings: false,
+        experts: Some(PresetExperts {
+            n_expert: 8,
+            n_used: 2,
+            n_ff_exp: 256,
+            n_ff_shexp: 512,
+        }),
+    },
+    Preset {
+        name: "tiny-mixtral",
+        arch: "llama",
+        n_layer: 2,
+        n_embd: 256,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 512,
+        n_vocab: 512,
+        n_ctx: 512,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Spm,
+        tied_embeddings: false,
+        experts: Some(PresetExperts {
+            n_expert: 4,
+            n_used: 2,
+            n_ff_exp: 512,
+            n_ff_shexp: 0,
+        }),
+    },
+    // Qwen1.5-MoE-A2.7B (seed 002's Fig 13): 60 routed experts, 4 used, a shared expert;
+    // 14.3 B weights, ~8 GB in q4_0.
+    Preset {
+        name: "qwen1.5-moe-a2.7b",
+        arch: "qwen2moe",
+        n_layer: 24,
+        n_embd: 2048,
+        n_head: 16,
+        n_head_kv: 16,
+        n_ff: 5632,
+        n_vocab: 151_936,
+        n_ctx: 8192,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-6,
+        tokenizer: SynthKind::Qwen2Bpe,
+        tied_embeddings: false,
+        experts: Some(PresetExperts {
+            n_expert: 60,
+            n_used: 4,
+            n_ff_exp: 1408,
+            n_ff_shexp: 5632,
+        }),
+    },
+    // Mixtral-8x7B's shape, and a small variant of it (8 experts, 2 used, a quarter of
+    // the width and depth) that fits a board.
+    Preset {
+        name: "mixtral-8x7b",
+        arch: "llama",
+        n_layer: 32,
+        n_embd: 4096,
+        n_head: 32,
+        n_head_kv: 8,
+        n_ff: 14_336,
+        n_vocab: 32_000,
+        n_ctx: 32_768,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Spm,
+        tied_embeddings: false,
+        experts: Some(PresetExperts {
+            n_expert: 8,
+            n_used: 2,
+            n_ff_exp: 14_336,
+            n_ff_shexp: 0,
+        }),
+    },
+    Preset {
+        name: "mixtral-small",
+        arch: "llama",
+        n_layer: 8,
+        n_embd: 1024,
+        n_head: 8,
+        n_head_kv: 2,
+        n_ff: 3584,
+        n_vocab: 32_000,
+        n_ctx: 32_768,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-5,
+        tokenizer: SynthKind::Spm,
+        tied_embeddings: false,
+        experts: Some(PresetExperts {
+            n_expert: 8,
+            n_used: 2,
+            n_ff_exp: 3584,
+            n_ff_shexp: 0,
+        }),
     },
 ];
 
@@ -238,6 +370,11 @@ fn plan(p: &Preset, format: WeightFormat) -> Vec<TensorPlan> {
         n_ff: u64::from(p.n_ff),
         n_vocab: u64::from(p.n_vocab),
         n_layer: p.n_layer,
+        experts: p.experts.map(|x| ExpertShapes {
+            n_expert: u64::from(x.n_expert),
+            n_ff_exp: u64::from(x.n_ff_exp),
+            n_ff_shexp: u64::from(x.n_ff_shexp),
+        }),
     };
     let inv = |fan_in: u64| 1.0 / (fan_in as f32).sqrt();
     tensor_specs(arch, shapes)
@@ -253,15 +390,14 @@ fn plan(p: &Preset, format: WeightFormat) -> Vec<TensorPlan> {
                 (TensorKind::Matrix, "output.weight") => Init::Normal {
                     std: 3.0 * inv(t.dims[0]),
                 },
-                (TensorKind::Matrix, _) => Init::Normal {
+                (TensorKind::Matrix | TensorKind::Router, _) => Init::Normal {
                     std: inv(t.dims[0]),
                 },
             };
             TensorPlan {
-                dtype: if t.kind == TensorKind::Matrix {
-                    format.matrix_type(p, &t.name, t.dims[0])
-                } else {
-                    DType::F32
+                dtype: match t.kind {
+                    TensorKind::Matrix => format.matrix_type(p, &t.name, t.dims[0]),
+                    TensorKind::Vector | TensorKind::Router => DType::F32,
                 },
                 name: t.name,
                 dims: t.dims,
@@ -384,6 +520,20 @@ pub fn write_model(
         ),
         (format!("{a}.vocab_size"), p.n_vocab.into()),
     ];
+    let mut kvs = kvs;
+    if let Some(x) = p.experts {
+        kvs.push((format!("{a}.expert_count"), x.n_expert.into()));
+        kvs.push((format!("{a}.expert_used_count"), x.n_used.into()));
+        if a != "llama" {
+            kvs.push((format!("{a}.expert_feed_forward_length"), x.n_ff_exp.into()));
+        }
+        if x.n_ff_shexp > 0 {
+            kvs.push((
+                format!("{a}.expert_shared_feed_forward_length"),
+                x.n_ff_shexp.into(),
+            ));
+        }
+    }
     for (k, v) in kvs {
         w.add_kv(k, v).map_err(gguf)?;
     }

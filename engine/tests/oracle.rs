@@ -310,10 +310,10 @@ fn check_gguf_py(preset: &str, dtype: &str) {
     let path = model(preset, dtype);
     let info = GgufInfo::read(&path);
     let arch = info.arch();
-    let expected_arch = if preset == "tiny-qwen2" {
-        "qwen2"
-    } else {
-        "llama"
+    let expected_arch = match preset {
+        "tiny-qwen2" => "qwen2",
+        "tiny-moe" => "qwen2moe",
+        _ => "llama",
     };
     assert_eq!(arch, expected_arch, "{preset}: general.architecture");
 
@@ -335,7 +335,7 @@ fn check_gguf_py(preset: &str, dtype: &str) {
         .as_str()
         .expect("tokenizer model")
         .to_owned();
-    let expected_tokenizer = if preset == "tiny-llama" {
+    let expected_tokenizer = if preset == "tiny-llama" || preset == "tiny-mixtral" {
         "llama"
     } else {
         "gpt2"
@@ -372,6 +372,31 @@ fn check_gguf_py(preset: &str, dtype: &str) {
         assert!(u64::from(bos) < n_vocab, "{preset}: bos id out of range");
     }
 
+    // A mixture of experts: (experts, expert FFN size, shared expert FFN size).
+    let experts = info
+        .metadata
+        .contains_key(&format!("{arch}.expert_count"))
+        .then(|| {
+            let opt = |k: &str| {
+                info.metadata
+                    .get(&format!("{arch}.{k}"))
+                    .and_then(|v| v["value"].as_u64())
+            };
+            assert!(
+                info.u64(&format!("{arch}.expert_used_count")) >= 1,
+                "{preset}: expert_used_count"
+            );
+            (
+                info.u64(&format!("{arch}.expert_count")),
+                opt("expert_feed_forward_length").unwrap_or(n_ff),
+                opt("expert_shared_feed_forward_length"),
+            )
+        });
+    assert_eq!(
+        experts.is_some(),
+        matches!(preset, "tiny-moe" | "tiny-mixtral"),
+        "{preset}: expert_count"
+    );
     let weight_type = dtype.to_uppercase();
     // Embedding and output matrices may be kept in a wider type than the blocks.
     let edge_types = [weight_type.as_str(), "F32", "F16", "Q8_0"];
@@ -402,10 +427,27 @@ fn check_gguf_py(preset: &str, dtype: &str) {
         add(b("attn_v.weight"), vec![n_embd, kv_dim], &["W"]);
         add(b("attn_output.weight"), vec![q_dim, n_embd], &["W"]);
         add(b("ffn_norm.weight"), vec![n_embd], &["F32"]);
-        add(b("ffn_gate.weight"), vec![n_embd, n_ff], &["W"]);
-        add(b("ffn_up.weight"), vec![n_embd, n_ff], &["W"]);
-        add(b("ffn_down.weight"), vec![n_ff, n_embd], &["W"]);
-        if arch == "qwen2" {
+        match &experts {
+            None => {
+                add(b("ffn_gate.weight"), vec![n_embd, n_ff], &["W"]);
+                add(b("ffn_up.weight"), vec![n_embd, n_ff], &["W"]);
+                add(b("ffn_down.weight"), vec![n_ff, n_embd], &["W"]);
+            }
+            Some((n_expert, n_ff_exp, n_ff_shexp)) => {
+                let (n, xff) = (*n_expert, *n_ff_exp);
+                add(b("ffn_gate_inp.weight"), vec![n_embd, n], &["F32"]);
+                add(b("ffn_gate_exps.weight"), vec![n_embd, xff, n], &["W"]);
+                add(b("ffn_up_exps.weight"), vec![n_embd, xff, n], &["W"]);
+                add(b("ffn_down_exps.weight"), vec![xff, n_embd, n], &["W"]);
+                if let Some(sff) = *n_ff_shexp {
+                    add(b("ffn_gate_inp_shexp.weight"), vec![n_embd], &["F32"]);
+                    add(b("ffn_gate_shexp.weight"), vec![n_embd, sff], &["W"]);
+                    add(b("ffn_up_shexp.weight"), vec![n_embd, sff], &["W"]);
+                    add(b("ffn_down_shexp.weight"), vec![sff, n_embd], &["W"]);
+                }
+            }
+        }
+        if arch == "qwen2" || arch == "qwen2moe" {
             add(b("attn_q.bias"), vec![q_dim], &["F32"]);
             add(b("attn_k.bias"), vec![kv_dim], &["F32"]);
             add(b("attn_v.bias"), vec![kv_dim], &["F32"]);
@@ -505,6 +547,18 @@ model_tests! {
     tiny_qwen2_q5_0: "tiny-qwen2", "q5_0";
     tiny_qwen2_q5_1: "tiny-qwen2", "q5_1";
     tiny_qwen2_bf16: "tiny-qwen2", "bf16";
+    tiny_moe_f32: "tiny-moe", "f32";
+    tiny_moe_f16: "tiny-moe", "f16";
+    tiny_moe_q8_0: "tiny-moe", "q8_0";
+    tiny_moe_q4_0: "tiny-moe", "q4_0";
+    tiny_moe_q4_1: "tiny-moe", "q4_1";
+    tiny_moe_bf16: "tiny-moe", "bf16";
+    tiny_mixtral_f32: "tiny-mixtral", "f32";
+    tiny_mixtral_f16: "tiny-mixtral", "f16";
+    tiny_mixtral_q8_0: "tiny-mixtral", "q8_0";
+    tiny_mixtral_q4_0: "tiny-mixtral", "q4_0";
+    tiny_mixtral_q5_0: "tiny-mixtral", "q5_0";
+    tiny_mixtral_bf16: "tiny-mixtral", "bf16";
 }
 
 /// Logits and greedy continuation of `preset`'s f32 file quantized to `ftype` by

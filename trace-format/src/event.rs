@@ -1,7 +1,7 @@
 //! Typed view of the packed event records.
 
 use common::event::{
-    DecodeEvent, EventHeader, EventKind, GraphEvent, LeafNodeEvent, LossEvent,
+    DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GraphEvent, LeafNodeEvent, LossEvent,
     OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, PhaseEvent, PmcOpenEvent,
     QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
 };
@@ -18,6 +18,8 @@ pub enum Event {
     /// Operator exit: closes the last [`Event::Op`] entry on the same thread (format-1
     /// and 2 exits, stored as `OpEvent`s, are converted to this).
     OpExit(OpExitEvent),
+    /// The experts an expert-indexed product uses.
+    ExpertRoute(ExpertRouteEvent),
     /// A phase; `header.kind` says which one.
     Phase(PhaseEvent),
     /// A context switch involving a target thread.
@@ -51,6 +53,7 @@ impl Event {
             Event::Graph(e) => &e.header,
             Event::Op(e) => &e.header,
             Event::OpExit(e) => &e.header,
+            Event::ExpertRoute(e) => &e.header,
             Event::Phase(e) => &e.header,
             Event::SchedSwitch(e) => &e.header,
             Event::SchedWakeup(e) => &e.header,
@@ -90,6 +93,7 @@ wire_records!(
     GraphEvent,
     OpEvent,
     OpExitEvent,
+    ExpertRouteEvent,
     PhaseEvent,
     SchedSwitchEvent,
     SchedWakeupEvent,
@@ -126,6 +130,7 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::GraphCompute => Event::Graph(read(bytes)?),
         EventKind::OpCompute => op_event(read(bytes)?),
         EventKind::OpComputeExit => Event::OpExit(read(bytes)?),
+        EventKind::ExpertRoute => Event::ExpertRoute(read(bytes)?),
         EventKind::PhaseEmbed
         | EventKind::PhaseCopyLogits
         | EventKind::PhaseSoftmax

@@ -12,6 +12,7 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         generated::{bpf_perf_event_output, bpf_perf_event_read, bpf_perf_event_read_value},
     },
+    maps::{Array, HashMap},
 };
 use common::{
     control::{
@@ -185,23 +186,42 @@ fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, ring_flags: u64) {
 /// record.
 #[inline(always)]
 pub fn emit_op<C: EbpfContext, F: FnOnce(&mut OpEvent)>(ctx: &C, fill: F) {
+    emit_large(
+        ctx,
+        &crate::maps::OP_ZERO,
+        &crate::maps::OP_SCRATCH,
+        OpEvent::zeroed,
+        fill,
+    );
+}
+
+/// Emits a record too large for the 512-byte BPF stack next to a probe's other locals:
+/// reserved in place in the ring buffer, or, for the perf buffer, built in the calling
+/// thread's slot of `scratch` (reset from the all-zero `zero` template first). `zeroed`
+/// makes the ring-buffer record's starting value; `fill` writes the record.
+#[inline(always)]
+pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T)>(
+    ctx: &C,
+    zero: &Array<T>,
+    scratch: &HashMap<u32, T>,
+    zeroed: fn() -> T,
+    fill: F,
+) {
     bump(STAT_PRODUCED);
     if output_kind() == OUTPUT_PERF_BUF {
         let tid = current_tid();
         // Reset (or create) this thread's slot from the zero template, then fill it.
-        let reset = crate::maps::OP_ZERO
-            .get(0)
-            .map(|zero| crate::maps::OP_SCRATCH.insert(tid, zero, 0));
+        let reset = zero.get(0).map(|z| scratch.insert(tid, z, 0));
         let p = match reset {
-            Some(Ok(())) => crate::maps::OP_SCRATCH.get_ptr_mut(tid),
+            Some(Ok(())) => scratch.get_ptr_mut(tid),
             _ => None,
         };
         let Some(p) = p else {
             bump(STAT_LOST);
             return;
         };
-        // SAFETY: `p` is this thread's slot, valid and aligned for an `OpEvent`; only
-        // this thread uses it, and it runs one op probe at a time.
+        // SAFETY: `p` is this thread's slot, valid and aligned for a `T`; only this
+        // thread uses it, and it runs one probe at a time.
         let ev = unsafe { &mut *p };
         fill(ev);
         // SAFETY: as in `emit`.
@@ -211,7 +231,7 @@ pub fn emit_op<C: EbpfContext, F: FnOnce(&mut OpEvent)>(ctx: &C, fill: F) {
                 core::ptr::addr_of!(PERF_EVENTS).cast_mut().cast::<c_void>(),
                 BPF_F_CURRENT_CPU,
                 p.cast::<c_void>(),
-                size_of::<OpEvent>() as u64,
+                size_of::<T>() as u64,
             )
         };
         if ret != 0 {
@@ -219,11 +239,11 @@ pub fn emit_op<C: EbpfContext, F: FnOnce(&mut OpEvent)>(ctx: &C, fill: F) {
         }
         return;
     }
-    let Some(mut entry) = EVENTS.reserve::<OpEvent>(0) else {
+    let Some(mut entry) = EVENTS.reserve::<T>(0) else {
         bump(STAT_LOST);
         return;
     };
-    let ev = entry.write(OpEvent::zeroed());
+    let ev = entry.write(zeroed());
     fill(ev);
     entry.submit(ring_wakeup_flags());
 }

@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use common::{
     control::{MAX_PMC_THREADS, MAX_TRACED_THREADS, STAT_COUNT, TracerControl},
-    event::{DecodeEvent, GraphEvent, MAX_PMC, OpEvent},
+    event::{DecodeEvent, ExpertRouteEvent, GraphEvent, MAX_PMC, OpEvent},
     ggml_abi::{GgmlLayout, GgmlThread, MAX_GGML_OPS},
 };
 
@@ -40,6 +40,16 @@ pub static OP_ZERO: Array<OpEvent> = Array::with_max_entries(1, 0);
 /// op probes at once, so a per-thread slot cannot race.
 #[map]
 pub static OP_SCRATCH: HashMap<u32, OpEvent> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// One all-zero expert-route record, the template `ROUTE_SCRATCH` entries are reset from.
+#[map]
+pub static ROUTE_ZERO: Array<ExpertRouteEvent> = Array::with_max_entries(1, 0);
+
+/// tid → scratch record for expert-route events in perf-buffer mode (per thread, like
+/// `OP_SCRATCH`).
+#[map]
+pub static ROUTE_SCRATCH: HashMap<u32, ExpertRouteEvent> =
+    HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
 
 /// tid → the entry record of the decode call in flight on that thread.
 #[map]

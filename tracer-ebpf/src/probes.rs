@@ -1,5 +1,6 @@
 //! One module per probe level.
 
+mod expert;
 mod graph;
 mod llama_cpp;
 mod op;

@@ -9,6 +9,7 @@
 //! descriptions are interned; their number is bounded by the model's distinct nodes
 //! and shapes.
 
+mod expert;
 mod graph;
 mod latency;
 mod leaf;
@@ -20,6 +21,7 @@ mod token;
 use std::collections::HashMap;
 
 use common::event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent, OpExitEvent, PmcReading};
+pub use expert::LayerRoute;
 pub use graph::GraphSpan;
 pub use leaf::LeafInfo;
 pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
@@ -105,6 +107,8 @@ pub struct TraceModel {
     qos: Vec<QosMark>,
     losses: Vec<LossMark>,
     leaves: HashMap<u64, LeafInfo>,
+    routes: Vec<LayerRoute>,
+    route_index: HashMap<(u32, u64), u32>,
     unpaired: Unpaired,
     counts: EventCounts,
     finished: bool,
@@ -220,6 +224,19 @@ impl TraceModel {
             Event::OpExit(e) => {
                 self.counts.op += 1;
                 self.apply_op_exit(e);
+            }
+            Event::ExpertRoute(e) => {
+                self.counts.op += 1;
+                let graph = self.current_graph.unwrap_or(NONE_U32);
+                match self.route_index.entry((graph, e.ids_addr)) {
+                    std::collections::hash_map::Entry::Occupied(o) => {
+                        self.routes[*o.get() as usize].add(e);
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(self.routes.len() as u32);
+                        self.routes.push(LayerRoute::from_event(e, graph));
+                    }
+                }
             }
             Event::Phase(e) => {
                 self.counts.phase += 1;
@@ -355,6 +372,12 @@ impl TraceModel {
         self.counts.total += 1;
         self.first_ns = Some(self.first_ns.map_or(ts_ns, |f| f.min(ts_ns)));
         self.last_ns = self.last_ns.max(ts_ns);
+    }
+
+    /// The experts every layer of a mixture-of-experts model used, per graph, in the
+    /// order their products ran.
+    pub fn expert_routes(&self) -> &[LayerRoute] {
+        &self.routes
     }
 
     /// Ends the trace at `end_ns` (footer end time or last event): closes thread state

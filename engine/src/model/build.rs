@@ -7,6 +7,8 @@ use common::DType;
 use common::engine_abi::{NODE_FLAG_KV_CACHE, OpType};
 
 use super::Model;
+use super::ffn::{self, FfnInput};
+use super::weights::FfnWeights;
 use crate::error::EngineError;
 use crate::graph::{Graph, NodeAddr};
 use crate::kv_cache::KvCache;
@@ -26,7 +28,7 @@ pub struct BatchNodes {
 }
 
 /// Upper bound on computed nodes per layer (for capacity reservation).
-pub const MAX_NODES_PER_LAYER: usize = 32;
+pub const MAX_NODES_PER_LAYER: usize = 64;
 /// Upper bound on leaves per layer.
 pub const MAX_LEAFS_PER_LAYER: usize = 4;
 
@@ -328,43 +330,19 @@ pub fn build_graph(
             &[cur, lw.ffn_norm],
             &[],
         )?;
-        let ff = cfg.n_ff;
-        let gate = g.op(
-            OpType::MulMat,
-            &name("ffn_gate"),
-            l,
-            DType::F32,
-            ne(ff, rows),
-            &[lw.ffn_gate, cur],
-            &mm(rows, 1, e),
-        )?;
-        let up = g.op(
-            OpType::MulMat,
-            &name("ffn_up"),
-            l,
-            DType::F32,
-            ne(ff, rows),
-            &[lw.ffn_up, cur],
-            &mm(rows, 1, e),
-        )?;
-        let act = g.op(
-            OpType::SwiGlu,
-            &name("ffn_swiglu"),
-            l,
-            DType::F32,
-            ne(ff, rows),
-            &[gate, up],
-            &[],
-        )?;
-        let down = g.op(
-            OpType::MulMat,
-            &name("ffn_out"),
-            l,
-            DType::F32,
-            ne(e, rows),
-            &[lw.ffn_down, act],
-            &mm(rows, 1, ff),
-        )?;
+        let x = FfnInput {
+            cur,
+            n_embd: e,
+            rows,
+            layer: il,
+        };
+        let down = match (&lw.ffn, &cfg.experts) {
+            (FfnWeights::Dense(w), _) => ffn::gated_ffn(g, x, *w, cfg.n_ff, "")?,
+            (FfnWeights::Experts(w), Some(xc)) => ffn::moe_ffn(g, x, *w, xc)?,
+            (FfnWeights::Experts(_), None) => {
+                unreachable!("expert weights are loaded only with an expert config")
+            }
+        };
         inp_l = g.op(
             OpType::Add,
             &name("l_out"),

@@ -37,7 +37,30 @@ pub struct ModelConfig {
     pub rope_base: f32,
     /// Dimensions of each head that RoPE rotates.
     pub rope_dims: usize,
+    /// The mixture of experts, if the FFN is one.
+    pub experts: Option<ExpertConfig>,
 }
+
+/// Sizes of a mixture-of-experts FFN.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExpertConfig {
+    /// Experts per layer (`{arch}.expert_count`).
+    pub n_expert: usize,
+    /// Experts each token uses (`{arch}.expert_used_count`).
+    pub n_used: usize,
+    /// FFN size of one expert (`{arch}.expert_feed_forward_length`, else `n_ff`).
+    pub n_ff_exp: usize,
+    /// FFN size of the shared expert (`{arch}.expert_shared_feed_forward_length`,
+    /// else `n_ff`), 0 without one.
+    pub n_ff_shexp: usize,
+    /// Factor on the routing weights (`{arch}.expert_weights_scale`; 0 or 1: none).
+    pub weights_scale: f32,
+    /// Whether the weights are divided by their sum.
+    pub normalize_weights: bool,
+}
+
+/// Most experts per layer accepted (llama.cpp's `LLAMA_MAX_EXPERTS`).
+pub const MAX_EXPERTS: usize = 512;
 
 impl ModelConfig {
     /// Width of K and V rows (all KV heads).
@@ -106,6 +129,39 @@ impl ModelConfig {
             .opt_f32(&key("rope.freq_base"))
             .map_err(gguf)?
             .unwrap_or(arch.default_rope_base);
+        let experts = match arch.moe.as_ref() {
+            None => None,
+            Some(moe) => {
+                let count = file.opt_u32(&key("expert_count")).map_err(gguf)?;
+                match count {
+                    None | Some(0) if !moe.required => None,
+                    _ => {
+                        let n_expert = bounded("expert_count", MAX_EXPERTS as u32)?;
+                        let n_used = bounded("expert_used_count", n_expert as u32)?;
+                        let opt = |k: &str| file.opt_u32(&key(k)).map_err(gguf);
+                        let n_ff_exp =
+                            opt("expert_feed_forward_length")?.map_or(n_ff, |v| v as usize);
+                        let n_ff_shexp = if moe.shared_expert {
+                            opt("expert_shared_feed_forward_length")?.map_or(n_ff, |v| v as usize)
+                        } else {
+                            0
+                        };
+                        let weights_scale = file
+                            .opt_f32(&key("expert_weights_scale"))
+                            .map_err(gguf)?
+                            .unwrap_or(0.0);
+                        Some(ExpertConfig {
+                            n_expert,
+                            n_used,
+                            n_ff_exp,
+                            n_ff_shexp,
+                            weights_scale,
+                            normalize_weights: moe.normalize_weights,
+                        })
+                    }
+                }
+            }
+        };
         let n_vocab = match file.opt_u32(&key("vocab_size")).map_err(gguf)? {
             Some(v) => v as usize,
             None => file
@@ -126,6 +182,7 @@ impl ModelConfig {
             rms_eps,
             rope_base,
             rope_dims,
+            experts,
         })
     }
 }

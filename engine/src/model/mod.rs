@@ -4,6 +4,7 @@
 pub mod arch;
 pub mod build;
 pub mod config;
+pub mod ffn;
 pub mod tensors;
 pub mod vocab;
 pub mod weights;

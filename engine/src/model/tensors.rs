@@ -11,6 +11,9 @@ pub enum TensorKind {
     Matrix,
     /// A norm weight or bias vector: always f32.
     Vector,
+    /// A mixture of experts' router (`ffn_gate_inp`): a matrix that files keep in f32
+    /// (llama.cpp's quantizer leaves it alone), though any matrix type loads.
+    Router,
 }
 
 /// One tensor of a model file.
@@ -41,6 +44,19 @@ pub struct TensorShapes {
     pub n_vocab: u64,
     /// Transformer blocks.
     pub n_layer: u32,
+    /// The mixture of experts replacing the dense FFN, if any.
+    pub experts: Option<ExpertShapes>,
+}
+
+/// The sizes that decide a mixture-of-experts FFN's tensors.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpertShapes {
+    /// Experts per layer.
+    pub n_expert: u64,
+    /// FFN size of one expert.
+    pub n_ff_exp: u64,
+    /// FFN size of the shared expert, 0 without one.
+    pub n_ff_shexp: u64,
 }
 
 /// Every tensor of `arch` with `shapes`, in the order a generated file stores them.
@@ -80,9 +96,28 @@ pub fn tensor_specs(arch: &ArchSpec, s: TensorShapes) -> Vec<TensorSpec> {
         }
         add("attn_output.weight", vec![e, e], TensorKind::Matrix);
         add("ffn_norm.weight", vec![e], TensorKind::Vector);
-        add("ffn_gate.weight", vec![e, ff], TensorKind::Matrix);
-        add("ffn_up.weight", vec![e, ff], TensorKind::Matrix);
-        add("ffn_down.weight", vec![ff, e], TensorKind::Matrix);
+        match s.experts {
+            None => {
+                add("ffn_gate.weight", vec![e, ff], TensorKind::Matrix);
+                add("ffn_up.weight", vec![e, ff], TensorKind::Matrix);
+                add("ffn_down.weight", vec![ff, e], TensorKind::Matrix);
+            }
+            Some(x) => {
+                let (n, xff) = (x.n_expert, x.n_ff_exp);
+                // The router stays f32: llama.cpp's quantizer never quantizes it.
+                add("ffn_gate_inp.weight", vec![e, n], TensorKind::Router);
+                add("ffn_gate_exps.weight", vec![e, xff, n], TensorKind::Matrix);
+                add("ffn_up_exps.weight", vec![e, xff, n], TensorKind::Matrix);
+                add("ffn_down_exps.weight", vec![xff, e, n], TensorKind::Matrix);
+                if x.n_ff_shexp > 0 {
+                    let sff = x.n_ff_shexp;
+                    add("ffn_gate_inp_shexp.weight", vec![e], TensorKind::Vector);
+                    add("ffn_gate_shexp.weight", vec![e, sff], TensorKind::Matrix);
+                    add("ffn_up_shexp.weight", vec![e, sff], TensorKind::Matrix);
+                    add("ffn_down_shexp.weight", vec![sff, e], TensorKind::Matrix);
+                }
+            }
+        }
     }
     t.push(global(
         "output_norm.weight",
@@ -112,6 +147,7 @@ mod tests {
             n_ff: 128,
             n_vocab: 100,
             n_layer: 2,
+            experts: None,
         };
         let llama = tensor_specs(lookup("llama").unwrap(), s);
         let qwen2 = tensor_specs(lookup("qwen2").unwrap(), s);
@@ -125,6 +161,27 @@ mod tests {
             (bk.dims.clone(), bk.kind, bk.layer),
             (vec![16], TensorKind::Vector, 1)
         );
+        let moe = tensor_specs(
+            lookup("qwen2moe").unwrap(),
+            TensorShapes {
+                experts: Some(ExpertShapes {
+                    n_expert: 8,
+                    n_ff_exp: 32,
+                    n_ff_shexp: 96,
+                }),
+                ..s
+            },
+        );
+        let down = moe
+            .iter()
+            .find(|t| t.name == "blk.0.ffn_down_exps.weight")
+            .unwrap();
+        assert_eq!(down.dims, vec![32, 64, 8]);
+        assert!(
+            moe.iter()
+                .any(|t| t.name == "blk.1.ffn_gate_inp_shexp.weight")
+        );
+        assert!(!moe.iter().any(|t| t.name == "blk.0.ffn_up.weight"));
         let out = llama.last().unwrap();
         assert!(out.name == "output.weight" && out.optional);
         assert!(llama.iter().filter(|t| t.optional).count() == 1);

@@ -14,7 +14,7 @@ use common::engine_abi::{EngineNode, NODE_FLAG_PACKED, NODE_FLAG_WEIGHT};
 use engine_gguf::GgufFile;
 
 use super::config::ModelConfig;
-use super::tensors::{TensorKind, TensorShapes, tensor_specs};
+use super::tensors::{ExpertShapes, TensorKind, TensorShapes, tensor_specs};
 use crate::error::EngineError;
 use crate::graph::{NodeAddr, contiguous_strides};
 
@@ -39,12 +39,45 @@ pub struct LayerWeights {
     pub bv: Option<NodeAddr>,
     /// `blk.N.ffn_norm.weight` `[n_embd]`.
     pub ffn_norm: NodeAddr,
-    /// `blk.N.ffn_gate.weight` `[n_embd, n_ff]`.
-    pub ffn_gate: NodeAddr,
-    /// `blk.N.ffn_up.weight` `[n_embd, n_ff]`.
-    pub ffn_up: NodeAddr,
-    /// `blk.N.ffn_down.weight` `[n_ff, n_embd]`.
-    pub ffn_down: NodeAddr,
+    /// The FFN's matrices.
+    pub ffn: FfnWeights,
+}
+
+/// The weights of a block's FFN.
+#[derive(Clone, Debug)]
+pub enum FfnWeights {
+    /// A gated FFN.
+    Dense(GatedFfn),
+    /// A mixture of experts.
+    Experts(ExpertWeights),
+}
+
+/// The three matrices of a gated (SwiGLU) FFN.
+#[derive(Clone, Copy, Debug)]
+pub struct GatedFfn {
+    /// `ffn_gate` `[n_embd, n_ff]`.
+    pub gate: NodeAddr,
+    /// `ffn_up` `[n_embd, n_ff]`.
+    pub up: NodeAddr,
+    /// `ffn_down` `[n_ff, n_embd]`.
+    pub down: NodeAddr,
+}
+
+/// A mixture-of-experts FFN. The expert tensors stay in the memory-mapped file whatever
+/// the [`Repack`] choice, so cold experts are paged in from storage when first used.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpertWeights {
+    /// `ffn_gate_inp` `[n_embd, n_expert]`: the router.
+    pub router: NodeAddr,
+    /// `ffn_gate_exps` `[n_embd, n_ff_exp, n_expert]`.
+    pub gate_exps: NodeAddr,
+    /// `ffn_up_exps` `[n_embd, n_ff_exp, n_expert]`.
+    pub up_exps: NodeAddr,
+    /// `ffn_down_exps` `[n_ff_exp, n_embd, n_expert]`.
+    pub down_exps: NodeAddr,
+    /// The shared expert (`ffn_{gate,up,down}_shexp`) and its gate
+    /// (`ffn_gate_inp_shexp` `[n_embd]`), if the architecture has one.
+    pub shared: Option<(GatedFfn, NodeAddr)>,
 }
 
 /// Whether weight matrices leave the memory-mapped file at load time.
@@ -101,6 +134,11 @@ impl Weights {
                 n_ff: cfg.n_ff as u64,
                 n_vocab: cfg.n_vocab as u64,
                 n_layer: cfg.n_layer as u32,
+                experts: cfg.experts.map(|x| ExpertShapes {
+                    n_expert: x.n_expert as u64,
+                    n_ff_exp: x.n_ff_exp as u64,
+                    n_ff_shexp: x.n_ff_shexp as u64,
+                }),
             },
         );
         let mut nodes = Vec::with_capacity(wanted.len());
@@ -116,14 +154,14 @@ impl Weights {
             };
             let dtype = DType::from_u32(t.ggml_type as u32)
                 .filter(|&d| match w.kind {
-                    TensorKind::Matrix => engine_kernels::has_kernels(d),
-                    _ => d == DType::F32,
+                    TensorKind::Matrix | TensorKind::Router => engine_kernels::has_kernels(d),
+                    TensorKind::Vector => d == DType::F32,
                 })
                 .ok_or_else(|| EngineError::UnsupportedTensorType {
                     name: w.name.clone(),
                     ty: t.ggml_type.name().to_owned(),
                     supported: match w.kind {
-                        TensorKind::Matrix => engine_kernels::weight_types()
+                        TensorKind::Matrix | TensorKind::Router => engine_kernels::weight_types()
                             .map(DType::name)
                             .collect::<Vec<_>>()
                             .join(", "),
@@ -195,9 +233,31 @@ impl Weights {
                 bk: addr(&b("attn_k.bias")),
                 bv: addr(&b("attn_v.bias")),
                 ffn_norm: must(b("ffn_norm.weight"))?,
-                ffn_gate: must(b("ffn_gate.weight"))?,
-                ffn_up: must(b("ffn_up.weight"))?,
-                ffn_down: must(b("ffn_down.weight"))?,
+                ffn: match cfg.experts {
+                    None => FfnWeights::Dense(GatedFfn {
+                        gate: must(b("ffn_gate.weight"))?,
+                        up: must(b("ffn_up.weight"))?,
+                        down: must(b("ffn_down.weight"))?,
+                    }),
+                    Some(x) => FfnWeights::Experts(ExpertWeights {
+                        router: must(b("ffn_gate_inp.weight"))?,
+                        gate_exps: must(b("ffn_gate_exps.weight"))?,
+                        up_exps: must(b("ffn_up_exps.weight"))?,
+                        down_exps: must(b("ffn_down_exps.weight"))?,
+                        shared: if x.n_ff_shexp > 0 {
+                            Some((
+                                GatedFfn {
+                                    gate: must(b("ffn_gate_shexp.weight"))?,
+                                    up: must(b("ffn_up_shexp.weight"))?,
+                                    down: must(b("ffn_down_shexp.weight"))?,
+                                },
+                                must(b("ffn_gate_inp_shexp.weight"))?,
+                            ))
+                        } else {
+                            None
+                        },
+                    }),
+                },
             });
         }
         Ok(Weights {
@@ -257,7 +317,8 @@ fn pack_matrices(
     let jobs: Vec<usize> = (0..nodes.len())
         .filter(|&i| {
             let n = &nodes[i];
-            // The embedding lookup reads token_embd row by row from the mapped file.
+            // The embedding lookup reads token_embd row by row from the mapped file;
+            // expert tensors (3-D) stay mapped so cold experts page in on demand.
             names[i] != "token_embd.weight" && n.ne[1] > 1 && n.ne[2] <= 1
         })
         .collect();

@@ -5,11 +5,16 @@
 mod binary;
 mod cpy;
 mod get_rows;
+mod moe_sum;
 pub(crate) mod mul_mat;
+mod mul_mat_id;
 mod rms_norm;
 pub(crate) mod rope;
 mod soft_max;
+mod sum_rows;
 mod swiglu;
+mod top_k;
+mod unary;
 
 use core::ffi::c_void;
 use std::ops::Range;
@@ -22,6 +27,7 @@ use crate::backend::cpu::ComputeParams;
 pub fn work_size(node: &EngineNode) -> usize {
     match node.op_type() {
         Some(OpType::MulMat) => mul_mat::work_size(node),
+        Some(OpType::MulMatId) => mul_mat_id::work_size(node),
         _ => 0,
     }
 }
@@ -51,6 +57,12 @@ fn compute(node: &EngineNode, p: &ComputeParams) {
         Some(OpType::Cpy) => cpy::compute(node, p),
         Some(OpType::SoftMax) => soft_max::compute(node, p),
         Some(OpType::SwiGlu) => swiglu::compute(node, p),
+        Some(OpType::Div) => binary::compute(node, p, |a, b| a / b),
+        Some(OpType::SumRows) => sum_rows::compute(node, p),
+        Some(OpType::MulMatId) => mul_mat_id::compute(node, p),
+        Some(op @ (OpType::Scale | OpType::Clamp | OpType::Silu)) => unary::compute(node, p, op),
+        Some(OpType::TopK) => top_k::compute(node, p),
+        Some(OpType::MoeSum) => moe_sum::compute(node, p),
         Some(OpType::None) | Some(OpType::View) | None => {}
     }
 }

@@ -1,9 +1,11 @@
 //! `SOFT_MAX`: scaled, causally masked softmax over the rows of `KQ`.
 //!
 //! `src0` is `[n_kv, n_tokens, n_head]`; op params: 0 = scale (f32 bits), 1 = position of
-//! the batch's first token. Token `t` sees cache positions `0..=pos + t`.
+//! the batch's first token, 2 = [`SOFT_MAX_UNMASKED`] for a plain softmax of every row
+//! (the router's probabilities over experts). Token `t` sees cache positions
+//! `0..=pos + t`.
 
-use common::engine_abi::EngineNode;
+use common::engine_abi::{EngineNode, SOFT_MAX_UNMASKED};
 
 use super::{n_rows, row, row_mut, rows_for, src};
 use crate::backend::cpu::ComputeParams;
@@ -15,7 +17,11 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: source of a node of the graph being computed.
     let a = unsafe { src(node.src[0]) };
     for r in rows_for(n_rows(node), p.ith, p.nth) {
-        let visible = (pos + r % n_tokens + 1).min(node.ne[0] as usize);
+        let visible = if node.op_params[2] == SOFT_MAX_UNMASKED {
+            node.ne[0] as usize
+        } else {
+            (pos + r % n_tokens + 1).min(node.ne[0] as usize)
+        };
         // SAFETY: f32 rows of validated shapes; this thread owns row `r` of dst.
         let (x, out) = unsafe { (row(a, r, node.ne[0] as usize), row_mut(node, r)) };
         let mut max = f32::NEG_INFINITY;

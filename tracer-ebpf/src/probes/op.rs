@@ -17,7 +17,7 @@ use aya_ebpf::{
 };
 use common::{
     control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, TracerControl},
-    engine_abi::{EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC},
+    engine_abi::{EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, OpType},
     event::{
         EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
         OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpExitEvent,
@@ -125,6 +125,14 @@ fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
         }
         ev.detail = detail;
     });
+    // The experts a MUL_MAT_ID uses are part of its structure: its third source's data.
+    if layout_ok
+        && head[1] == OpType::MulMatId as u32
+        && ith == 0
+        && control.op_detail & DETAIL_STRUCTURE != 0
+    {
+        super::expert::emit_expert_route(ctx, node, tail[0] as i32, tail[1])?;
+    }
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 mod llama;
 mod qwen2;
+mod qwen2moe;
 
 use crate::ops::rope::{ROPE_MODE_NEOX, ROPE_MODE_NORMAL};
 
@@ -19,10 +20,26 @@ pub struct ArchSpec {
     pub default_rms_eps: f32,
     /// Default RoPE base frequency when the file does not give one.
     pub default_rope_base: f32,
+    /// How the FFN may be a mixture of experts (`None`: always dense).
+    pub moe: Option<MoeSpec>,
+}
+
+/// A mixture-of-experts FFN: a softmax router picks `expert_used_count` of
+/// `expert_count` experts per token (llama.cpp's `build_moe_ffn`).
+#[derive(Debug)]
+pub struct MoeSpec {
+    /// Whether every file of the architecture has experts (else only those with
+    /// `{arch}.expert_count`, like Mixtral among `llama` files).
+    pub required: bool,
+    /// Whether the selected experts' weights are divided by their sum (Mixtral).
+    pub normalize_weights: bool,
+    /// Whether a shared expert runs for every token beside the routed ones, scaled by a
+    /// sigmoid gate (`ffn_*_shexp`, Qwen-MoE).
+    pub shared_expert: bool,
 }
 
 /// Every supported architecture.
-pub const ARCHITECTURES: &[&ArchSpec] = &[&llama::LLAMA, &qwen2::QWEN2];
+pub const ARCHITECTURES: &[&ArchSpec] = &[&llama::LLAMA, &qwen2::QWEN2, &qwen2moe::QWEN2MOE];
 
 /// The architecture called `name`.
 pub fn lookup(name: &str) -> Option<&'static ArchSpec> {

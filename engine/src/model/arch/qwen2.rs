@@ -10,4 +10,5 @@ pub const QWEN2: ArchSpec = ArchSpec {
     qkv_bias: true,
     default_rms_eps: 1e-6,
     default_rope_base: 1_000_000.0,
+    moe: None,
 };

@@ -1,0 +1,192 @@
+//! `MUL_MAT_ID`: the expert-indexed matrix product of a mixture-of-experts FFN (ggml's
+//! `mul_mat_id`). One node computes, for every token, the products with the `k` experts
+//! the router selected for it.
+//!
+//! Shapes (ne, innermost first): `src0` `[K, N, E]` — `E` weight matrices, left in the
+//! memory-mapped file (never repacked: a model larger than memory pages cold experts in
+//! on demand); `src1` `[K, S, T]` f32 contiguous with `S` = 1 (every slot reads the
+//! token's row: gate and up projections) or `S = k` (one row per slot: the down
+//! projection); `src2` `[k, T]` I32, the selected expert of slot `j` of token `t`;
+//! `src3` (optional) the `[k, T]` routing weights, only for probes. `dst` `[N, k, T]`.
+//! Op params: 0 = `S`, 1 = `k`, 2 = `T`, 3 = `E`, 4 = `K`.
+//!
+//! Like ggml: the activations are converted to the weights' dot-product type first,
+//! then every output element is one `vec_dot` of an expert row with a converted row.
+//! Rows are gathered by expert (in order of first use), so each expert's rows are read
+//! once per chunk of output rows for all the tokens that selected it.
+
+use common::DType;
+use common::engine_abi::EngineNode;
+
+use super::{rows_for, src};
+use crate::backend::cpu::ComputeParams;
+
+/// Output rows computed per pass over the gathered activations: weights of one chunk
+/// stay in cache while every token of the expert group uses them.
+const N_CHUNK: usize = 64;
+
+/// The sizes of one `MUL_MAT_ID` node, from its op params and sources.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    /// Inner dimension.
+    k: usize,
+    /// Output rows per expert.
+    n: usize,
+    /// Experts in `src0`.
+    experts: usize,
+    /// Experts used per token.
+    used: usize,
+    /// Tokens.
+    t: usize,
+    /// `src1` rows per token (1 or `used`).
+    s: usize,
+}
+
+fn dims(node: &EngineNode) -> Dims {
+    // SAFETY: source of a node of the graph being built or computed.
+    let w = unsafe { src(node.src[0]) };
+    Dims {
+        k: w.ne[0] as usize,
+        n: w.ne[1] as usize,
+        experts: w.ne[2] as usize,
+        used: node.op_params[1] as usize,
+        t: node.op_params[2] as usize,
+        s: node.op_params[0].max(1) as usize,
+    }
+}
+
+/// Bytes of one converted activation row, and the weights' type.
+fn converted_row(node: &EngineNode, d: &Dims) -> (DType, usize) {
+    // SAFETY: source of a node of the graph.
+    let wtype = unsafe { src(node.src[0]) }.dtype().unwrap_or(DType::F32);
+    let vdt = engine_kernels::vec_dot_type(wtype);
+    (wtype, vdt.row_bytes(d.k).unwrap_or(0).next_multiple_of(64))
+}
+
+/// Scratch: one converted activation row per (slot, token), gathered by expert, and one
+/// f32 output row for each.
+pub(super) fn work_size(node: &EngineNode) -> usize {
+    let d = dims(node);
+    let (_, xrow) = converted_row(node, &d);
+    let pairs = d.used * d.t;
+    pairs * xrow + pairs * d.n * size_of::<f32>()
+}
+
+/// The (slot, token) pairs ordered by expert, experts in order of first use, pairs of an
+/// expert in token order: `(expert, pair index j + t·k)`. Every thread computes the same
+/// order from the ids.
+fn gathered_order(ids: &[i32], experts: usize) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, usize)> = ids
+        .iter()
+        .enumerate()
+        .map(|(pair, &e)| ((e.max(0) as usize).min(experts.saturating_sub(1)), pair))
+        .collect();
+    let mut first_use = vec![usize::MAX; experts];
+    for &(e, pair) in &order {
+        first_use[e] = first_use[e].min(pair);
+    }
+    order.sort_by_key(|&(e, pair)| (first_use[e], pair));
+    order
+}
+
+pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
+    // SAFETY: sources of a node of the graph being computed.
+    let (w, x, ids_node) = unsafe { (src(node.src[0]), src(node.src[1]), src(node.src[2])) };
+    let d = dims(node);
+    let (wtype, xrow) = converted_row(node, &d);
+    let vdt = engine_kernels::vec_dot_type(wtype);
+    let pairs = d.used * d.t;
+    // SAFETY: the ids node holds `used × t` I32s, written by the TOP_K node before this
+    // one (graph order, barrier in between); nobody writes it meanwhile.
+    let ids = unsafe { std::slice::from_raw_parts(ids_node.data as *const i32, pairs) };
+    let order = gathered_order(ids, d.experts);
+    let out_base = pairs * xrow;
+    debug_assert!(out_base + pairs * d.n * 4 <= p.wsize);
+
+    // 1. Convert the activation row of every gathered pair, split across threads.
+    for r in rows_for(pairs, p.ith, p.nth) {
+        let pair = order[r].1;
+        let (j, t) = (pair % d.used, pair / d.used);
+        let xr = t * d.s + j % d.s;
+        // SAFETY: src1 is contiguous f32 `[K, S, T]`, so row `xr` holds K floats; scratch
+        // row `r` lies inside `wdata` (sized by `work_size`) and only this thread writes it.
+        unsafe {
+            let xs = std::slice::from_raw_parts((x.data as *const f32).add(xr * d.k), d.k);
+            let dst = std::slice::from_raw_parts_mut(p.wdata.add(r * xrow), xrow);
+            engine_kernels::convert_activations(vdt, xs, dst)
+                .expect("row sizes match by construction");
+        }
+    }
+    p.sync();
+
+    // 2. This thread's output rows of every expert group, one vec_dot per element (ggml's
+    //    order; a multi-row kernel would round like tinyBLAS instead), then the scatter of
+    //    those rows into dst.
+    let mine = rows_for(d.n, p.ith, p.nth);
+    let w_row_bytes = wtype.row_bytes(d.k).unwrap_or(0);
+    let mut g = 0;
+    while g < order.len() {
+        let e = order[g].0;
+        let end = g + order[g..].iter().take_while(|o| o.0 == e).count();
+        let w_expert = (w.data + e as u64 * w.nb[2]) as *const u8;
+        let w_len = (d.n - 1) * w.nb[1] as usize + w_row_bytes;
+        // SAFETY: expert `e` (< E) of src0 spans `w_len` bytes from `w_expert` (the mapped
+        // tensor, validated at load).
+        let w_bytes = unsafe { std::slice::from_raw_parts(w_expert, w_len) };
+        let mut n0 = mine.start;
+        while n0 < mine.end {
+            let n1 = (n0 + N_CHUNK).min(mine.end);
+            for r in g..end {
+                // SAFETY: scratch row `r` was written in step 1 (barrier passed); output
+                // row `r` of the scratch is written only at columns n0..n1 of this thread.
+                unsafe {
+                    let x_bytes = std::slice::from_raw_parts(p.wdata.add(r * xrow), xrow);
+                    let y = (p.wdata.add(out_base) as *mut f32).add(r * d.n);
+                    engine_kernels::matmul::matmul(
+                        wtype,
+                        w_bytes,
+                        w.nb[1] as usize,
+                        d.k,
+                        x_bytes,
+                        xrow,
+                        1,
+                        n0..n1,
+                        y,
+                        d.n,
+                    )
+                    .expect("buffer sizes match by construction");
+                }
+            }
+            n0 = n1;
+        }
+        for (r, &(_, pair)) in order.iter().enumerate().take(end).skip(g) {
+            // SAFETY: dst is contiguous `[N, k, T]`: row `pair` holds N floats, of which
+            // this thread alone writes `mine`; scratch output row `r` was written above
+            // by this thread at the same columns.
+            unsafe {
+                let from = (p.wdata.add(out_base) as *const f32).add(r * d.n + mine.start);
+                let to = (node.data as *mut f32).add(pair * d.n + mine.start);
+                std::ptr::copy_nonoverlapping(from, to, mine.len());
+            }
+        }
+        g = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gathered_order;
+
+    #[test]
+    fn pairs_are_grouped_by_expert_in_order_of_first_use() {
+        // Two tokens, two slots: token 0 uses experts 3 and 1, token 1 uses 1 and 0.
+        let order = gathered_order(&[3, 1, 1, 0], 4);
+        assert_eq!(order, vec![(3, 0), (1, 1), (1, 2), (0, 3)]);
+    }
+
+    #[test]
+    fn out_of_range_ids_are_clamped_not_trusted() {
+        let order = gathered_order(&[-1, 9], 4);
+        assert_eq!(order, vec![(0, 0), (3, 1)]);
+    }
+}
