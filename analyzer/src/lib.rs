@@ -19,6 +19,7 @@
 pub mod dag;
 pub mod diff;
 mod error;
+pub mod experts;
 pub mod export;
 pub mod ingest;
 pub mod leaf;

@@ -529,7 +529,7 @@ fn write_stats(
         |w| export::json::write_stats(s, w).map_err(json_err(&path)),
     )?;
     type CsvFn = fn(&ProfStat, &mut BufWriter<File>) -> std::io::Result<()>;
-    let tables: [(&str, &str, CsvFn); 5] = [
+    let tables: [(&str, &str, CsvFn); 6] = [
         (
             "iterations.csv",
             "latency per decode call and time per node class",
@@ -554,6 +554,11 @@ fn write_stats(
             "load_balance.csv",
             "per node and thread: busy time and idle share",
             |s, w| export::csv::write_load_balance(s, w),
+        ),
+        (
+            "experts.csv",
+            "mixture of experts: experts per layer and iteration, reuse distance, time, major faults",
+            |s, w| export::csv::write_experts(s, w),
         ),
     ];
     for (file, desc, f) in tables {
@@ -584,7 +589,29 @@ fn write_stats(
                 export::plot::load_balance,
             ),
         ];
-        for (file, desc, f) in plots {
+        let expert_plots: [(&str, &str, PlotFn); 3] = [
+            (
+                "experts.svg",
+                "experts each decode iteration activated in the first layer, with the expert products' time (Fig 13)",
+                export::plot::experts::activations,
+            ),
+            (
+                "expert_frequency.svg",
+                "activations per layer and expert",
+                export::plot::experts::frequency,
+            ),
+            (
+                "expert_reuse.svg",
+                "expert products' time against the mean reuse distance, with Pearson's r",
+                export::plot::experts::reuse,
+            ),
+        ];
+        let expert_plots = if s.experts.is_some() {
+            &expert_plots[..]
+        } else {
+            &[]
+        };
+        for &(file, desc, f) in plots.iter().chain(expert_plots) {
             let path = o.path(file);
             match f(s, &path) {
                 Ok(()) => o.add(file, "ProfStat", desc),

@@ -178,6 +178,8 @@ pub struct ProfStat {
     pub op_types: Vec<OpTypeRow>,
     /// Per node and thread of the DAG iteration.
     pub load_balance: Vec<LoadBalanceRow>,
+    /// Across experts, for a mixture-of-experts model (seed 002 Fig 13).
+    pub experts: Option<crate::experts::ExpertStats>,
 }
 
 /// Whether a class is attention's score or value product.
@@ -375,6 +377,7 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
         matmul_fit_dense,
         op_types,
         load_balance,
+        experts: crate::experts::compute(model),
     }
 }
 

@@ -7,7 +7,10 @@
 //! Output: JSON Lines, one object per span:
 //! `{"level":"op","name":"ffn_up-3","op":"MUL_MAT","layer":3,"tid":1234,"ith":0,
 //!   "graph":5,"node":12,"start_ns":...,"end_ns":...}`; `level` is `token`, `graph`,
-//! `op` or `phase`.
+//! `op` or `phase`; and, for every expert-indexed product (`MUL_MAT_ID`), the routing
+//! decision it computes with — `{"level":"experts","name":"ffn_moe_up-0","layer":0,
+//! "graph":5,"node":12,"n_used":4,"ids":[..],"weights":[..],...}` (`ids`: `n_used` per
+//! token), the ground truth of the tracer's expert records.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +40,8 @@ pub enum Level {
     Op,
     /// One phase function.
     Phase,
+    /// The experts an expert-indexed product uses (an instant: start = end).
+    Experts,
 }
 
 impl Level {
@@ -46,6 +51,7 @@ impl Level {
             Level::Graph => "graph",
             Level::Op => "op",
             Level::Phase => "phase",
+            Level::Experts => "experts",
         }
     }
 }
@@ -77,6 +83,10 @@ pub struct Record {
     pub start_ns: u64,
     /// End, ns of CLOCK_MONOTONIC.
     pub end_ns: u64,
+    /// Experts: the ids, `pos` (the number used) per token; empty for other levels.
+    pub ids: Vec<i32>,
+    /// Experts: the routing weights matching `ids` (empty if the node has none).
+    pub weights: Vec<f32>,
 }
 
 /// Reads CLOCK_MONOTONIC in nanoseconds.
@@ -136,6 +146,8 @@ impl Span {
             pos: 0,
             start_ns: 0,
             end_ns: 0,
+            ids: Vec::new(),
+            weights: Vec::new(),
         }
     }
 
@@ -184,6 +196,30 @@ impl Span {
     }
 }
 
+/// Records the routing decision an expert-indexed product `node` of graph `graph`
+/// computes with: `ids` (`n_used` per token) and their `weights` (may be empty).
+pub fn record_experts(node: &EngineNode, graph: u64, n_used: u32, ids: &[i32], weights: &[f32]) {
+    if !enabled() {
+        return;
+    }
+    let now = monotonic_ns();
+    let r = Record {
+        name: node.name,
+        op: node.op,
+        layer: node.layer,
+        graph,
+        index: node.index,
+        pos: n_used,
+        tid: gettid(),
+        start_ns: now,
+        end_ns: now,
+        ids: ids.to_vec(),
+        weights: weights.to_vec(),
+        ..Span::blank(Level::Experts)
+    };
+    LOCAL.with(|buf| buf.lock().unwrap_or_else(|e| e.into_inner()).push(r));
+}
+
 impl Drop for Span {
     fn drop(&mut self) {
         if let Some(mut r) = self.0.take() {
@@ -225,7 +261,7 @@ pub fn write_jsonl(records: &[Record], mut out: impl Write) -> std::io::Result<(
                 m.insert("n_nodes".into(), r.index.into());
                 m.insert("pos".into(), r.pos.into());
             }
-            Level::Op => {
+            Level::Op | Level::Experts => {
                 let len = r.name.iter().position(|&b| b == 0).unwrap_or(NODE_NAME_LEN);
                 m.insert(
                     "name".into(),
@@ -237,6 +273,11 @@ pub fn write_jsonl(records: &[Record], mut out: impl Write) -> std::io::Result<(
                 m.insert("ith".into(), r.ith.into());
                 m.insert("graph".into(), r.graph.into());
                 m.insert("node".into(), r.index.into());
+                if r.level == Level::Experts {
+                    m.insert("n_used".into(), r.pos.into());
+                    m.insert("ids".into(), r.ids.clone().into());
+                    m.insert("weights".into(), r.weights.clone().into());
+                }
             }
             Level::Phase => {
                 m.insert("name".into(), r.phase.into());

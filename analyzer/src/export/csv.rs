@@ -146,6 +146,48 @@ pub fn write_load_balance(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
     Ok(())
 }
 
+/// `experts.csv`: one row per layer and iteration of a mixture-of-experts model: the
+/// experts used (`;`-separated, `n_used` per token), their reuse distances, the mean,
+/// the expert products' time and major faults. Empty (header only) for dense models.
+///
+/// # Errors
+/// I/O errors of `w`.
+pub fn write_experts(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "layer,graph,graph_id,n_tokens,decode_step,experts,reuse_distances,mean_distance,time_ns,major_faults"
+    )?;
+    let Some(x) = &s.experts else {
+        return Ok(());
+    };
+    let join = |v: Vec<String>| v.join(";");
+    for l in &x.layers {
+        for it in &l.iterations {
+            writeln!(
+                w,
+                "{},{},{},{},{},{},{},{},{},{}",
+                l.layer,
+                it.graph,
+                it.graph_id,
+                it.n_tokens,
+                it.decode_step.map_or(String::new(), |v| v.to_string()),
+                join(it.ids.iter().map(i32::to_string).collect()),
+                join(
+                    it.reuse_distance
+                        .iter()
+                        .map(|d| d.map_or("new".to_owned(), |d| d.to_string()))
+                        .collect()
+                ),
+                it.mean_distance
+                    .map_or(String::new(), |v| format!("{v:.3}")),
+                it.time_ns,
+                it.major_faults.map_or(String::new(), |v| v.to_string()),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -8,6 +8,8 @@
 //! cover data, and the matrix products on log-log axes (their complexity spans decades
 //! in any transformer, from attention's `kq` to the output projection).
 
+pub mod experts;
+
 use std::path::Path;
 
 use plotters::coord::Shift;

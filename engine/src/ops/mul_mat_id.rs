@@ -99,6 +99,15 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: the ids node holds `used × t` I32s, written by the TOP_K node before this
     // one (graph order, barrier in between); nobody writes it meanwhile.
     let ids = unsafe { std::slice::from_raw_parts(ids_node.data as *const i32, pairs) };
+    if p.ith == 0 && crate::self_profile::enabled() {
+        let weights = if node.src[3] != 0 {
+            // SAFETY: src3 is the `[k, T]` f32 routing weights, computed before this node.
+            unsafe { std::slice::from_raw_parts(src(node.src[3]).data as *const f32, pairs) }
+        } else {
+            &[]
+        };
+        crate::self_profile::record_experts(node, p.graph_id, d.used as u32, ids, weights);
+    }
     let order = gathered_order(ids, d.experts);
     let out_base = pairs * xrow;
     debug_assert!(out_base + pairs * d.n * 4 <= p.wsize);
