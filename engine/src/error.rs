@@ -107,6 +107,12 @@ pub enum EngineError {
         /// Return code of `engine_decode`.
         code: i32,
     },
+    /// `--mem-limit` cannot be set up.
+    #[error("cannot limit the memory: {why}")]
+    MemLimit {
+        /// Why.
+        why: String,
+    },
     /// An I/O error (the cause follows in the chain).
     #[error("{what}")]
     Io {

@@ -21,6 +21,7 @@ pub mod generate;
 pub mod graph;
 pub mod info;
 pub mod kv_cache;
+pub mod mem_limit;
 pub mod model;
 pub mod ops;
 pub mod presets;

@@ -161,6 +161,15 @@ struct RunArgs {
     /// Write per-op and per-phase CLOCK_MONOTONIC timestamps (JSON Lines) to FILE.
     #[arg(long, value_name = "FILE")]
     self_profile: Option<PathBuf>,
+    /// Run inside a memory cgroup of its own limited to BYTES (K/M/G suffixes; root):
+    /// the mapped model's pages beyond it are evicted and read again when used (an MoE
+    /// model larger than memory pages its cold experts in).
+    #[arg(long, value_name = "BYTES", value_parser = engine::mem_limit::parse_bytes)]
+    mem_limit: Option<u64>,
+    /// Drop the model file's pages from the page cache first, so first touches read
+    /// from storage.
+    #[arg(long)]
+    cold: bool,
 }
 
 #[derive(Args)]
@@ -310,6 +319,18 @@ fn gen_model(a: &GenModelArgs) -> anyhow::Result<()> {
 fn run(a: &RunArgs) -> anyhow::Result<()> {
     if a.self_profile.is_some() {
         self_profile::enable();
+    }
+    if let Some(bytes) = a.mem_limit {
+        // Before anything is loaded, so every page of the model is charged to the group.
+        let group = engine::mem_limit::enter(bytes)?;
+        eprintln!(
+            "memory limited to {} MiB (cgroup {})",
+            bytes >> 20,
+            group.display()
+        );
+    }
+    if a.cold {
+        engine::mem_limit::drop_cached(&a.model.model)?;
     }
     let ctx = load(&a.model)?;
     if a.chat {

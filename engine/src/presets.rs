@@ -270,6 +270,29 @@ pub const PRESETS: &[Preset] = &[
             n_ff_shexp: 0,
         }),
     },
+    // A mixture of experts whose experts (~110 MB in q4_0) dwarf the rest: the test and
+    // demo of expert paging under a memory limit of a few tens of MB.
+    Preset {
+        name: "small-moe",
+        arch: "qwen2moe",
+        n_layer: 4,
+        n_embd: 512,
+        n_head: 8,
+        n_head_kv: 8,
+        n_ff: 1024,
+        n_vocab: 640,
+        n_ctx: 1024,
+        rope_base: 1_000_000.0,
+        rms_eps: 1e-6,
+        tokenizer: SynthKind::Qwen2Bpe,
+        tied_embeddings: false,
+        experts: Some(PresetExperts {
+            n_expert: 32,
+            n_used: 4,
+            n_ff_exp: 1024,
+            n_ff_shexp: 1024,
+        }),
+    },
     // Qwen1.5-MoE-A2.7B (seed 002's Fig 13): 60 routed experts, 4 used, a shared expert;
     // 14.3 B weights, ~8 GB in q4_0.
     Preset {

@@ -27,6 +27,7 @@ pub fn event_bytes(e: &Event) -> Vec<u8> {
         Event::Graph(x) => record_bytes(x).to_vec(),
         Event::Op(x) => record_bytes(x.as_ref()).to_vec(),
         Event::OpExit(x) => record_bytes(x).to_vec(),
+        Event::ExpertRoute(x) => record_bytes(x).to_vec(),
         Event::Phase(x) => record_bytes(x).to_vec(),
         Event::SchedSwitch(x) => record_bytes(x).to_vec(),
         Event::SchedWakeup(x) => record_bytes(x).to_vec(),
