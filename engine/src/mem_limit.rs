@@ -164,7 +164,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let v: f64 = num
         .parse()
         .map_err(|_| format!("`{s}` is not a byte count (like 512M or 2.5G)"))?;
-    if !(v > 0.0) {
+    if v.is_nan() || v <= 0.0 {
         return Err(format!("`{s}`: the limit must be positive"));
     }
     Ok((v * mult as f64) as u64)
