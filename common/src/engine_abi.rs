@@ -189,7 +189,7 @@ op_types! {
     /// Copy `src0` into `src1` (store K/V rows into the cache).
     Cpy = 7, "CPY";
     /// Scaled softmax over rows, causally masked unless op param 2 is
-    /// [`SOFT_MAX_UNMASKED`].
+    /// [`SOFT_MAX_UNMASKED`], within a sliding window when op param 3 is not 0.
     SoftMax = 8, "SOFT_MAX";
     /// SwiGLU: `silu(src0) * src1`.
     SwiGlu = 9, "SWIGLU";
@@ -216,8 +216,15 @@ op_types! {
     /// Sum of the `k` weighted expert outputs of each token: `[N, k, T]` to `[N, T]`,
     /// added slot by slot in order, as llama.cpp's `k − 1` `ADD`s of views do.
     MoeSum = 103, "MOE_SUM";
+    /// Hyperbolic tangent (ggml's `UNARY` tanh): the middle of a logit soft-cap.
+    Tanh = 104, "TANH";
+    /// GEGLU: `gelu(src0) * src1`, GELU from ggml's f16 lookup table (Gemma's FFN).
+    GeGlu = 105, "GEGLU";
 }
 
+/// [`OpType::SoftMax`] op param 3: a sliding window — a token at position `p` sees only
+/// the keys at positions `p − window < q ≤ p` (0: no window).
+pub const SOFT_MAX_WINDOW_PARAM: usize = 3;
 /// [`OpType::SoftMax`] op param 2: no causal mask (the routing softmax over experts).
 pub const SOFT_MAX_UNMASKED: u32 = 1;
 /// [`OpType::GetRows`] op param 0: select one value per (slot, token), see the op.

@@ -116,6 +116,8 @@ pub const OP_NAMES: &[&str] = &[
     // the engine's own ops.
     "SILU",
     "MOE_SUM",
+    "TANH",
+    "GEGLU",
 ];
 
 /// An op the recorded build has but [`OP_NAMES`] does not is recorded as this plus the

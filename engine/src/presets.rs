@@ -93,8 +93,20 @@ pub struct Preset {
     pub tokenizer: SynthKind,
     /// Whether the output projection reuses `token_embd` (no `output.weight`).
     pub tied_embeddings: bool,
+    /// Size of one attention head when it is not `n_embd / n_head`
+    /// (`{arch}.attention.key_length`).
+    pub head_dim: Option<u32>,
+    /// Sliding window of Gemma 2's even layers (`{arch}.attention.sliding_window`).
+    pub sliding_window: Option<u32>,
     /// A mixture of experts instead of the dense FFN.
     pub experts: Option<PresetExperts>,
+}
+
+impl Preset {
+    /// Size of one attention head.
+    pub fn head_dim(&self) -> u32 {
+        self.head_dim.unwrap_or(self.n_embd / self.n_head)
+    }
 }
 
 /// The mixture of experts of a preset.
@@ -126,6 +138,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Spm,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: None,
     },
     Preset {
@@ -142,6 +156,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Llama3Bpe,
         tied_embeddings: true,
+        head_dim: None,
+        sliding_window: None,
         experts: None,
     },
     Preset {
@@ -158,6 +174,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-6,
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: true,
+        head_dim: None,
+        sliding_window: None,
         experts: None,
     },
     // Widths that are multiples of 256, so every matrix can hold K-quant super-blocks
@@ -177,6 +195,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Spm,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: None,
     },
     Preset {
@@ -193,6 +213,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Llama3Bpe,
         tied_embeddings: true,
+        head_dim: None,
+        sliding_window: None,
         experts: None,
     },
     Preset {
@@ -209,6 +231,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Llama3Bpe,
         tied_embeddings: true,
+        head_dim: None,
+        sliding_window: None,
         experts: None,
     },
     Preset {
@@ -225,6 +249,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-6,
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: true,
+        head_dim: None,
+        sliding_window: None,
         experts: None,
     },
     // Mixtures of experts. Widths are multiples of 256 so K-quants apply.
@@ -242,6 +268,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-6,
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: Some(PresetExperts {
             n_expert: 8,
             n_used: 2,
@@ -263,12 +291,52 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Spm,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: Some(PresetExperts {
             n_expert: 4,
             n_used: 2,
             n_ff_exp: 512,
             n_ff_shexp: 0,
         }),
+    },
+    // Gemma 2: head size apart from n_embd / n_head (as gemma2-2b's 256 vs 2304 / 8), and
+    // a sliding window short enough that the tests' prompts and continuations cross it.
+    Preset {
+        name: "tiny-gemma2",
+        arch: "gemma2",
+        n_layer: 2,
+        n_embd: 256,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 512,
+        n_vocab: 512,
+        n_ctx: 512,
+        rope_base: 10_000.0,
+        rms_eps: 1e-6,
+        tokenizer: SynthKind::Spm,
+        tied_embeddings: true,
+        head_dim: Some(128),
+        sliding_window: Some(16),
+        experts: None,
+    },
+    Preset {
+        name: "gemma2-2b",
+        arch: "gemma2",
+        n_layer: 26,
+        n_embd: 2304,
+        n_head: 8,
+        n_head_kv: 4,
+        n_ff: 9216,
+        n_vocab: 256_000,
+        n_ctx: 8192,
+        rope_base: 10_000.0,
+        rms_eps: 1e-6,
+        tokenizer: SynthKind::Spm,
+        tied_embeddings: true,
+        head_dim: Some(256),
+        sliding_window: Some(4096),
+        experts: None,
     },
     // A mixture of experts whose experts (~110 MB in q4_0) dwarf the rest: the test and
     // demo of expert paging under a memory limit of a few tens of MB.
@@ -286,6 +354,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-6,
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: Some(PresetExperts {
             n_expert: 32,
             n_used: 4,
@@ -309,6 +379,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-6,
         tokenizer: SynthKind::Qwen2Bpe,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: Some(PresetExperts {
             n_expert: 60,
             n_used: 4,
@@ -332,6 +404,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Spm,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: Some(PresetExperts {
             n_expert: 8,
             n_used: 2,
@@ -353,6 +427,8 @@ pub const PRESETS: &[Preset] = &[
         rms_eps: 1e-5,
         tokenizer: SynthKind::Spm,
         tied_embeddings: false,
+        head_dim: None,
+        sliding_window: None,
         experts: Some(PresetExperts {
             n_expert: 8,
             n_used: 2,
@@ -389,7 +465,8 @@ fn plan(p: &Preset, format: WeightFormat) -> Vec<TensorPlan> {
     let arch = crate::model::arch::lookup(p.arch).expect("presets use supported architectures");
     let shapes = TensorShapes {
         n_embd: u64::from(p.n_embd),
-        n_embd_kv: u64::from(p.n_embd / p.n_head * p.n_head_kv),
+        n_embd_q: u64::from(p.head_dim() * p.n_head),
+        n_embd_kv: u64::from(p.head_dim() * p.n_head_kv),
         n_ff: u64::from(p.n_ff),
         n_vocab: u64::from(p.n_vocab),
         n_layer: p.n_layer,
@@ -537,13 +614,22 @@ pub fn write_model(
             p.rms_eps.into(),
         ),
         (format!("{a}.rope.freq_base"), p.rope_base.into()),
-        (
-            format!("{a}.rope.dimension_count"),
-            (p.n_embd / p.n_head).into(),
-        ),
+        (format!("{a}.rope.dimension_count"), p.head_dim().into()),
         (format!("{a}.vocab_size"), p.n_vocab.into()),
     ];
     let mut kvs = kvs;
+    if let Some(hd) = p.head_dim {
+        kvs.push((format!("{a}.attention.key_length"), hd.into()));
+        kvs.push((format!("{a}.attention.value_length"), hd.into()));
+    }
+    if a == "gemma2" {
+        kvs.push((format!("{a}.attn_logit_softcapping"), 50.0f32.into()));
+        kvs.push((format!("{a}.final_logit_softcapping"), 30.0f32.into()));
+        kvs.push((
+            format!("{a}.attention.sliding_window"),
+            p.sliding_window.unwrap_or(4096).into(),
+        ));
+    }
     if let Some(x) = p.experts {
         kvs.push((format!("{a}.expert_count"), x.n_expert.into()));
         kvs.push((format!("{a}.expert_used_count"), x.n_used.into()));

@@ -313,6 +313,7 @@ fn check_gguf_py(preset: &str, dtype: &str) {
     let expected_arch = match preset {
         "tiny-qwen2" => "qwen2",
         "tiny-moe" => "qwen2moe",
+        "tiny-gemma2" => "gemma2",
         _ => "llama",
     };
     assert_eq!(arch, expected_arch, "{preset}: general.architecture");
@@ -335,7 +336,7 @@ fn check_gguf_py(preset: &str, dtype: &str) {
         .as_str()
         .expect("tokenizer model")
         .to_owned();
-    let expected_tokenizer = if preset == "tiny-llama" || preset == "tiny-mixtral" {
+    let expected_tokenizer = if matches!(preset, "tiny-llama" | "tiny-mixtral" | "tiny-gemma2") {
         "llama"
     } else {
         "gpt2"
@@ -427,6 +428,10 @@ fn check_gguf_py(preset: &str, dtype: &str) {
         add(b("attn_v.weight"), vec![n_embd, kv_dim], &["W"]);
         add(b("attn_output.weight"), vec![q_dim, n_embd], &["W"]);
         add(b("ffn_norm.weight"), vec![n_embd], &["F32"]);
+        if arch == "gemma2" {
+            add(b("post_attention_norm.weight"), vec![n_embd], &["F32"]);
+            add(b("post_ffw_norm.weight"), vec![n_embd], &["F32"]);
+        }
         match &experts {
             None => {
                 add(b("ffn_gate.weight"), vec![n_embd, n_ff], &["W"]);
@@ -559,6 +564,12 @@ model_tests! {
     tiny_mixtral_q4_0: "tiny-mixtral", "q4_0";
     tiny_mixtral_q5_0: "tiny-mixtral", "q5_0";
     tiny_mixtral_bf16: "tiny-mixtral", "bf16";
+    tiny_gemma2_f32: "tiny-gemma2", "f32";
+    tiny_gemma2_f16: "tiny-gemma2", "f16";
+    tiny_gemma2_q8_0: "tiny-gemma2", "q8_0";
+    tiny_gemma2_q4_0: "tiny-gemma2", "q4_0";
+    tiny_gemma2_q5_1: "tiny-gemma2", "q5_1";
+    tiny_gemma2_bf16: "tiny-gemma2", "bf16";
 }
 
 /// Logits and greedy continuation of `preset`'s f32 file quantized to `ftype` by

@@ -69,6 +69,7 @@ pub fn build_graph(
     let w = &model.weights;
     let (e, hd, nh, nkv) = (cfg.n_embd, cfg.head_dim, cfg.n_head, cfg.n_head_kv);
     let ekv = cfg.n_embd_kv();
+    let eq = cfg.n_embd_q();
     let t = n_tokens;
     let n_kv = attended_positions(pos + n_tokens, kv.n_ctx());
     let eps = cfg.rms_eps.to_bits();
@@ -78,7 +79,11 @@ pub fn build_graph(
         cfg.rope_base.to_bits(),
         1.0f32.to_bits(),
     ];
-    let kq_scale = (1.0 / (hd as f32).sqrt()).to_bits();
+    // Gemma scales Q after RoPE instead (its own factor), and the scores' softmax by 1.
+    let kq_scale = match &cfg.gemma {
+        Some(_) => 1.0f32.to_bits(),
+        None => (1.0 / (hd as f32).sqrt()).to_bits(),
+    };
     // MUL_MAT op params: src1 layout, dst layout, M, H, K (see ops::mul_mat).
     let mm =
         |m: usize, h: usize, k: usize| [LAYOUT_ROWS, LAYOUT_ROWS, m as u32, h as u32, k as u32];
@@ -88,6 +93,17 @@ pub fn build_graph(
     let inp_out_ids = g.leaf_input("inp_out_ids", DType::I32, ne(1, 1))?;
 
     let mut inp_l = inp_embd;
+    if cfg.gemma.is_some() {
+        inp_l = g.op(
+            OpType::Scale,
+            "inp_scaled",
+            -1,
+            DType::F32,
+            ne(e, t),
+            &[inp_embd],
+            &[(e as f32).sqrt().to_bits()],
+        )?;
+    }
     for (il, lw) in w.layers.iter().enumerate() {
         let l = il as i32;
         let name = |s: &str| format!("{s}-{il}");
@@ -116,7 +132,7 @@ pub fn build_graph(
             &name("Qcur"),
             l,
             DType::F32,
-            ne(e, t),
+            ne(eq, t),
             &[lw.wq, cur],
             &mm(t, 1, e),
         )?;
@@ -144,7 +160,7 @@ pub fn build_graph(
                 &name("Qcur_bias"),
                 l,
                 DType::F32,
-                ne(e, t),
+                ne(eq, t),
                 &[q, bq],
                 &[],
             )?;
@@ -167,7 +183,7 @@ pub fn build_graph(
                 &[],
             )?;
         }
-        let q = g.op(
+        let mut q = g.op(
             OpType::Rope,
             &name("Qcur_rope"),
             l,
@@ -176,6 +192,17 @@ pub fn build_graph(
             &[q, inp_pos],
             &rope,
         )?;
+        if let Some(gm) = &cfg.gemma {
+            q = g.op(
+                OpType::Scale,
+                &name("Qcur_scaled"),
+                l,
+                DType::F32,
+                ne3(hd, nh, t),
+                &[q],
+                &[gm.q_scale.to_bits()],
+            )?;
+        }
         let k = g.op(
             OpType::Rope,
             &name("Kcur_rope"),
@@ -244,6 +271,16 @@ pub fn build_graph(
                 hd as u32,
             ],
         )?;
+        let mut kq = kq;
+        let mut window = 0;
+        if let Some(gm) = &cfg.gemma {
+            let names = [name("kq_scaled_1"), name("kq_tanh"), name("kq_scaled_2")];
+            kq = softcap(g, kq, gm.attn_softcap, &names, l, ne3(n_kv, t, nh))?;
+            // Even layers attend within a sliding window, odd ones globally.
+            if il % 2 == 0 {
+                window = gm.sliding_window;
+            }
+        }
         let kq = g.op(
             OpType::SoftMax,
             &name("kq_soft_max"),
@@ -251,7 +288,7 @@ pub fn build_graph(
             DType::F32,
             ne3(n_kv, t, nh),
             &[kq],
-            &[kq_scale, pos as u32],
+            &[kq_scale, pos as u32, 0, window],
         )?;
         let kqv = g.op(
             OpType::MulMat,
@@ -275,7 +312,7 @@ pub fn build_graph(
             DType::F32,
             ne(e, t),
             &[lw.wo, kqv],
-            &mm(t, 1, e),
+            &mm(t, 1, eq),
         )?;
         let mut inp_sa = inp_sa;
         let mut rows = t;
@@ -302,9 +339,13 @@ pub fn build_graph(
             )?;
             rows = 1;
         }
+        if let Some(post) = lw.post_attn_norm {
+            let names = [name("norm_attn_post"), name("attn_post_norm")];
+            cur = weighted_rms_norm(g, cur, post, eps, &names, l, ne(e, rows))?;
+        }
         let ffn_inp = g.op(
             OpType::Add,
-            &name("ffn_inp"),
+            &name(if cfg.gemma.is_some() { "sa_out" } else { "ffn_inp" }),
             l,
             DType::F32,
             ne(e, rows),
@@ -336,13 +377,22 @@ pub fn build_graph(
             rows,
             layer: il,
         };
-        let down = match (&lw.ffn, &cfg.experts) {
-            (FfnWeights::Dense(w), _) => ffn::gated_ffn(g, x, *w, cfg.n_ff, "")?,
+        let act = if cfg.gemma.is_some() {
+            OpType::GeGlu
+        } else {
+            OpType::SwiGlu
+        };
+        let mut down = match (&lw.ffn, &cfg.experts) {
+            (FfnWeights::Dense(w), _) => ffn::gated_ffn(g, x, *w, cfg.n_ff, act, "")?,
             (FfnWeights::Experts(w), Some(xc)) => ffn::moe_ffn(g, x, *w, xc)?,
             (FfnWeights::Experts(_), None) => {
                 unreachable!("expert weights are loaded only with an expert config")
             }
         };
+        if let Some(post) = lw.post_ffw_norm {
+            let names = [name("norm_ffn_post"), name("ffn_post_norm")];
+            down = weighted_rms_norm(g, down, post, eps, &names, l, ne(e, rows))?;
+        }
         inp_l = g.op(
             OpType::Add,
             &name("l_out"),
@@ -371,15 +421,28 @@ pub fn build_graph(
         &[cur, w.output_norm],
         &[],
     )?;
-    let logits = g.op(
+    let out_name = if cfg.gemma.is_some() {
+        "result_output_raw"
+    } else {
+        "result_output"
+    };
+    let mut logits = g.op(
         OpType::MulMat,
-        "result_output",
+        out_name,
         -1,
         DType::F32,
         ne(cfg.n_vocab, 1),
         &[w.output, cur],
         &mm(1, 1, e),
     )?;
+    if let Some(gm) = &cfg.gemma {
+        let names = [
+            "result_output_scaled".to_owned(),
+            "result_output_tanh".to_owned(),
+            "result_output".to_owned(),
+        ];
+        logits = softcap(g, logits, gm.final_softcap, &names, -1, ne(cfg.n_vocab, 1))?;
+    }
     g.mark_output(logits);
     Ok(BatchNodes {
         inp_embd,
@@ -387,4 +450,49 @@ pub fn build_graph(
         inp_out_ids,
         logits,
     })
+}
+
+/// `cap · tanh(x / cap)`: Gemma 2's soft-cap as llama.cpp builds it — a multiply by the
+/// f32 `1/cap`, `tanh`, a multiply by `cap` — three nodes named `names`.
+fn softcap(
+    g: &mut Graph,
+    x: NodeAddr,
+    cap: f32,
+    names: &[String; 3],
+    layer: i32,
+    shape: [i64; 4],
+) -> Result<NodeAddr, EngineError> {
+    let down = g.op(
+        OpType::Scale,
+        &names[0],
+        layer,
+        DType::F32,
+        shape,
+        &[x],
+        &[(1.0f32 / cap).to_bits()],
+    )?;
+    let tanh = g.op(OpType::Tanh, &names[1], layer, DType::F32, shape, &[down], &[])?;
+    g.op(
+        OpType::Scale,
+        &names[2],
+        layer,
+        DType::F32,
+        shape,
+        &[tanh],
+        &[cap.to_bits()],
+    )
+}
+
+/// `rms_norm(x) · weight` as two nodes named `names` (Gemma 2's post-norms).
+fn weighted_rms_norm(
+    g: &mut Graph,
+    x: NodeAddr,
+    weight: NodeAddr,
+    eps: u32,
+    names: &[String; 2],
+    layer: i32,
+    shape: [i64; 4],
+) -> Result<NodeAddr, EngineError> {
+    let n = g.op(OpType::RmsNorm, &names[0], layer, DType::F32, shape, &[x], &[eps])?;
+    g.op(OpType::Mul, &names[1], layer, DType::F32, shape, &[n, weight], &[])
 }

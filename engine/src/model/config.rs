@@ -39,6 +39,22 @@ pub struct ModelConfig {
     pub rope_dims: usize,
     /// The mixture of experts, if the FFN is one.
     pub experts: Option<ExpertConfig>,
+    /// Gemma 2's settings, for that architecture.
+    pub gemma: Option<GemmaConfig>,
+}
+
+/// Gemma 2's block settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmaConfig {
+    /// Attention logit soft-cap.
+    pub attn_softcap: f32,
+    /// Final logit soft-cap.
+    pub final_softcap: f32,
+    /// Sliding window of the even layers, in positions.
+    pub sliding_window: u32,
+    /// Factor on Q after RoPE: `1/√head_dim` (llama.cpp: `1/√(n_embd/n_head)` for the
+    /// 46-layer 27B model).
+    pub q_scale: f32,
 }
 
 /// Sizes of a mixture-of-experts FFN.
@@ -53,8 +69,6 @@ pub struct ExpertConfig {
     /// FFN size of the shared expert (`{arch}.expert_shared_feed_forward_length`,
     /// else `n_ff`), 0 without one.
     pub n_ff_shexp: usize,
-    /// Factor on the routing weights (`{arch}.expert_weights_scale`; 0 or 1: none).
-    pub weights_scale: f32,
     /// Whether the weights are divided by their sum.
     pub normalize_weights: bool,
 }
@@ -66,6 +80,11 @@ impl ModelConfig {
     /// Width of K and V rows (all KV heads).
     pub fn n_embd_kv(&self) -> usize {
         self.n_head_kv * self.head_dim
+    }
+
+    /// Width of Q rows (all query heads): `n_embd` unless the file sets a head size.
+    pub fn n_embd_q(&self) -> usize {
+        self.n_head * self.head_dim
     }
 
     /// Reads the hyper-parameters of `file`.
@@ -102,7 +121,11 @@ impl ModelConfig {
         };
         let n_ff = bounded("feed_forward_length", MAX_EMBD * 8)?;
         let n_ctx_train = bounded("context_length", u32::MAX)?;
-        if n_embd % n_head != 0 || n_head % n_head_kv != 0 {
+        let key_length = file
+            .opt_u32(&key("attention.key_length"))
+            .map_err(gguf)?
+            .map(|v| v as usize);
+        if (key_length.is_none() && n_embd % n_head != 0) || n_head % n_head_kv != 0 {
             return Err(EngineError::HyperParameter {
                 key: key("attention.head_count"),
                 why: format!(
@@ -110,7 +133,23 @@ impl ModelConfig {
                 ),
             });
         }
-        let head_dim = n_embd / n_head;
+        let head_dim = key_length.unwrap_or(n_embd / n_head);
+        if head_dim == 0 || head_dim > MAX_EMBD as usize {
+            return Err(EngineError::HyperParameter {
+                key: key("attention.key_length"),
+                why: format!("{head_dim} is not in 1..={MAX_EMBD}"),
+            });
+        }
+        if let Some(v) = file
+            .opt_u32(&key("attention.value_length"))
+            .map_err(gguf)?
+            .filter(|&v| v as usize != head_dim)
+        {
+            return Err(EngineError::HyperParameter {
+                key: key("attention.value_length"),
+                why: format!("{v} differs from the key length {head_dim} (not supported)"),
+            });
+        }
         let rope_dims = file
             .opt_u32(&key("rope.dimension_count"))
             .map_err(gguf)?
@@ -146,20 +185,54 @@ impl ModelConfig {
                         } else {
                             0
                         };
-                        let weights_scale = file
-                            .opt_f32(&key("expert_weights_scale"))
-                            .map_err(gguf)?
-                            .unwrap_or(0.0);
                         Some(ExpertConfig {
                             n_expert,
                             n_used,
                             n_ff_exp,
                             n_ff_shexp,
-                            weights_scale,
                             normalize_weights: moe.normalize_weights,
                         })
                     }
                 }
+            }
+        };
+        let gemma = match arch.gemma.as_ref() {
+            None => None,
+            Some(g) => {
+                let f32_key = |k: &str, default: f32| -> Result<f32, EngineError> {
+                    let v = file.opt_f32(&key(k)).map_err(gguf)?.unwrap_or(default);
+                    if !(v.is_finite() && v > 0.0) {
+                        return Err(EngineError::HyperParameter {
+                            key: key(k),
+                            why: format!("{v} must be positive"),
+                        });
+                    }
+                    Ok(v)
+                };
+                let sliding_window = match file
+                    .opt_u32(&key("attention.sliding_window"))
+                    .map_err(gguf)?
+                {
+                    Some(0) => {
+                        return Err(EngineError::HyperParameter {
+                            key: key("attention.sliding_window"),
+                            why: "0 would mask every key".into(),
+                        });
+                    }
+                    Some(v) => v,
+                    None => g.sliding_window,
+                };
+                let scale_dim = if n_layer == 46 {
+                    n_embd / n_head
+                } else {
+                    head_dim
+                };
+                Some(GemmaConfig {
+                    attn_softcap: f32_key("attn_logit_softcapping", g.attn_softcap)?,
+                    final_softcap: f32_key("final_logit_softcapping", g.final_softcap)?,
+                    sliding_window,
+                    q_scale: 1.0f32 / (scale_dim as f32).sqrt(),
+                })
             }
         };
         let n_vocab = match file.opt_u32(&key("vocab_size")).map_err(gguf)? {
@@ -183,6 +256,7 @@ impl ModelConfig {
             rope_base,
             rope_dims,
             experts,
+            gemma,
         })
     }
 }

@@ -39,13 +39,15 @@ pub struct FfnInput {
     pub layer: usize,
 }
 
-/// `down(swiglu(gate·x, up·x))`, `n_ff` wide; `suffix` tells the shared expert's nodes
-/// (`_shexp`) from a dense FFN's.
+/// `down(act(gate·x, up·x))`, `n_ff` wide, with `act` [`OpType::SwiGlu`] or
+/// [`OpType::GeGlu`]; `suffix` tells the shared expert's nodes (`_shexp`) from a dense
+/// FFN's.
 pub fn gated_ffn(
     g: &mut Graph,
     x: FfnInput,
     w: GatedFfn,
     n_ff: usize,
+    act: OpType,
     suffix: &str,
 ) -> Result<NodeAddr, EngineError> {
     let (e, rows, il) = (x.n_embd, x.rows, x.layer);
@@ -69,9 +71,14 @@ pub fn gated_ffn(
         &[w.up, x.cur],
         &mm(rows, e),
     )?;
+    let act_name = if act == OpType::GeGlu {
+        "ffn_geglu"
+    } else {
+        "ffn_swiglu"
+    };
     let act = g.op(
-        OpType::SwiGlu,
-        &name("ffn_swiglu"),
+        act,
+        &name(act_name),
         l,
         DType::F32,
         ne(n_ff, rows),
@@ -172,17 +179,6 @@ pub fn moe_ffn(
             &[],
         )?;
     }
-    if cfg.weights_scale != 0.0 && cfg.weights_scale != 1.0 {
-        weights = g.op(
-            OpType::Scale,
-            &name("ffn_moe_weights_scaled"),
-            l,
-            DType::F32,
-            ne(k, t),
-            &[weights],
-            &[cfg.weights_scale.to_bits()],
-        )?;
-    }
     // MUL_MAT_ID op params: S, k, T, E, K (see ops::mul_mat_id).
     let id_params =
         |s: usize, inner: usize| [s as u32, k as u32, t as u32, n_expert as u32, inner as u32];
@@ -272,7 +268,7 @@ pub fn moe_ffn(
         &[silu, gate_logit],
         &[],
     )?;
-    let shexp = gated_ffn(g, x, shared, cfg.n_ff_shexp, "_shexp")?;
+    let shexp = gated_ffn(g, x, shared, cfg.n_ff_shexp, OpType::SwiGlu, "_shexp")?;
     let shexp_out = g.op(
         OpType::Mul,
         &name("ffn_shexp_out"),

@@ -36,7 +36,9 @@ pub struct TensorSpec {
 pub struct TensorShapes {
     /// Hidden size.
     pub n_embd: u64,
-    /// Width of K and V (`n_embd / n_head * n_head_kv`).
+    /// Width of Q (`n_head · head_dim`: `n_embd` unless the head size is set apart).
+    pub n_embd_q: u64,
+    /// Width of K and V (`head_dim · n_head_kv`).
     pub n_embd_kv: u64,
     /// FFN size.
     pub n_ff: u64,
@@ -61,7 +63,7 @@ pub struct ExpertShapes {
 
 /// Every tensor of `arch` with `shapes`, in the order a generated file stores them.
 pub fn tensor_specs(arch: &ArchSpec, s: TensorShapes) -> Vec<TensorSpec> {
-    let (e, kv, ff, v) = (s.n_embd, s.n_embd_kv, s.n_ff, s.n_vocab);
+    let (e, q, kv, ff, v) = (s.n_embd, s.n_embd_q, s.n_embd_kv, s.n_ff, s.n_vocab);
     let global = |name: &str, dims: Vec<u64>, kind: TensorKind, optional: bool| TensorSpec {
         name: name.to_owned(),
         dims,
@@ -86,21 +88,27 @@ pub fn tensor_specs(arch: &ArchSpec, s: TensorShapes) -> Vec<TensorSpec> {
             });
         };
         add("attn_norm.weight", vec![e], TensorKind::Vector);
-        add("attn_q.weight", vec![e, e], TensorKind::Matrix);
+        add("attn_q.weight", vec![e, q], TensorKind::Matrix);
         add("attn_k.weight", vec![e, kv], TensorKind::Matrix);
         add("attn_v.weight", vec![e, kv], TensorKind::Matrix);
         if arch.qkv_bias {
-            add("attn_q.bias", vec![e], TensorKind::Vector);
+            add("attn_q.bias", vec![q], TensorKind::Vector);
             add("attn_k.bias", vec![kv], TensorKind::Vector);
             add("attn_v.bias", vec![kv], TensorKind::Vector);
         }
-        add("attn_output.weight", vec![e, e], TensorKind::Matrix);
+        add("attn_output.weight", vec![q, e], TensorKind::Matrix);
+        if arch.gemma.is_some() {
+            add("post_attention_norm.weight", vec![e], TensorKind::Vector);
+        }
         add("ffn_norm.weight", vec![e], TensorKind::Vector);
         match s.experts {
             None => {
                 add("ffn_gate.weight", vec![e, ff], TensorKind::Matrix);
                 add("ffn_up.weight", vec![e, ff], TensorKind::Matrix);
                 add("ffn_down.weight", vec![ff, e], TensorKind::Matrix);
+                if arch.gemma.is_some() {
+                    add("post_ffw_norm.weight", vec![e], TensorKind::Vector);
+                }
             }
             Some(x) => {
                 let (n, xff) = (x.n_expert, x.n_ff_exp);
@@ -143,6 +151,7 @@ mod tests {
     fn qwen2_adds_biases_and_output_is_optional() {
         let s = TensorShapes {
             n_embd: 64,
+            n_embd_q: 64,
             n_embd_kv: 16,
             n_ff: 128,
             n_vocab: 100,

@@ -23,7 +23,7 @@ use crate::graph::{NodeAddr, contiguous_strides};
 pub struct LayerWeights {
     /// `blk.N.attn_norm.weight` `[n_embd]`.
     pub attn_norm: NodeAddr,
-    /// `blk.N.attn_q.weight` `[n_embd, n_embd]`.
+    /// `blk.N.attn_q.weight` `[n_embd, n_embd_q]`.
     pub wq: NodeAddr,
     /// `blk.N.attn_k.weight` `[n_embd, n_embd_kv]`.
     pub wk: NodeAddr,
@@ -39,6 +39,10 @@ pub struct LayerWeights {
     pub bv: Option<NodeAddr>,
     /// `blk.N.ffn_norm.weight` `[n_embd]`.
     pub ffn_norm: NodeAddr,
+    /// `blk.N.post_attention_norm.weight` `[n_embd]` (Gemma 2).
+    pub post_attn_norm: Option<NodeAddr>,
+    /// `blk.N.post_ffw_norm.weight` `[n_embd]` (Gemma 2).
+    pub post_ffw_norm: Option<NodeAddr>,
     /// The FFN's matrices.
     pub ffn: FfnWeights,
 }
@@ -130,6 +134,7 @@ impl Weights {
             cfg.arch,
             TensorShapes {
                 n_embd: cfg.n_embd as u64,
+                n_embd_q: cfg.n_embd_q() as u64,
                 n_embd_kv: cfg.n_embd_kv() as u64,
                 n_ff: cfg.n_ff as u64,
                 n_vocab: cfg.n_vocab as u64,
@@ -233,6 +238,8 @@ impl Weights {
                 bk: addr(&b("attn_k.bias")),
                 bv: addr(&b("attn_v.bias")),
                 ffn_norm: must(b("ffn_norm.weight"))?,
+                post_attn_norm: addr(&b("post_attention_norm.weight")),
+                post_ffw_norm: addr(&b("post_ffw_norm.weight")),
                 ffn: match cfg.experts {
                     None => FfnWeights::Dense(GatedFfn {
                         gate: must(b("ffn_gate.weight"))?,

@@ -4,6 +4,7 @@
 
 mod binary;
 mod cpy;
+mod geglu;
 mod get_rows;
 mod moe_sum;
 pub(crate) mod mul_mat;
@@ -60,7 +61,10 @@ fn compute(node: &EngineNode, p: &ComputeParams) {
         Some(OpType::Div) => binary::compute(node, p, |a, b| a / b),
         Some(OpType::SumRows) => sum_rows::compute(node, p),
         Some(OpType::MulMatId) => mul_mat_id::compute(node, p),
-        Some(op @ (OpType::Scale | OpType::Clamp | OpType::Silu)) => unary::compute(node, p, op),
+        Some(op @ (OpType::Scale | OpType::Clamp | OpType::Silu | OpType::Tanh)) => {
+            unary::compute(node, p, op)
+        }
+        Some(OpType::GeGlu) => geglu::compute(node, p),
         Some(OpType::TopK) => top_k::compute(node, p),
         Some(OpType::MoeSum) => moe_sum::compute(node, p),
         Some(OpType::None) | Some(OpType::View) | None => {}

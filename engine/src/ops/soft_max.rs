@@ -5,7 +5,7 @@
 //! (the router's probabilities over experts). Token `t` sees cache positions
 //! `0..=pos + t`.
 
-use common::engine_abi::{EngineNode, SOFT_MAX_UNMASKED};
+use common::engine_abi::{EngineNode, SOFT_MAX_UNMASKED, SOFT_MAX_WINDOW_PARAM};
 
 use super::{n_rows, row, row_mut, rows_for, src};
 use crate::backend::cpu::ComputeParams;
@@ -22,12 +22,25 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
         } else {
             (pos + r % n_tokens + 1).min(node.ne[0] as usize)
         };
+        // Keys before a sliding window are masked like the future ones (-inf before the
+        // exp, so 0 in ggml's lane sums: the same rounding).
+        let window = node.op_params[SOFT_MAX_WINDOW_PARAM] as usize;
+        let first = if window > 0 {
+            (pos + r % n_tokens + 1).saturating_sub(window)
+        } else {
+            0
+        };
         // SAFETY: f32 rows of validated shapes; this thread owns row `r` of dst.
         let (x, out) = unsafe { (row(a, r, node.ne[0] as usize), row_mut(node, r)) };
         let mut max = f32::NEG_INFINITY;
         for (o, &v) in out[..visible].iter_mut().zip(x) {
             *o = v * scale;
             max = max.max(*o);
+        }
+        if first > 0 {
+            let first = first.min(visible);
+            out[..first].fill(f32::NEG_INFINITY);
+            max = out[first..visible].iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
         }
         // ggml's row continues with masked entries up to the padded KV length.
         let sum = engine_kernels::vec::exp_sum_masked_row(&mut out[..visible], max);

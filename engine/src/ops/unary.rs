@@ -1,5 +1,5 @@
-//! Element-wise ops of one source: `SILU`, `SCALE` (op param 0, f32 bits) and `CLAMP`
-//! (op params 0 and 1: min and max, f32 bits).
+//! Element-wise ops of one source: `SILU`, `TANH`, `SCALE` (op param 0, f32 bits) and
+//! `CLAMP` (op params 0 and 1: min and max, f32 bits).
 
 use common::engine_abi::{EngineNode, OpType};
 
@@ -25,6 +25,12 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams, op: OpType) {
                     *o = engine_kernels::vec::silu_at(v, col, len);
                 }
             }
+            // ggml: the C library's tanhf per element.
+            OpType::Tanh => {
+                for (o, &v) in out.iter_mut().zip(x) {
+                    *o = v.tanh();
+                }
+            }
             OpType::Scale => {
                 for (o, &v) in out.iter_mut().zip(x) {
                     *o = v * p0;
@@ -36,7 +42,7 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams, op: OpType) {
                     *o = v.min(p1).max(p0);
                 }
             }
-            _ => unreachable!("unary::compute takes SILU, SCALE and CLAMP"),
+            _ => unreachable!("unary::compute takes SILU, TANH, SCALE and CLAMP"),
         }
     }
 }

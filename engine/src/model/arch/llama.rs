@@ -16,4 +16,5 @@ pub const LLAMA: ArchSpec = ArchSpec {
         normalize_weights: true,
         shared_expert: false,
     }),
+    gemma: None,
 };

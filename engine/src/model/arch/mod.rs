@@ -1,6 +1,7 @@
 //! Architectures as data: each is a small table of the switches in which it differs from
 //! the LLaMA block the graph builder implements.
 
+mod gemma2;
 mod llama;
 mod qwen2;
 mod qwen2moe;
@@ -22,6 +23,20 @@ pub struct ArchSpec {
     pub default_rope_base: f32,
     /// How the FFN may be a mixture of experts (`None`: always dense).
     pub moe: Option<MoeSpec>,
+    /// Gemma 2's block (`None`: the LLaMA block).
+    pub gemma: Option<GemmaSpec>,
+}
+
+/// Gemma 2's differences from the LLaMA block, with the defaults llama.cpp uses when a
+/// file leaves the keys out.
+#[derive(Debug)]
+pub struct GemmaSpec {
+    /// Attention logit soft-cap (`{arch}.attn_logit_softcapping`).
+    pub attn_softcap: f32,
+    /// Final logit soft-cap (`{arch}.final_logit_softcapping`).
+    pub final_softcap: f32,
+    /// Sliding window of the even layers (`{arch}.attention.sliding_window`).
+    pub sliding_window: u32,
 }
 
 /// A mixture-of-experts FFN: a softmax router picks `expert_used_count` of
@@ -39,7 +54,12 @@ pub struct MoeSpec {
 }
 
 /// Every supported architecture.
-pub const ARCHITECTURES: &[&ArchSpec] = &[&llama::LLAMA, &qwen2::QWEN2, &qwen2moe::QWEN2MOE];
+pub const ARCHITECTURES: &[&ArchSpec] = &[
+    &llama::LLAMA,
+    &qwen2::QWEN2,
+    &qwen2moe::QWEN2MOE,
+    &gemma2::GEMMA2,
+];
 
 /// The architecture called `name`.
 pub fn lookup(name: &str) -> Option<&'static ArchSpec> {

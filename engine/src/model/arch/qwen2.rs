@@ -11,4 +11,5 @@ pub const QWEN2: ArchSpec = ArchSpec {
     default_rms_eps: 1e-6,
     default_rope_base: 1_000_000.0,
     moe: None,
+    gemma: None,
 };

@@ -16,4 +16,5 @@ pub const QWEN2MOE: ArchSpec = ArchSpec {
         normalize_weights: false,
         shared_expert: true,
     }),
+    gemma: None,
 };
