@@ -1,8 +1,9 @@
-//! Root-only end-to-end tests of expert routing (issue 13): record a mixture-of-experts
-//! model, check the expert ids the probe read against the engine's own routing log
-//! (`--self-profile`), and check the expert view (`experts.csv`, `stats.json`) against
-//! an independent recomputation from those ids; and the same under a memory limit
-//! smaller than the model, where experts are paged in from storage (major faults).
+//! Root-only end-to-end tests of the architectures of issue 13: record a
+//! mixture-of-experts model, check the expert ids the probe read against the engine's own
+//! routing log (`--self-profile`), and check the expert view (`experts.csv`,
+//! `stats.json`) against an independent recomputation from those ids; the same under a
+//! memory limit smaller than the model, where experts are paged in from storage (major
+//! faults); and the DAG of a Gemma 2 and an MoE block as traced (Fig 4).
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -296,4 +297,69 @@ fn experts_page_in_under_a_memory_limit_smaller_than_the_model() {
         .expect("time/distance correlation computed");
     eprintln!("time vs mean reuse distance: r = {r:.3}");
     assert!((-1.0..=1.0).contains(&r));
+}
+
+/// The (node class, op) pairs of layer 0 of the DAG `analyze` wrote.
+fn layer0_ops(dir: &Path) -> std::collections::BTreeSet<(String, String)> {
+    let dag: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("dag.json")).expect("dag.json"))
+            .expect("dag.json parses");
+    dag["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["layer"] == 0)
+        .map(|n| {
+            let name = n["name"].as_str().expect("name");
+            let class = name.strip_suffix("-0").unwrap_or(name).to_owned();
+            (class, n["op"].as_str().expect("op").to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn gemma2_and_moe_blocks_show_their_own_nodes_in_the_dag() {
+    require_root!();
+    let args = ["-p", "hello world", "-n", "4", "-t", "2", "--ignore-eos"];
+    let (trace, _) = record_moe("gemma2", &moe_model("tiny-gemma2"), &args);
+    let gemma = layer0_ops(&analyze(&trace));
+    for (class, op) in [
+        ("Qcur_scaled", "SCALE"),
+        ("kq_scaled_1", "SCALE"),
+        ("kq_tanh", "TANH"),
+        ("kq_scaled_2", "SCALE"),
+        ("kq_soft_max", "SOFT_MAX"),
+        ("attn_post_norm", "MUL"),
+        ("sa_out", "ADD"),
+        ("ffn_geglu", "GEGLU"),
+        ("ffn_post_norm", "MUL"),
+        ("l_out", "ADD"),
+    ] {
+        assert!(
+            gemma.contains(&(class.to_owned(), op.to_owned())),
+            "Gemma 2 block lacks {class} ({op}): {gemma:?}"
+        );
+    }
+    assert!(!gemma.iter().any(|(c, _)| c == "ffn_swiglu"));
+    let (trace, _) = record_moe("moe-dag", &moe_model("tiny-moe"), &args);
+    let moe = layer0_ops(&analyze(&trace));
+    for (class, op) in [
+        ("ffn_moe_logits", "MUL_MAT"),
+        ("ffn_moe_probs", "SOFT_MAX"),
+        ("ffn_moe_topk", "TOP_K"),
+        ("ffn_moe_weights", "GET_ROWS"),
+        ("ffn_moe_up", "MUL_MAT_ID"),
+        ("ffn_moe_gate", "MUL_MAT_ID"),
+        ("ffn_moe_down", "MUL_MAT_ID"),
+        ("ffn_moe_weighted", "MUL"),
+        ("ffn_moe_out", "MOE_SUM"),
+        ("ffn_shexp_gate", "DIV"),
+        ("ffn_up_shexp", "MUL_MAT"),
+        ("ffn_out", "ADD"),
+    ] {
+        assert!(
+            moe.contains(&(class.to_owned(), op.to_owned())),
+            "MoE block lacks {class} ({op}): {moe:?}"
+        );
+    }
 }

@@ -345,7 +345,11 @@ pub fn build_graph(
         }
         let ffn_inp = g.op(
             OpType::Add,
-            &name(if cfg.gemma.is_some() { "sa_out" } else { "ffn_inp" }),
+            &name(if cfg.gemma.is_some() {
+                "sa_out"
+            } else {
+                "ffn_inp"
+            }),
             l,
             DType::F32,
             ne(e, rows),
@@ -471,7 +475,15 @@ fn softcap(
         &[x],
         &[(1.0f32 / cap).to_bits()],
     )?;
-    let tanh = g.op(OpType::Tanh, &names[1], layer, DType::F32, shape, &[down], &[])?;
+    let tanh = g.op(
+        OpType::Tanh,
+        &names[1],
+        layer,
+        DType::F32,
+        shape,
+        &[down],
+        &[],
+    )?;
     g.op(
         OpType::Scale,
         &names[2],
@@ -493,6 +505,22 @@ fn weighted_rms_norm(
     layer: i32,
     shape: [i64; 4],
 ) -> Result<NodeAddr, EngineError> {
-    let n = g.op(OpType::RmsNorm, &names[0], layer, DType::F32, shape, &[x], &[eps])?;
-    g.op(OpType::Mul, &names[1], layer, DType::F32, shape, &[n, weight], &[])
+    let n = g.op(
+        OpType::RmsNorm,
+        &names[0],
+        layer,
+        DType::F32,
+        shape,
+        &[x],
+        &[eps],
+    )?;
+    g.op(
+        OpType::Mul,
+        &names[1],
+        layer,
+        DType::F32,
+        shape,
+        &[n, weight],
+        &[],
+    )
 }

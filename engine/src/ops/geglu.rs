@@ -61,7 +61,10 @@ mod tests {
         let t = table();
         for x in [-3.0f32, -0.5, 0.0, 0.25, 1.0, 2.5] {
             let exact = 0.5 * x * (1.0 + (0.797_884_6 * x * (1.0 + 0.044_715 * x * x)).tanh());
-            assert!((geglu(x, 1.0, t) - exact).abs() <= 2e-3 * exact.abs().max(1.0), "{x}");
+            assert!(
+                (geglu(x, 1.0, t) - exact).abs() <= 2e-3 * exact.abs().max(1.0),
+                "{x}"
+            );
         }
         assert_eq!(geglu(-10.0, 5.0, t), 0.0);
         assert_eq!(geglu(12.0, 0.5, t), 6.0);

@@ -40,7 +40,9 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
         if first > 0 {
             let first = first.min(visible);
             out[..first].fill(f32::NEG_INFINITY);
-            max = out[first..visible].iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            max = out[first..visible]
+                .iter()
+                .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
         }
         // ggml's row continues with masked entries up to the padded KV length.
         let sum = engine_kernels::vec::exp_sum_masked_row(&mut out[..visible], max);
