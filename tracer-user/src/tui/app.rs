@@ -351,6 +351,7 @@ mod tests {
             mean_ns: total_ns as f64 / count as f64,
             share: total_ns as f64 / 1000.0,
             counters: Vec::new(),
+            top_experts: Vec::new(),
         }
     }
 

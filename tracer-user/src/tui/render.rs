@@ -198,8 +198,18 @@ fn render_threads(f: &mut Frame, app: &App, area: Rect) {
 
 impl From<&OpRow> for Row<'static> {
     fn from(r: &OpRow) -> Row<'static> {
+        let name = if r.top_experts.is_empty() {
+            r.name.clone()
+        } else {
+            let top: Vec<String> = r
+                .top_experts
+                .iter()
+                .map(|(e, n)| format!("e{e}×{n}"))
+                .collect();
+            format!("{} [{}]", r.name, top.join(" "))
+        };
         let mut cells = vec![
-            r.name.clone(),
+            name,
             fmt_count(r.count),
             fmt_ns(r.total_ns as f64),
             fmt_ns(r.mean_ns),
@@ -382,6 +392,7 @@ mod tests {
                 mean_ns: 4051.8,
                 share: 0.5,
                 counters: vec![Some(42)],
+                top_experts: Vec::new(),
             }],
             counter_names: vec!["cycles".into()],
             tps_series: vec![10.0, 20.0, 30.0],

@@ -33,6 +33,37 @@ pub struct OpRow {
     pub share: f64,
     /// Counter sums per counter, `None` where no execution had that counter.
     pub counters: Vec<Option<u64>>,
+    /// Expert-indexed products (`MUL_MAT_ID`, `ffn_moe_*` classes): the most used
+    /// experts over all layers so far, as `(expert id, activations)`, most used first.
+    pub top_experts: Vec<(i32, u64)>,
+}
+
+/// Experts shown per expert-indexed row of the operator table.
+pub const TOP_EXPERTS: usize = 3;
+
+/// The most used experts of every route so far (one activation per distinct expert of a
+/// token), most used first, ties by id.
+fn top_experts(model: &TraceModel) -> Vec<(i32, u64)> {
+    let mut counts: std::collections::HashMap<i32, u64> = std::collections::HashMap::new();
+    for r in model.expert_routes() {
+        for t in 0..r.n_tokens as usize {
+            let Some(ids) = r.token_ids(t) else { break };
+            for (j, &e) in ids.iter().enumerate() {
+                if !ids[..j].contains(&e) {
+                    *counts.entry(e).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut top: Vec<(i32, u64)> = counts.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    top.truncate(TOP_EXPERTS);
+    top
+}
+
+/// Whether a row (op type or node class) is an expert-indexed product.
+fn is_expert_row(name: &str) -> bool {
+    name == "MUL_MAT_ID" || matches!(name, "ffn_moe_up" | "ffn_moe_gate" | "ffn_moe_down")
 }
 
 impl OpRow {
@@ -53,6 +84,7 @@ impl OpRow {
                         .then(|| agg.pmc.get(i).copied().unwrap_or(0))
                 })
                 .collect(),
+            top_experts: Vec::new(),
         }
     }
 }
@@ -145,6 +177,15 @@ impl LiveSnapshot {
             .filter(|(a, _)| a.count > 0)
             .map(|(a, name)| OpRow::of(name.clone(), a, token_ns, n_counters))
             .collect();
+        let (mut by_type, mut by_class): (Vec<OpRow>, Vec<OpRow>) = (by_type, by_class);
+        if !model.expert_routes().is_empty() {
+            let top = top_experts(model);
+            for row in by_type.iter_mut().chain(by_class.iter_mut()) {
+                if is_expert_row(&row.name) {
+                    row.top_experts = top.clone();
+                }
+            }
+        }
         let intervals = model.token_intervals_ns();
         let tps_series = intervals[intervals.len().saturating_sub(SPARK_POINTS)..]
             .iter()
@@ -344,6 +385,12 @@ mod tests {
         assert_eq!(s.by_class.iter().map(|r| r.count).sum::<u64>(), 12);
         assert_eq!(s.decode_steps, 2);
         assert_eq!(s.prefill_tokens, 4);
+    }
+
+    #[test]
+    fn expert_rows_are_the_expert_products() {
+        assert!(is_expert_row("MUL_MAT_ID") && is_expert_row("ffn_moe_down"));
+        assert!(!is_expert_row("MUL_MAT") && !is_expert_row("ffn_moe_topk"));
     }
 
     #[test]
