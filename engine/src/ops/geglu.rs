@@ -20,7 +20,7 @@ fn table() -> &'static [f16] {
             .map(|h| {
                 let x = f16::from_bits(h).to_f32();
                 let inner = (0.044_715_f32 * x).mul_add(x, 1.0);
-                let t = (0.797_884_56_f32 * x * inner).tanh();
+                let t = (0.797_884_6_f32 * x * inner).tanh();
                 f16::from_f32((x * 0.5) * (t + 1.0))
             })
             .collect()
