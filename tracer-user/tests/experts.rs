@@ -57,21 +57,10 @@ fn record_moe(name: &str, model: &Path, run_args: &[&str]) -> (PathBuf, PathBuf)
     (trace, profile)
 }
 
-/// `profinfer analyze` without pictures; returns the output directory.
+/// `profinfer analyze`; returns the output directory.
 fn analyze(trace: &Path) -> PathBuf {
     let dir = trace.with_extension("out");
-    let out = profinfer()
-        .arg("analyze")
-        .arg(trace)
-        .arg("-o")
-        .arg(&dir)
-        .output()
-        .expect("profinfer runs");
-    assert!(
-        out.status.success(),
-        "analyze failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::analyze_into(trace, &dir);
     dir
 }
 

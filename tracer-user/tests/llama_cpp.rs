@@ -254,18 +254,7 @@ fn check_views(trace: &Path) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("MUL_MAT"), "{text}");
     let dir = trace_path("llama-0.25-analysis");
-    let out = profinfer()
-        .arg("analyze")
-        .arg(trace)
-        .arg("-o")
-        .arg(&dir)
-        .output()
-        .expect("analyze");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::analyze_into(trace, &dir);
     let timeline: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("timeline.json")).expect("timeline"),
     )

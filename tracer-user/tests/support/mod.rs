@@ -111,6 +111,22 @@ pub fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
     output
 }
 
+/// `profinfer analyze trace -o dir`, asserting it succeeds.
+pub fn analyze_into(trace: &Path, dir: &Path) {
+    let out = profinfer()
+        .arg("analyze")
+        .arg(trace)
+        .arg("-o")
+        .arg(dir)
+        .output()
+        .expect("profinfer runs");
+    assert!(
+        out.status.success(),
+        "analyze failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn events(r: &TraceReader) -> Vec<Event> {
     r.events().collect::<Result<_, _>>().expect("trace decodes")
 }
