@@ -24,8 +24,9 @@ pub enum IterSelector {
     FirstDecode,
     /// The n-th decode step, 0-based.
     Decode(usize),
-    /// The first prefill chunk.
-    Prefill,
+    /// The n-th prefill call of the run, 0-based (`prefill` = `prefill:0`; a long
+    /// prompt is prefilled in chunks of the batch size).
+    Prefill(usize),
 }
 
 impl std::str::FromStr for IterSelector {
@@ -33,12 +34,17 @@ impl std::str::FromStr for IterSelector {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "prefill" => Ok(IterSelector::Prefill),
+            "prefill" => Ok(IterSelector::Prefill(0)),
             "first" | "decode" => Ok(IterSelector::FirstDecode),
-            n => n
-                .parse::<usize>()
-                .map(IterSelector::Decode)
-                .map_err(|_| format!("`{n}` is not `prefill` or a decode step number")),
+            n => match n.strip_prefix("prefill:") {
+                Some(c) => c
+                    .parse::<usize>()
+                    .map(IterSelector::Prefill)
+                    .map_err(|_| format!("`{n}`: the prefill chunk is a number (`prefill:2`)")),
+                None => n.parse::<usize>().map(IterSelector::Decode).map_err(|_| {
+                    format!("`{n}` is not a decode step number, `prefill` or `prefill:N`")
+                }),
+            },
         }
     }
 }
@@ -156,16 +162,17 @@ pub fn select_token(model: &TraceModel, sel: IterSelector) -> Result<u32, DagErr
     let tok = match sel {
         IterSelector::FirstDecode => model.decode_step(0),
         IterSelector::Decode(n) => model.decode_step(n),
-        IterSelector::Prefill => model
+        IterSelector::Prefill(n) => model
             .tokens()
             .iter()
-            .find(|t| t.phase == TokenPhase::Prefill),
+            .filter(|t| t.phase == TokenPhase::Prefill)
+            .nth(n),
     };
     tok.map(|t| t.index)
         .ok_or_else(|| DagError::NoSuchIteration {
             what: match sel {
                 IterSelector::Decode(n) => format!("decode step {n}"),
-                IterSelector::Prefill => "prefill".to_owned(),
+                IterSelector::Prefill(n) => format!("prefill call {n}"),
                 _ => "decode step".to_owned(),
             },
         })
@@ -404,7 +411,9 @@ mod tests {
 
     #[test]
     fn iter_selector_parses() {
-        assert_eq!("prefill".parse(), Ok(IterSelector::Prefill));
+        assert_eq!("prefill".parse(), Ok(IterSelector::Prefill(0)));
+        assert_eq!("prefill:2".parse(), Ok(IterSelector::Prefill(2)));
+        assert!("prefill:x".parse::<IterSelector>().is_err());
         assert_eq!("3".parse(), Ok(IterSelector::Decode(3)));
         assert!("x".parse::<IterSelector>().is_err());
     }

@@ -68,6 +68,6 @@ fn dag_has_the_chain_and_one_weight_leaf() {
         }
     }
     assert!(dag::build(&m, IterSelector::Decode(5)).is_err());
-    let p = dag::build(&m, IterSelector::Prefill).expect("prefill dag");
+    let p = dag::build(&m, IterSelector::Prefill(0)).expect("prefill dag");
     assert_eq!(p.phase, TokenPhase::Prefill);
 }

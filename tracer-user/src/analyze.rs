@@ -38,7 +38,9 @@ pub struct AnalyzeArgs {
     /// Output directory (created if missing).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Iteration of the ProfDAG: a decode step number (0 = first decode step) or `prefill`.
+    /// Iteration of the ProfDAG: a decode step number (0 = first decode step), `prefill`
+    /// (the first prefill call) or `prefill:N` (the N-th, 0-based: a prompt longer than
+    /// the batch size is prefilled in chunks).
     #[arg(long, default_value = "0")]
     pub iter: IterSelector,
     /// Metric that colours the DAG: time, bandwidth, or a counter name (task-clock, cycles...).

@@ -176,6 +176,13 @@ fn expert_ids_in_the_trace_are_the_engines_routing() {
         &["-p", prompt, "-n", "24", "-t", "2", "--ignore-eos"],
     );
     let dir = analyze(&trace);
+    for plot in ["experts.svg", "expert_frequency.svg", "expert_reuse.svg"] {
+        let svg = std::fs::read_to_string(dir.join(plot)).unwrap_or_default();
+        assert!(
+            svg.contains("<svg") && svg.contains("circle") || svg.contains("rect"),
+            "{plot}"
+        );
+    }
     let rows = read_csv(&dir);
     let engine = engine_routing(&profile);
     assert!(!engine.is_empty(), "the engine logged no routing");

@@ -129,10 +129,7 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
     // Tokens, graphs, phases.
     for t in model.tokens() {
         let Some(end) = t.end_ns else { continue };
-        let name = match t.phase {
-            TokenPhase::Prefill => format!("prefill {} tokens @{}", t.n_tokens, t.pos),
-            TokenPhase::Decode => format!("decode @{}", t.pos),
-        };
+        let name = t.label();
         let args = format!(
             r#"{{"index":{},"n_tokens":{},"pos":{},"phase":"{}","ret":{}}}"#,
             t.index,

@@ -796,10 +796,7 @@ fn write_thread(
         match span.item {
             Item::Token(i) => {
                 let t = &model.tokens()[i as usize];
-                let name = match t.phase {
-                    TokenPhase::Prefill => format!("prefill {} tokens @{}", t.n_tokens, t.pos),
-                    TokenPhase::Decode => format!("decode @{}", t.pos),
-                };
+                let name = t.label();
                 let args = vec![
                     wr.ann_uint("index", u64::from(t.index)),
                     wr.ann_uint("n_tokens", u64::from(t.n_tokens)),

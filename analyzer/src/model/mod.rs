@@ -151,12 +151,21 @@ impl TraceModel {
                         self.unpaired.token_enter += 1;
                     }
                     let index = self.tokens.len() as u32;
+                    let phase = TokenPhase::of(e.n_tokens, e.pos);
+                    // A prefill call right after another one continues its prompt.
+                    let chunk = (phase == TokenPhase::Prefill).then(|| {
+                        self.tokens
+                            .last()
+                            .and_then(|p| p.chunk.map(|c| c + 1))
+                            .unwrap_or(0)
+                    });
                     self.tokens.push(TokenSpan {
                         index,
                         tid: h.tid,
                         n_tokens: e.n_tokens,
                         pos: e.pos,
-                        phase: TokenPhase::of(e.n_tokens, e.pos),
+                        phase,
+                        chunk,
                         start_ns: h.ts_ns,
                         end_ns: None,
                         ret: 0,

@@ -45,6 +45,9 @@ pub struct TokenSpan {
     pub pos: u32,
     /// Prefill or decode.
     pub phase: TokenPhase,
+    /// For a prefill call, its chunk number within its prompt (0-based: a prompt longer
+    /// than the batch size is prefilled in several calls, seed 001's chunked prefill).
+    pub chunk: Option<u32>,
     /// Entry time, ns (trace clock).
     pub start_ns: u64,
     /// Exit time, ns; `None` while open or if the exit was never seen.
@@ -59,6 +62,19 @@ pub struct TokenSpan {
 }
 
 impl TokenSpan {
+    /// The call's name in timelines: `prefill chunk 2: 32 tokens @64`, `decode @80`.
+    pub fn label(&self) -> String {
+        match (self.phase, self.chunk) {
+            (TokenPhase::Prefill, Some(c)) => {
+                format!("prefill chunk {c}: {} tokens @{}", self.n_tokens, self.pos)
+            }
+            (TokenPhase::Prefill, None) => {
+                format!("prefill {} tokens @{}", self.n_tokens, self.pos)
+            }
+            (TokenPhase::Decode, _) => format!("decode @{}", self.pos),
+        }
+    }
+
     /// Duration, ns (0 while open).
     pub fn dur_ns(&self) -> u64 {
         self.end_ns.map_or(0, |e| e.saturating_sub(self.start_ns))
@@ -140,5 +156,41 @@ mod tests {
         assert_eq!(TokenPhase::of(1, 0), TokenPhase::Prefill);
         assert_eq!(TokenPhase::of(512, 512), TokenPhase::Prefill);
         assert_eq!(TokenPhase::of(1, 9), TokenPhase::Decode);
+    }
+
+    #[test]
+    fn prefill_calls_of_a_prompt_are_numbered_as_chunks() {
+        use common::event::{DecodeEvent, EventHeader, EventKind};
+        use trace_format::{Event, TraceHeader};
+        let mut m = crate::TraceModel::new(&TraceHeader::default());
+        let mut ts = 0;
+        // A 70-token prompt in chunks of 32, two decode steps, then a second prompt.
+        for (n, pos) in [(32, 0), (32, 32), (6, 64), (1, 70), (1, 71), (8, 72)] {
+            for exit in [false, true] {
+                ts += 10;
+                let flags = if exit {
+                    common::event::EVENT_FLAG_EXIT
+                } else {
+                    0
+                };
+                m.apply(&Event::Decode(DecodeEvent {
+                    header: EventHeader {
+                        kind: EventKind::Decode as u32,
+                        flags,
+                        ts_ns: ts,
+                        pid: 1,
+                        tid: 1,
+                        ..EventHeader::default()
+                    },
+                    n_tokens: n,
+                    pos,
+                    ..DecodeEvent::default()
+                }));
+            }
+        }
+        let chunks: Vec<Option<u32>> = m.tokens().iter().map(|t| t.chunk).collect();
+        assert_eq!(chunks, [Some(0), Some(1), Some(2), None, None, Some(0)]);
+        assert_eq!(m.tokens()[1].label(), "prefill chunk 1: 32 tokens @32");
+        assert_eq!(m.tokens()[3].label(), "decode @70");
     }
 }
