@@ -220,7 +220,25 @@ op_types! {
     Tanh = 104, "TANH";
     /// GEGLU: `gelu(src0) * src1`, GELU from ggml's f16 lookup table (Gemma's FFN).
     GeGlu = 105, "GEGLU";
+    /// Copy of a tensor between two backends' buffers (`src0` → this node's buffer,
+    /// contiguous): the explicit transfer a graph split needs at a backend boundary.
+    BackendCopy = 106, "BACKEND_COPY";
+    /// Wait until the other backend has finished the work submitted to it; a view of
+    /// `src0` (the tensor the wait completes; with a tensor split, `src1` is the other
+    /// backend's half). Op param 0: [`SYNC_SPIN`] or [`SYNC_BLOCK`].
+    BackendSync = 107, "BACKEND_SYNC";
 }
+
+/// [`OpType::BackendSync`] op param 0: spin until the other backend is done.
+pub const SYNC_SPIN: u32 = 0;
+/// [`OpType::BackendSync`] op param 0: sleep (futex) until the other backend is done.
+pub const SYNC_BLOCK: u32 = 1;
+/// [`OpType::MulMat`] op param 5: first output row this node computes (with a tensor
+/// split, each backend computes a band of rows of the same output).
+pub const MUL_MAT_ROW_BEGIN_PARAM: usize = 5;
+/// [`OpType::MulMat`] op param 6: one past the last output row this node computes (0:
+/// all rows).
+pub const MUL_MAT_ROW_END_PARAM: usize = 6;
 
 /// [`OpType::SoftMax`] op param 3: a sliding window — a token at position `p` sees only
 /// the keys at positions `p − window < q ≤ p` (0: no window).
@@ -240,6 +258,33 @@ pub enum BackendKind {
     Gpu = 1,
     /// An NPU backend (reserved).
     Npu = 2,
+    /// The engine's accelerator stand-in: its own worker threads (optionally pinned and
+    /// throttled), its own operator entry point ([`symbols::ACCEL_OP_COMPUTE`]) and a
+    /// subset of op types; graphs are split between it and the CPU.
+    Accel = 3,
+}
+
+impl BackendKind {
+    /// The kind for a stored value.
+    pub const fn from_u32(v: u32) -> Option<BackendKind> {
+        match v {
+            0 => Some(BackendKind::Cpu),
+            1 => Some(BackendKind::Gpu),
+            2 => Some(BackendKind::Npu),
+            3 => Some(BackendKind::Accel),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name (`cpu`, `gpu`, `npu`, `accel`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Gpu => "gpu",
+            BackendKind::Npu => "npu",
+            BackendKind::Accel => "accel",
+        }
+    }
 }
 
 /// [`EngineNode::flags`]: the node is a model weight (read-only, memory-mapped).
@@ -400,6 +445,9 @@ pub mod symbols {
     pub const GRAPH_COMPUTE: &str = "engine_graph_compute";
     /// Operator level: `void engine_op_compute(const EngineNode *, u32 ith, u32 nth, void *params)`.
     pub const OP_COMPUTE: &str = "engine_op_compute";
+    /// Operator level on the accel backend: same signature as [`OP_COMPUTE`]; `params`
+    /// is the accel backend's per-thread state.
+    pub const ACCEL_OP_COMPUTE: &str = "engine_accel_op_compute";
     /// Phase: `void engine_phase_embed(ctx *, const i32 *tokens, u32 n_tokens, f32 *out)`.
     pub const PHASE_EMBED: &str = "engine_phase_embed";
     /// Phase: `void engine_phase_copy_logits(f32 *dst, const f32 *src, u32 n)`.
@@ -409,10 +457,11 @@ pub mod symbols {
     /// Phase: `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`.
     pub const PHASE_SAMPLE: &str = "engine_phase_sample";
     /// Every probe entry point, in level order.
-    pub const ALL: [&str; 7] = [
+    pub const ALL: [&str; 8] = [
         DECODE,
         GRAPH_COMPUTE,
         OP_COMPUTE,
+        ACCEL_OP_COMPUTE,
         PHASE_EMBED,
         PHASE_COPY_LOGITS,
         PHASE_SOFTMAX,

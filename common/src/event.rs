@@ -366,8 +366,10 @@ pub struct OpEvent {
     pub detail: u32,
     /// Bit `i` set when `pmc[i]` was read successfully.
     pub pmc_ok: u32,
-    /// Zero.
-    pub _pad: u32,
+    /// `BackendKind` of the probe point that recorded the entry: 0 (CPU) for
+    /// `engine_op_compute` and llama.cpp's dispatch, 3 (accel) for
+    /// `engine_accel_op_compute`. Traces before the accel backend hold 0 here.
+    pub backend_kind: u32,
     /// NUL-padded node name (entry only).
     pub name: [u8; NODE_NAME_LEN],
     /// Tensor structure (entry only, when structure parsing is on).
@@ -408,7 +410,7 @@ impl OpEvent {
             layer: 0,
             detail: 0,
             pmc_ok: 0,
-            _pad: 0,
+            backend_kind: 0,
             name: [0; NODE_NAME_LEN],
             structure: OpStructure {
                 dtype: 0,

@@ -118,6 +118,8 @@ pub const OP_NAMES: &[&str] = &[
     "MOE_SUM",
     "TANH",
     "GEGLU",
+    "BACKEND_COPY",
+    "BACKEND_SYNC",
 ];
 
 /// An op the recorded build has but [`OP_NAMES`] does not is recorded as this plus the

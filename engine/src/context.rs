@@ -4,14 +4,16 @@
 use core::ffi::c_void;
 use std::sync::Arc;
 
+use crate::backend::accel::{self, AccelBackend, AccelConfig};
 use crate::backend::cpu::CpuBackend;
 use crate::error::EngineError;
-use crate::graph::Graph;
+use crate::graph::{Graph, Placement};
 use crate::kv_cache::KvCache;
 use crate::model::Model;
 use crate::model::build::{MAX_LEAFS_PER_LAYER, MAX_NODES_PER_LAYER, build_graph};
 use crate::probe;
 use crate::self_profile::Span;
+use crate::sync::WaitMode;
 
 /// Default largest batch processed in one graph (llama.cpp's default micro-batch).
 pub const DEFAULT_BATCH: usize = 512;
@@ -28,6 +30,37 @@ pub struct ContextParams {
     pub n_threads: u32,
     /// Largest batch per graph; longer prompts are prefilled in chunks.
     pub n_batch: usize,
+    /// Work for the accel backend (`None`: everything on the CPU).
+    pub offload: Option<OffloadParams>,
+}
+
+/// How the graph is split between the CPU and the accel backend.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OffloadParams {
+    /// The accel backend's threads, pinning and speed.
+    pub accel: AccelConfig,
+    /// Layers whose supported nodes run on the accel (a layer split).
+    pub layers: Option<std::ops::Range<i32>>,
+    /// Fraction of each large matrix product's rows the accel computes (a tensor split).
+    pub split_matmul: Option<f32>,
+    /// How the CPU waits for the accel.
+    pub sync: WaitMode,
+}
+
+impl OffloadParams {
+    /// Whether any work goes to the accel.
+    pub fn is_active(&self) -> bool {
+        self.layers.as_ref().is_some_and(|l| !l.is_empty()) || self.split_matmul.is_some()
+    }
+
+    fn placement(&self) -> Placement {
+        Placement {
+            offload_layers: self.layers.clone().unwrap_or(0..0),
+            split_matmul: self.split_matmul,
+            sync: self.sync,
+            accel_supports: accel::supports,
+        }
+    }
 }
 
 impl Default for ContextParams {
@@ -36,6 +69,7 @@ impl Default for ContextParams {
             n_ctx: None,
             n_threads: 1,
             n_batch: DEFAULT_BATCH,
+            offload: None,
         }
     }
 }
@@ -45,6 +79,8 @@ pub struct Context {
     model: Arc<Model>,
     kv: KvCache,
     backend: CpuBackend,
+    accel: Option<AccelBackend>,
+    sync: WaitMode,
     graph: Graph,
     logits: Vec<f32>,
     n_past: usize,
@@ -71,18 +107,34 @@ impl Context {
             .unwrap_or(cfg.n_ctx_train.min(DEFAULT_CTX))
             .max(1);
         let kv = KvCache::new(cfg.n_layer, n_ctx, cfg.n_embd_kv());
-        let backend = CpuBackend::new(0, params.n_threads).map_err(|source| EngineError::Io {
-            what: "starting the CPU backend's threads".into(),
-            source,
-        })?;
-        let graph = Graph::with_capacity(
-            cfg.n_layer * MAX_NODES_PER_LAYER + 16,
+        let mut backend =
+            CpuBackend::new(0, params.n_threads).map_err(|source| EngineError::Io {
+                what: "starting the CPU backend's threads".into(),
+                source,
+            })?;
+        let offload = params.offload.as_ref().filter(|o| o.is_active());
+        let accel = offload
+            .map(|o| AccelBackend::new(1, &o.accel))
+            .transpose()
+            .map_err(|source| EngineError::Io {
+                what: "starting the accel backend's threads".into(),
+                source,
+            })?;
+        backend.set_fence(accel.as_ref().map(AccelBackend::fence));
+        // Splits add copies and syncs: up to three nodes per split product and a copy
+        // and a sync per backend boundary.
+        let node_factor = if offload.is_some() { 3 } else { 1 };
+        let mut graph = Graph::with_capacity(
+            node_factor * cfg.n_layer * MAX_NODES_PER_LAYER + 16,
             cfg.n_layer * MAX_LEAFS_PER_LAYER + 8,
         );
+        graph.set_placement(offload.map(OffloadParams::placement));
         let logits = vec![0.0; cfg.n_vocab];
         Ok(Context {
             kv,
             backend,
+            sync: offload.map_or(WaitMode::Spin, |o| o.sync),
+            accel,
             graph,
             logits,
             n_past: 0,
@@ -186,9 +238,8 @@ impl Context {
         let n = tokens.len();
         self.graph.reset();
         let nodes = build_graph(&mut self.graph, &self.model, &mut self.kv, n, pos)?;
-        self.next_graph_id += 1;
-        self.graph
-            .finish(self.next_graph_id, self.backend.id(), n as u32, pos as u32);
+        let first_id = self.next_graph_id + 1;
+        self.next_graph_id += self.graph.finish(first_id, n as u32, pos as u32);
 
         let embd = self.graph.input_mut::<f32>(nodes.inp_embd).as_mut_ptr();
         // SAFETY: the model outlives the call; `embd` has room for n rows of n_embd.
@@ -210,12 +261,7 @@ impl Context {
         }
         self.graph.input_mut::<i32>(nodes.inp_out_ids)[0] = n as i32 - 1;
 
-        let code = self
-            .backend
-            .compute(self.graph.header(), self.graph.work_bytes());
-        if code != 0 {
-            return Err(EngineError::Decode { code });
-        }
+        self.compute_splits()?;
         let out = self.graph.get(nodes.logits).map_or(0, |n| n.data) as *const f32;
         // SAFETY: the output node holds n_vocab f32s, `self.logits` has room for as many.
         unsafe {
@@ -223,6 +269,49 @@ impl Context {
         };
         self.n_past = pos + n;
         Ok(())
+    }
+}
+
+impl Context {
+    /// Computes the finished graph split by split: CPU splits on this thread and the
+    /// pool, accel splits submitted to the accel backend (which runs them while the CPU
+    /// goes on until a `BACKEND_SYNC` node); waits for the accel at the end.
+    fn compute_splits(&mut self) -> Result<(), EngineError> {
+        let work_bytes = self
+            .graph
+            .nodes()
+            .iter()
+            .map(crate::ops::work_size)
+            .max()
+            .unwrap_or(0);
+        let Some(accel) = self.accel.as_mut() else {
+            let code = self.backend.compute(self.graph.header(), work_bytes);
+            return if code == 0 {
+                Ok(())
+            } else {
+                Err(EngineError::Decode { code })
+            };
+        };
+        accel.reserve(work_bytes);
+        let mut result = Ok(());
+        for split in self.graph.splits() {
+            match split.backend {
+                common::BackendKind::Accel => {
+                    // SAFETY: the graph is not touched until the wait below.
+                    unsafe { accel.submit(&split.header) }
+                }
+                _ => {
+                    let code = self.backend.compute(&split.header, work_bytes);
+                    if code != 0 {
+                        result = Err(EngineError::Decode { code });
+                        break;
+                    }
+                }
+            }
+        }
+        // Normally a no-op (the last split is the CPU's, after a sync).
+        accel.wait(self.sync);
+        result
     }
 }
 

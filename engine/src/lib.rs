@@ -30,6 +30,7 @@ pub mod probe_bench;
 pub mod quant_mix;
 pub mod sampler;
 pub mod self_profile;
+pub mod sync;
 pub mod utf8_stream;
 
 pub use context::{Context, ContextParams};

@@ -98,6 +98,85 @@ struct ModelArgs {
     /// into 8-row groups at load time (like llama.cpp's `--no-repack`; slower).
     #[arg(long)]
     no_repack: bool,
+    #[command(flatten)]
+    offload: OffloadArgs,
+}
+
+/// Work for the accel backend (a stand-in NPU/GPU with its own threads; see
+/// docs/backends.md). Results are the same as on the CPU alone.
+#[derive(Args, Clone)]
+struct OffloadArgs {
+    /// Run layers A..B (B exclusive) on the accel backend; ops it does not support
+    /// (softmax, expert routing, row gathers) fall back to the CPU.
+    #[arg(long, value_name = "A..B", value_parser = parse_layer_range)]
+    offload_layers: Option<std::ops::Range<i32>>,
+    /// Split the large matrix products by rows: the accel computes this fraction of
+    /// each while the CPU computes the rest, then they sync (0 < RATIO < 1).
+    #[arg(long, value_name = "RATIO", value_parser = parse_ratio)]
+    split_matmul: Option<f32>,
+    /// How the CPU waits for the accel at a sync node.
+    #[arg(long, default_value = "spin", value_name = "spin|block")]
+    sync: engine::sync::WaitMode,
+    /// Threads of the accel backend.
+    #[arg(long, default_value_t = 1)]
+    accel_threads: u32,
+    /// Pin the accel backend's threads to these CPUs (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "CPUS")]
+    accel_cpus: Option<Vec<usize>>,
+    /// Relative speed of the accel backend in (0, 1]: each of its ops is stretched to
+    /// 1/SPEED times its compute time.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    accel_speed: f32,
+}
+
+impl OffloadArgs {
+    fn params(&self) -> Option<engine::context::OffloadParams> {
+        let p = engine::context::OffloadParams {
+            accel: engine::backend::accel::AccelConfig {
+                n_threads: self.accel_threads,
+                cpus: self.accel_cpus.clone(),
+                speed: self.accel_speed,
+            },
+            layers: self.offload_layers.clone(),
+            split_matmul: self.split_matmul,
+            sync: self.sync,
+        };
+        p.is_active().then_some(p)
+    }
+}
+
+fn parse_layer_range(s: &str) -> Result<std::ops::Range<i32>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("`{s}`: layers are a range `A..B` (B exclusive)"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<i32>()
+            .map_err(|_| format!("`{s}`: `{x}` is not a layer number"))
+    };
+    let (a, b) = (num(a)?, num(b)?);
+    if a < 0 || b <= a {
+        return Err(format!("`{s}`: the range is empty or negative"));
+    }
+    Ok(a..b)
+}
+
+fn parse_ratio(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(r) if r > 0.0 && r < 1.0 => Ok(r),
+        _ => Err(format!(
+            "`{s}`: the split ratio is a number between 0 and 1"
+        )),
+    }
+}
+
+fn parse_speed(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(format!(
+            "`{s}`: the accel speed is in (0, 1] (it can only be slowed down)"
+        )),
+    }
 }
 
 #[derive(Args, Clone)]
@@ -283,6 +362,7 @@ fn load(args: &ModelArgs) -> anyhow::Result<Context> {
         n_ctx: args.ctx_size,
         n_threads: args.threads,
         n_batch: args.batch_size,
+        offload: args.offload.params(),
     };
     Ok(Context::new(Arc::new(model), &params)?)
 }

@@ -54,7 +54,7 @@ probe_entry! {
     /// Graph level: compute `graph` (of `n_nodes` nodes) on backend `backend_id` of kind
     /// `backend_kind`; `backend` is the backend object. Returns 0 on success.
     fn engine_graph_compute(graph: *const EngineGraph, backend_id: u32, backend_kind: u32, n_nodes: u32, backend: *const c_void) -> i32
-        => crate::backend::cpu::graph_compute_entry
+        => crate::backend::graph_compute_entry
 }
 
 probe_entry! {
@@ -62,6 +62,13 @@ probe_entry! {
     /// backend's per-thread compute state.
     fn engine_op_compute(node: *const EngineNode, ith: u32, nth: u32, params: *mut c_void)
         => crate::ops::op_compute_entry
+}
+
+probe_entry! {
+    /// Operator level on the accel backend: thread `ith` of `nth` of the accel's pool
+    /// computes its share of `node`. `params` is the accel's per-thread compute state.
+    fn engine_accel_op_compute(node: *const EngineNode, ith: u32, nth: u32, params: *mut c_void)
+        => crate::backend::accel::op_compute_entry
 }
 
 probe_entry! {
@@ -118,10 +125,14 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn entry_points_start_with_a_five_byte_nop() {
-        let entries: [(&str, *const u8); 8] = [
+        let entries: [(&str, *const u8); 9] = [
             ("engine_decode", engine_decode as *const u8),
             ("engine_graph_compute", engine_graph_compute as *const u8),
             ("engine_op_compute", engine_op_compute as *const u8),
+            (
+                "engine_accel_op_compute",
+                engine_accel_op_compute as *const u8,
+            ),
             ("engine_phase_embed", engine_phase_embed as *const u8),
             (
                 "engine_phase_copy_logits",

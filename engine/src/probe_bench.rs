@@ -11,10 +11,10 @@ use std::time::Instant;
 use common::engine_abi::EngineNode;
 use serde::Serialize;
 
-use crate::backend::barrier::SpinBarrier;
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 use crate::probe;
 use crate::sampler::{Sampler, SamplerParams};
+use crate::sync::SpinBarrier;
 
 /// Nanoseconds per call of one entry point.
 #[derive(Clone, Debug, Serialize)]
@@ -53,6 +53,8 @@ pub fn run(calls: u64) -> Vec<ProbeCost> {
         wsize: 0,
         barrier: &barrier,
         graph_id: 0,
+        fence: std::ptr::null(),
+        slowdown: 1.0,
     };
     let mut sampler = Sampler::new(SamplerParams::default());
     let mut buf = [0f32; 1];

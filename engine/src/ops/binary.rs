@@ -7,7 +7,7 @@
 use common::engine_abi::EngineNode;
 
 use super::{n_rows, row, row_mut, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 /// `dst[i, r] = f(src0[i, r], src1[i mod ne1₀, r mod rows(src1)])`.
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams, f: impl Fn(f32, f32) -> f32) {

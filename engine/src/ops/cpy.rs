@@ -7,7 +7,7 @@ use common::engine_abi::EngineNode;
 use half::f16;
 
 use super::{rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: source of a node of the graph being computed.

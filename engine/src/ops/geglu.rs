@@ -10,7 +10,7 @@ use common::engine_abi::EngineNode;
 use half::f16;
 
 use super::{n_rows, row, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 /// GELU of every f16 value, rounded to f16.
 fn table() -> &'static [f16] {

@@ -6,7 +6,7 @@
 use common::engine_abi::{EngineNode, GET_ROWS_PER_TOKEN};
 
 use super::{row_mut, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: sources of a node of the graph being computed.

@@ -2,6 +2,8 @@
 //! thread `ith`'s share of the node from the node alone (its op, sources, shape, strides,
 //! op params and data pointer), the way `ggml_compute_forward` does.
 
+mod backend_copy;
+mod backend_sync;
 mod binary;
 mod cpy;
 mod geglu;
@@ -9,6 +11,7 @@ mod get_rows;
 mod moe_sum;
 pub(crate) mod mul_mat;
 mod mul_mat_id;
+mod params;
 mod rms_norm;
 pub(crate) mod rope;
 mod soft_max;
@@ -22,7 +25,7 @@ use std::ops::Range;
 
 use common::engine_abi::{EngineNode, OpType};
 
-use crate::backend::cpu::ComputeParams;
+pub use params::ComputeParams;
 
 /// Scratch bytes `node` needs from the backend (0 for most ops).
 pub fn work_size(node: &EngineNode) -> usize {
@@ -47,7 +50,8 @@ pub(crate) extern "C" fn op_compute_entry(
     compute(node, params);
 }
 
-fn compute(node: &EngineNode, p: &ComputeParams) {
+/// Computes thread `p.ith`'s share of `node` (every backend's op entry point ends here).
+pub(crate) fn compute(node: &EngineNode, p: &ComputeParams) {
     match node.op_type() {
         Some(OpType::GetRows) => get_rows::compute(node, p),
         Some(OpType::RmsNorm) => rms_norm::compute(node, p),
@@ -67,6 +71,8 @@ fn compute(node: &EngineNode, p: &ComputeParams) {
         Some(OpType::GeGlu) => geglu::compute(node, p),
         Some(OpType::TopK) => top_k::compute(node, p),
         Some(OpType::MoeSum) => moe_sum::compute(node, p),
+        Some(OpType::BackendCopy) => backend_copy::compute(node, p),
+        Some(OpType::BackendSync) => backend_sync::compute(node, p),
         Some(OpType::None) | Some(OpType::View) | None => {}
     }
 }

@@ -7,18 +7,22 @@
 //! 0 = src1 layout (0: rows `[K, M, H1]`; 1: stored `[K, H1, M]`, the Q of attention
 //! straight out of RoPE), 1 = dst layout (0: `[N, M, H1]`; 1: stored `[N, H1, M]`, KQV
 //! straight into the `[head_dim, n_head, n_tokens]` layout), 2 = M, 3 = H1, 4 = K (the
-//! inner dimension, so a trace of the node alone gives the product's size). A `src[2]`,
-//! if set, is an ordering dependency (the KV-cache store an attention product reads).
+//! inner dimension, so a trace of the node alone gives the product's size), 5..6 = a band
+//! of output rows `[begin, end)` this node computes (`end` 0: all rows; a tensor split
+//! gives each backend a band of the same output, 2-D weights only). A `src[2]`, if set,
+//! is an ordering dependency (the KV-cache store an attention product reads).
 //!
 //! Like ggml, `src1` is first converted to the weights' dot-product type (q8_0 for
 //! quantized weights, f16 for f16) into the backend's scratch, split across threads;
 //! after a barrier each thread computes its share of the (head, row) pairs.
 
 use common::DType;
-use common::engine_abi::{EngineNode, NODE_FLAG_PACKED};
+use common::engine_abi::{
+    EngineNode, MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, NODE_FLAG_PACKED,
+};
 
 use super::{rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 /// src1/dst layout op-param value: rows in the natural `[K, M, H]` order.
 pub const LAYOUT_ROWS: u32 = 0;
@@ -53,6 +57,16 @@ pub(super) fn work_size(node: &EngineNode) -> usize {
     let wtype = unsafe { src(node.src[0]) }.dtype().unwrap_or(DType::F32);
     let vdt = engine_kernels::vec_dot_type(wtype);
     d.m * d.h1 * vdt.row_bytes(d.k).unwrap_or(0)
+}
+
+/// The band of output rows `[begin, end)` the node computes (op params 5..6).
+fn row_band(node: &EngineNode, n: usize) -> (usize, usize) {
+    let end = node.op_params[MUL_MAT_ROW_END_PARAM] as usize;
+    if end == 0 {
+        return (0, n);
+    }
+    let begin = node.op_params[MUL_MAT_ROW_BEGIN_PARAM] as usize;
+    (begin.min(n), end.min(n).max(begin.min(n)))
 }
 
 /// Address of row `(m, h)` of the contiguous src1.
@@ -95,9 +109,20 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // 2. This thread's share of the (head, weight row) pairs.
     let group = d.h1 / d.h0.max(1);
     let total = d.h1 * d.n;
+    let (band_begin, band_end) = row_band(node, d.n);
     let mine = if d.h1 == 1 {
-        engine_kernels::matmul::split_rows(d.n, p.ith as usize, p.nth as usize)
+        let r = engine_kernels::matmul::split_rows(
+            band_end - band_begin,
+            p.ith as usize,
+            p.nth as usize,
+        );
+        r.start + band_begin..r.end + band_begin
     } else {
+        debug_assert_eq!(
+            (band_begin, band_end),
+            (0, d.n),
+            "bands are for 2-D products"
+        );
         rows_for(total, p.ith, p.nth)
     };
     let mut i = mine.start;

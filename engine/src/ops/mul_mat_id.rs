@@ -19,7 +19,7 @@ use common::DType;
 use common::engine_abi::EngineNode;
 
 use super::{rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 /// Output rows computed per pass over the gathered activations: weights of one chunk
 /// stay in cache while every token of the expert group uses them.

@@ -3,7 +3,7 @@
 use common::engine_abi::EngineNode;
 
 use super::{n_rows, row, row_mut, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     let eps = f32::from_bits(node.op_params[0]);

@@ -9,7 +9,7 @@
 use common::engine_abi::EngineNode;
 
 use super::{n_rows, row, row_mut, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 /// Rotate adjacent pairs (LLaMA).
 pub const ROPE_MODE_NORMAL: u32 = 0;

@@ -8,7 +8,7 @@
 use common::engine_abi::{EngineNode, SOFT_MAX_UNMASKED, SOFT_MAX_WINDOW_PARAM};
 
 use super::{n_rows, row, row_mut, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     let scale = f32::from_bits(node.op_params[0]);

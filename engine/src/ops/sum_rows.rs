@@ -4,7 +4,7 @@
 use common::engine_abi::EngineNode;
 
 use super::{row, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: source of a node of the graph being computed.

@@ -3,7 +3,7 @@
 use common::engine_abi::EngineNode;
 
 use super::{n_rows, row, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: sources of a node of the graph being computed.

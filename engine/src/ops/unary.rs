@@ -4,7 +4,7 @@
 use common::engine_abi::{EngineNode, OpType};
 
 use super::{n_rows, row, row_mut, rows_for, src};
-use crate::backend::cpu::ComputeParams;
+use crate::ops::ComputeParams;
 
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams, op: OpType) {
     // SAFETY: source of a node of the graph being computed.

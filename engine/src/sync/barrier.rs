@@ -69,9 +69,9 @@ impl SpinBarrier {
     }
 }
 
-/// The two futex operations the barrier needs.
+/// The two futex operations the barrier and the fence need.
 #[cfg(target_os = "linux")]
-mod futex {
+pub(crate) mod futex {
     use std::sync::atomic::AtomicU32;
 
     /// Sleeps while `*word == expected` (returns at once otherwise, or on a wake-up).
@@ -105,7 +105,7 @@ mod futex {
 
 /// Without futexes: yield instead of sleeping.
 #[cfg(not(target_os = "linux"))]
-mod futex {
+pub(crate) mod futex {
     use std::sync::atomic::AtomicU32;
 
     pub fn wait(_word: &AtomicU32, _expected: u32) {

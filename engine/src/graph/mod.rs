@@ -8,14 +8,18 @@
 
 use common::DType;
 use common::engine_abi::{
-    ENGINE_ABI_VERSION, EngineGraph, EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, NODE_FLAG_INPUT,
-    NODE_FLAG_OUTPUT, OpType,
+    BackendKind, ENGINE_ABI_VERSION, EngineGraph, EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC,
+    MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, NODE_FLAG_INPUT, NODE_FLAG_KV_CACHE,
+    NODE_FLAG_OUTPUT, NODE_FLAG_WEIGHT, OpType,
 };
 
 use crate::error::EngineError;
 
-/// Alignment of every arena buffer.
-const ARENA_ALIGN: usize = 64;
+mod arena;
+pub mod placement;
+
+use arena::{ARENA_ALIGN, ArenaPlan};
+pub use placement::{Placement, Split};
 
 /// Address of a node, as stored in `EngineNode::src`.
 pub type NodeAddr = u64;
@@ -29,6 +33,8 @@ enum Storage {
     Pinned { bytes: usize },
     /// Memory outside the arena (weights, KV cache).
     External,
+    /// The memory of node `of` (a tensor split's second band, a sync's result).
+    Alias { of: usize },
 }
 
 /// A graph being built or computed, plus the memory of its activations.
@@ -39,7 +45,14 @@ pub struct Graph {
     leaf_storage: Vec<Storage>,
     arena: Vec<u64>,
     header: EngineGraph,
-    work_bytes: usize,
+    /// Backend of each node (all CPU without a placement).
+    node_backend: Vec<BackendKind>,
+    placement: Option<Placement>,
+    /// Copies made so far: (source, backend) → the copy on that backend.
+    copies: Vec<(NodeAddr, BackendKind, NodeAddr)>,
+    /// Whether accel nodes were added since the last `BACKEND_SYNC`.
+    accel_pending: bool,
+    splits: Vec<Split>,
 }
 
 impl std::fmt::Debug for Graph {
@@ -68,6 +81,11 @@ fn byte_size(dtype: DType, ne: [i64; MAX_DIMS]) -> usize {
     (nb[3] * ne[3] as u64) as usize
 }
 
+/// Bytes of a contiguous node's data (0 for an unknown type).
+pub fn node_bytes(node: &EngineNode) -> usize {
+    node.dtype().map_or(0, |t| byte_size(t, node.ne))
+}
+
 impl Graph {
     /// An empty graph that can hold `max_nodes` computed nodes and `max_leafs` leaves.
     pub fn with_capacity(max_nodes: usize, max_leafs: usize) -> Graph {
@@ -87,8 +105,18 @@ impl Graph {
                 n_tokens: 0,
                 pos: 0,
             },
-            work_bytes: 0,
+            node_backend: Vec::with_capacity(max_nodes),
+            placement: None,
+            copies: Vec::new(),
+            accel_pending: false,
+            splits: Vec::new(),
         }
+    }
+
+    /// Places the nodes of the graphs built from now on on the CPU and accel backends
+    /// (`None`: everything on the CPU, one split).
+    pub fn set_placement(&mut self, placement: Option<Placement>) {
+        self.placement = placement;
     }
 
     /// Starts a new graph, keeping the allocations (and so the node addresses).
@@ -97,7 +125,10 @@ impl Graph {
         self.node_storage.clear();
         self.leafs.clear();
         self.leaf_storage.clear();
-        self.work_bytes = 0;
+        self.node_backend.clear();
+        self.copies.clear();
+        self.accel_pending = false;
+        self.splits.clear();
     }
 
     /// Adds a leaf whose data lives outside the arena (a KV-cache view).
@@ -171,6 +202,11 @@ impl Graph {
         src: &[NodeAddr],
         params: &[u32],
     ) -> Result<NodeAddr, EngineError> {
+        let backend = self.backend_of(op, layer);
+        if let Some(band) = self.tensor_split_band(op, src, params) {
+            return self.split_matmul(name, layer, dtype, ne, src, params, band);
+        }
+        let src = self.route_sources(src, backend, layer)?;
         let nb = contiguous_strides(dtype, ne);
         self.push_node(
             op,
@@ -179,12 +215,13 @@ impl Graph {
             dtype,
             ne,
             nb,
-            src,
+            &src[..],
             params,
             Storage::Arena {
                 bytes: byte_size(dtype, ne),
             },
             0,
+            backend,
         )
     }
 
@@ -206,6 +243,12 @@ impl Graph {
         src: &[NodeAddr],
         flags: u32,
     ) -> Result<NodeAddr, EngineError> {
+        let backend = self.backend_of(op, layer);
+        if backend == BackendKind::Cpu && self.accel_pending {
+            // The CPU writes shared memory the accel may still read.
+            self.push_sync(&[], layer)?;
+        }
+        let src = self.route_sources(src, backend, layer)?;
         let a = self.push_node(
             op,
             name,
@@ -213,10 +256,11 @@ impl Graph {
             dtype,
             ne,
             nb,
-            src,
+            &src[..],
             &[],
             Storage::External,
             data as u64,
+            backend,
         )?;
         if let Some(n) = self.nodes.last_mut() {
             n.flags |= flags;
@@ -240,6 +284,7 @@ impl Graph {
         params: &[u32],
         storage: Storage,
         data: u64,
+        backend: BackendKind,
     ) -> Result<NodeAddr, EngineError> {
         if self.nodes.len() == self.nodes.capacity() {
             return Err(EngineError::GraphFull {
@@ -261,6 +306,10 @@ impl Graph {
         n.op_params[..params.len()].copy_from_slice(params);
         self.nodes.push(n);
         self.node_storage.push(storage);
+        self.node_backend.push(backend);
+        if backend == BackendKind::Accel {
+            self.accel_pending = true;
+        }
         Ok(self
             .nodes
             .last()
@@ -295,16 +344,45 @@ impl Graph {
         Some(((addr - base) / size) as usize)
     }
 
-    /// Plans arena offsets, allocates the arena and fills in every node's `data`, and
-    /// fills the graph header. `work_bytes` is the scratch the backend must provide.
-    pub fn finish(&mut self, graph_id: u64, backend_id: u32, n_tokens: u32, pos: u32) {
+    /// Plans arena offsets, allocates the arena, fills in every node's `data` and cuts
+    /// the nodes into splits, the first with graph id `first_graph_id`. Returns the
+    /// number of splits (graph ids used).
+    pub fn finish(&mut self, first_graph_id: u64, n_tokens: u32, pos: u32) -> u64 {
         let n = self.nodes.len();
-        // Last consumer of every node.
+        let root = |mut i: usize, storage: &[Storage]| {
+            while let Storage::Alias { of } = storage[i] {
+                i = of;
+            }
+            i
+        };
+        // Last consumer of every buffer (aliases count as uses of their owner).
         let mut last_use: Vec<usize> = (0..n).collect();
         for i in 0..n {
+            let own = root(i, &self.node_storage);
+            last_use[own] = last_use[own].max(i);
             for s in self.nodes[i].src {
                 if let Some(j) = self.node_index(s) {
+                    let j = root(j, &self.node_storage);
                     last_use[j] = last_use[j].max(i);
+                }
+            }
+        }
+        // The accel computes while the CPU goes on: what an accel node reads or writes
+        // stays allocated until the CPU has synced with it.
+        let mut next_sync = n.saturating_sub(1);
+        for j in (0..n).rev() {
+            if self.nodes[j].op == OpType::BackendSync as u32 {
+                next_sync = j;
+            }
+            if self.node_backend[j] != BackendKind::Accel {
+                continue;
+            }
+            let own = root(j, &self.node_storage);
+            last_use[own] = last_use[own].max(next_sync);
+            for s in self.nodes[j].src {
+                if let Some(k) = self.node_index(s) {
+                    let k = root(k, &self.node_storage);
+                    last_use[k] = last_use[k].max(next_sync);
                 }
             }
         }
@@ -327,7 +405,7 @@ impl Graph {
                 Storage::Arena { bytes } | Storage::Pinned { bytes } => {
                     node_offsets[i] = Some(alloc.alloc(bytes))
                 }
-                Storage::External => {}
+                Storage::External | Storage::Alias { .. } => {}
             }
             if matches!(self.node_storage[i], Storage::Arena { .. }) && last_use[i] == i {
                 // Never read: free right away (still written by its op).
@@ -363,32 +441,269 @@ impl Graph {
                 self.nodes[i].data = base + *off as u64;
             }
         }
-        self.work_bytes = self
-            .nodes
-            .iter()
-            .map(crate::ops::work_size)
-            .max()
-            .unwrap_or(0);
-        self.header = EngineGraph {
+        for i in 0..n {
+            if let Storage::Alias { .. } = self.node_storage[i] {
+                self.nodes[i].data = self.nodes[root(i, &self.node_storage)].data;
+            }
+        }
+        let header = |first: usize, len: usize, id: u64, kind: BackendKind| EngineGraph {
             abi_version: ENGINE_ABI_VERSION,
-            n_nodes: n as u32,
-            nodes: self.nodes.as_ptr() as u64,
-            graph_id,
-            backend_id,
-            backend_kind: common::BackendKind::Cpu as u32,
+            n_nodes: len as u32,
+            nodes: self.nodes.as_ptr().wrapping_add(first) as u64,
+            graph_id: id,
+            backend_id: u32::from(kind != BackendKind::Cpu),
+            backend_kind: kind as u32,
             n_tokens,
             pos,
         };
+        self.header = header(0, n, first_graph_id, BackendKind::Cpu);
+        let mut splits = std::mem::take(&mut self.splits);
+        splits.clear();
+        let mut start = 0;
+        for i in 1..=n {
+            if i == n || self.node_backend[i] != self.node_backend[start] {
+                let kind = self.node_backend[start];
+                let id = first_graph_id + splits.len() as u64;
+                splits.push(Split {
+                    backend: kind,
+                    header: header(start, i - start, id, kind),
+                });
+                start = i;
+            }
+        }
+        self.splits = splits;
+        self.splits.len().max(1) as u64
+    }
+
+    /// The splits of the finished graph, in execution order (one CPU split without a
+    /// placement).
+    pub fn splits(&self) -> &[Split] {
+        &self.splits
+    }
+
+    /// The backend of the node at `addr` (CPU for leaves and unknown addresses).
+    pub fn backend(&self, addr: NodeAddr) -> BackendKind {
+        self.node_index(addr)
+            .map_or(BackendKind::Cpu, |i| self.node_backend[i])
+    }
+
+    fn backend_of(&self, op: OpType, layer: i32) -> BackendKind {
+        self.placement
+            .as_ref()
+            .map_or(BackendKind::Cpu, |p| p.backend_of(op, layer))
+    }
+
+    /// The accel's band of a `MUL_MAT` under a tensor split: a product of a 2-D model
+    /// weight with a one-head activation, large enough to split.
+    fn tensor_split_band(
+        &self,
+        op: OpType,
+        src: &[NodeAddr],
+        params: &[u32],
+    ) -> Option<std::ops::Range<usize>> {
+        let p = self.placement.as_ref()?;
+        if op != OpType::MulMat || params.get(3) != Some(&1) || src.len() != 2 {
+            return None;
+        }
+        // SAFETY: a weight source is a live node of the model (never of this graph).
+        let w = unsafe { &*(src[0] as *const EngineNode) };
+        if self.node_index(src[0]).is_some()
+            || w.flags & NODE_FLAG_WEIGHT == 0
+            || w.ne[2] != 1
+            || w.ne[3] != 1
+        {
+            return None;
+        }
+        p.matmul_band(usize::try_from(w.ne[1]).ok()?)
+    }
+
+    /// A tensor split of `dst = w·x`: the accel computes output rows `band` (with its
+    /// own copy of `x`), the CPU the rows before it into the same buffer, then a
+    /// `BACKEND_SYNC` completes the tensor; consumers read the sync node.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the arguments of Graph::op plus the band"
+    )]
+    fn split_matmul(
+        &mut self,
+        name: &str,
+        layer: i32,
+        dtype: DType,
+        ne: [i64; MAX_DIMS],
+        src: &[NodeAddr],
+        params: &[u32],
+        band: std::ops::Range<usize>,
+    ) -> Result<NodeAddr, EngineError> {
+        let nb = contiguous_strides(dtype, ne);
+        let bytes = byte_size(dtype, ne);
+        let mut band_params = [0u32; MAX_OP_PARAMS];
+        band_params[..params.len()].copy_from_slice(params);
+        band_params[MUL_MAT_ROW_BEGIN_PARAM] = band.start as u32;
+        band_params[MUL_MAT_ROW_END_PARAM] = band.end as u32;
+        let accel_src = self.route_sources(src, BackendKind::Accel, layer)?;
+        let on_accel = self.push_node(
+            OpType::MulMat,
+            name,
+            layer,
+            dtype,
+            ne,
+            nb,
+            &accel_src[..],
+            &band_params,
+            Storage::Arena { bytes },
+            0,
+            BackendKind::Accel,
+        )?;
+        let owner = self.nodes.len() - 1;
+        band_params[MUL_MAT_ROW_BEGIN_PARAM] = 0;
+        band_params[MUL_MAT_ROW_END_PARAM] = band.start as u32;
+        let cpu_src = self.route_sources(src, BackendKind::Cpu, layer)?;
+        let on_cpu = self.push_node(
+            OpType::MulMat,
+            name,
+            layer,
+            dtype,
+            ne,
+            nb,
+            &cpu_src[..],
+            &band_params,
+            Storage::Alias { of: owner },
+            0,
+            BackendKind::Cpu,
+        )?;
+        self.push_sync(&[on_cpu, on_accel], layer)
+    }
+
+    /// A `BACKEND_SYNC` node on the CPU: a view of `src[0]` (of nothing if empty) that
+    /// waits for the accel's submitted work.
+    fn push_sync(&mut self, src: &[NodeAddr], layer: i32) -> Result<NodeAddr, EngineError> {
+        let mode = self.placement.as_ref().map_or(0, |p| p.sync.op_param());
+        let (storage, ne, nb, dtype, name) = match src.first().and_then(|&s| self.node_index(s)) {
+            Some(j) => {
+                let of = match self.node_storage[j] {
+                    Storage::Alias { of } => of,
+                    _ => j,
+                };
+                let n = &self.nodes[j];
+                let storage = if self.node_storage[j] == Storage::External {
+                    Storage::External
+                } else {
+                    Storage::Alias { of }
+                };
+                (
+                    storage,
+                    n.ne,
+                    n.nb,
+                    n.dtype().unwrap_or(DType::F32),
+                    format!("sync.{}", n.name_str()),
+                )
+            }
+            None => (
+                Storage::External,
+                [1; MAX_DIMS],
+                contiguous_strides(DType::F32, [1; MAX_DIMS]),
+                DType::F32,
+                format!("sync-{layer}"),
+            ),
+        };
+        let data = match (storage, src.first().and_then(|&s| self.get(s))) {
+            (Storage::External, Some(n)) => n.data,
+            _ => 0,
+        };
+        let a = self.push_node(
+            OpType::BackendSync,
+            &name,
+            layer,
+            dtype,
+            ne,
+            nb,
+            src,
+            &[mode],
+            storage,
+            data,
+            BackendKind::Cpu,
+        )?;
+        self.accel_pending = false;
+        Ok(a)
+    }
+
+    /// The sources a node on `backend` reads: an activation computed on the other
+    /// backend is replaced by a `BACKEND_COPY` on `backend` (made once per source and
+    /// backend; on the CPU after a sync). Shared memory (the KV-cache stores, which
+    /// attention products name only as an ordering dependency) is not copied, but the
+    /// CPU syncs before reading it.
+    fn route_sources(
+        &mut self,
+        src: &[NodeAddr],
+        backend: BackendKind,
+        layer: i32,
+    ) -> Result<[NodeAddr; MAX_SRC], EngineError> {
+        let mut out = [0; MAX_SRC];
+        out[..src.len()].copy_from_slice(src);
+        if self.placement.is_none() {
+            return Ok(out);
+        }
+        for slot in out.iter_mut().take(src.len()) {
+            let s = *slot;
+            let mut read_from = s;
+            if backend == BackendKind::Cpu && self.accel_pending && self.reads_accel_memory(s) {
+                let waited_on = if self.node_index(s).is_some() {
+                    &[s][..]
+                } else {
+                    &[]
+                };
+                read_from = self.push_sync(waited_on, layer)?;
+            }
+            let Some(j) = self.node_index(s) else {
+                continue;
+            };
+            if self.node_backend[j] == backend || self.node_storage[j] == Storage::External {
+                continue;
+            }
+            if let Some(&(_, _, c)) = self
+                .copies
+                .iter()
+                .find(|&&(from, b, _)| from == s && b == backend)
+            {
+                *slot = c;
+                continue;
+            }
+            let n = self.nodes[j];
+            let dtype = n.dtype().unwrap_or(DType::F32);
+            let copy = self.push_node(
+                OpType::BackendCopy,
+                &format!("to_{}.{}", backend.name(), n.name_str()),
+                layer,
+                dtype,
+                n.ne,
+                contiguous_strides(dtype, n.ne),
+                &[read_from],
+                &[],
+                Storage::Arena {
+                    bytes: byte_size(dtype, n.ne),
+                },
+                0,
+                backend,
+            )?;
+            self.copies.push((s, backend, copy));
+            *slot = copy;
+        }
+        Ok(out)
+    }
+
+    /// Whether `addr` is memory the accel may be writing: one of its nodes, or the KV
+    /// cache (which accel nodes store into).
+    fn reads_accel_memory(&self, addr: NodeAddr) -> bool {
+        if let Some(j) = self.node_index(addr) {
+            return self.node_backend[j] == BackendKind::Accel;
+        }
+        self.leaf_index(addr)
+            .is_some_and(|i| self.leafs[i].flags & NODE_FLAG_KV_CACHE != 0)
     }
 
     /// The graph header handed to the backend.
     pub fn header(&self) -> &EngineGraph {
         &self.header
-    }
-
-    /// Scratch bytes the backend must provide.
-    pub fn work_bytes(&self) -> usize {
-        self.work_bytes
     }
 
     /// The computed nodes, in order.
@@ -426,68 +741,6 @@ impl Graph {
     }
 }
 
-/// First-fit free-list planner of arena offsets.
-#[derive(Default)]
-struct ArenaPlan {
-    free: Vec<(usize, usize)>,
-    /// End of the highest block in use.
-    top: usize,
-    /// Highest `top` ever reached: the arena size needed.
-    high_water: usize,
-}
-
-impl ArenaPlan {
-    fn alloc(&mut self, bytes: usize) -> usize {
-        let bytes = bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
-        // Best fit among free blocks.
-        let best = self
-            .free
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, size))| *size >= bytes)
-            .min_by_key(|(_, (_, size))| *size)
-            .map(|(i, _)| i);
-        if let Some(i) = best {
-            let (off, size) = self.free[i];
-            if size == bytes {
-                self.free.remove(i);
-            } else {
-                self.free[i] = (off + bytes, size - bytes);
-            }
-            return off;
-        }
-        let off = self.top;
-        self.top += bytes;
-        self.high_water = self.high_water.max(self.top);
-        off
-    }
-
-    fn free(&mut self, off: usize, bytes: usize) {
-        let bytes = bytes.div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
-        self.free.push((off, bytes));
-        self.free.sort_unstable();
-        // Merge neighbours.
-        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(self.free.len());
-        for (o, s) in self.free.drain(..) {
-            if let Some(last) = merged.last_mut()
-                && last.0 + last.1 == o
-            {
-                last.1 += s;
-                continue;
-            }
-            merged.push((o, s));
-        }
-        // A free block at the top shrinks the arena.
-        if let Some(&(o, s)) = merged.last()
-            && o + s == self.top
-        {
-            self.top = o;
-            merged.pop();
-        }
-        self.free = merged;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,7 +760,7 @@ mod tests {
             .op(OpType::Add, "add", 0, DType::F32, ne(4, 2), &[a, x], &[])
             .expect("room");
         g.mark_output(b);
-        g.finish(1, 0, 2, 0);
+        g.finish(1, 2, 0);
         assert_eq!(g.header().n_nodes, 2);
         assert_eq!(g.get(b).expect("b").src[0], a);
         assert_eq!(g.get(a).expect("a").src[0], x);
@@ -547,7 +800,7 @@ mod tests {
                 .expect("room");
         }
         g.mark_output(prev);
-        g.finish(1, 0, 1, 0);
+        g.finish(1, 1, 0);
         assert!(
             g.arena_bytes() <= 2 * 4 * size as usize + 2 * ARENA_ALIGN,
             "arena {}",
