@@ -572,6 +572,58 @@ model_tests! {
     tiny_gemma2_bf16: "tiny-gemma2", "bf16";
 }
 
+/// The graph splits of the accel backend (docs/backends.md) on one model: llama.cpp's
+/// logits and greedy tokens as without a split, and logits bit-identical to the
+/// single-backend run (a split moves work, never changes a value).
+fn check_split(preset: &str, dtype: &str, split: &[&str]) {
+    if !oracle_ready() {
+        return;
+    }
+    let path = model(preset, dtype);
+    let tokens = input_tokens(&GgufInfo::read(&path));
+    let label = format!("{preset} {dtype} {}", split.join(" "));
+    let single = compare::engine_logits(&path, &tokens, THREADS, &[]);
+    let split_logits = compare::engine_logits(&path, &tokens, THREADS, split);
+    assert!(
+        single
+            .iter()
+            .zip(&split_logits)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+            && single.len() == split_logits.len(),
+        "{label}: logits differ from the single-backend run"
+    );
+    compare::check_logits_with(&label, &path, &tokens, THREADS, tolerance(dtype), split);
+    compare::check_greedy_with(
+        &label,
+        &path,
+        &tokens,
+        GREEDY_TOKENS,
+        THREADS,
+        tolerance(dtype),
+        split,
+    );
+}
+
+/// One module per model and split.
+macro_rules! split_tests {
+    ($($module:ident: $preset:literal, $dtype:literal, [$($arg:literal),*];)*) => {$(
+        mod $module {
+            #[test]
+            fn split_matches_llama_cpp_and_the_single_backend_run() {
+                super::check_split($preset, $dtype, &[$($arg),*]);
+            }
+        }
+    )*};
+}
+
+split_tests! {
+    split_layers_tiny_llama_q8_0: "tiny-llama", "q8_0", ["--offload-layers", "1..2"];
+    split_layers_tiny_qwen2_f16: "tiny-qwen2", "f16", ["--offload-layers", "0..2", "--accel-threads", "2", "--sync", "block"];
+    split_tensor_tiny_llama3_q4_0: "tiny-llama3", "q4_0", ["--split-matmul", "0.5"];
+    split_both_tiny_moe_q4_0: "tiny-moe", "q4_0", ["--offload-layers", "1..2", "--split-matmul", "0.3"];
+    split_both_tiny_gemma2_q8_0: "tiny-gemma2", "q8_0", ["--offload-layers", "0..1", "--split-matmul", "0.5", "--sync", "block"];
+}
+
 /// Logits and greedy continuation of `preset`'s f32 file quantized to `ftype` by
 /// llama.cpp's own quantizer, against llama.cpp on the same file.
 fn check_llama_quantized(preset: &str, ftype: &str) {

@@ -111,7 +111,7 @@ struct UprobeSpec {
     kind: EventKind,
 }
 
-const UPROBES: [UprobeSpec; 7] = [
+const UPROBES: [UprobeSpec; 8] = [
     UprobeSpec {
         symbol: symbols::DECODE,
         enter: "engine_decode",
@@ -131,6 +131,15 @@ const UPROBES: [UprobeSpec; 7] = [
     UprobeSpec {
         symbol: symbols::OP_COMPUTE,
         enter: "engine_op_compute",
+        exit: "engine_op_compute_ret",
+        level: LEVEL_OP,
+        level_name: "op",
+        kind: EventKind::OpCompute,
+    },
+    UprobeSpec {
+        symbol: symbols::ACCEL_OP_COMPUTE,
+        enter: "engine_accel_op_compute",
+        // One return program for both operator entry points (it records time only).
         exit: "engine_op_compute_ret",
         level: LEVEL_OP,
         level_name: "op",
@@ -303,6 +312,20 @@ pub struct OpProbes {
 }
 
 impl OpProbes {
+    /// Takes `other`'s sites (and links) into this set, to switch them together. Both
+    /// must be attached, or both detached.
+    pub fn absorb(&mut self, other: OpProbes) {
+        self.sites.extend(other.sites);
+        match (&mut self.links, other.links) {
+            (Some(mine), Some(theirs)) => mine.extend(theirs),
+            (None, None) => {}
+            (mine, theirs) => {
+                debug_assert!(false, "absorbing op probes in another attach state");
+                *mine = mine.take().or(theirs);
+            }
+        }
+    }
+
     /// Whether the probes are attached now.
     pub fn attached(&self) -> bool {
         self.links.is_some()
@@ -426,7 +449,7 @@ pub fn attach(
     mut scope: UprobeScope,
 ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
     let mut table = Vec::new();
-    let mut op_probes = None;
+    let mut op_probes: Option<OpProbes> = None;
     for spec in &UPROBES {
         if levels & spec.level == 0 {
             continue;
@@ -458,7 +481,13 @@ pub fn attach(
         }
         let probes = attach_sites(ebpf, sites, &mut scope)?;
         if spec.level == LEVEL_OP {
-            op_probes = Some(probes);
+            op_probes = Some(match op_probes.take() {
+                Some(mut all) => {
+                    all.absorb(probes);
+                    all
+                }
+                None => probes,
+            });
         }
     }
     table.extend(attach_tracepoints(ebpf, levels)?);

@@ -36,20 +36,44 @@ pub fn argmax(values: &[f32]) -> usize {
 /// Checks one forward pass over `tokens`: logits within `tol` of llama.cpp's, finite, and
 /// the same argmax unless llama.cpp's own top two are closer than the tolerance.
 pub fn check_logits(label: &str, model: &Path, tokens: &[u32], threads: &str, tol: Tolerance) {
+    check_logits_with(label, model, tokens, threads, tol, &[]);
+}
+
+/// The engine's last-position logits over `tokens` (`engine eval`, with `engine_args`).
+pub fn engine_logits(
+    model: &Path,
+    tokens: &[u32],
+    threads: &str,
+    engine_args: &[&str],
+) -> Vec<f32> {
     let tokens = token_arg(tokens);
     let ours = run_json(
         engine("eval")
             .arg("-m")
             .arg(model)
-            .args(["--tokens", &tokens, "-t", threads, "--json"]),
+            .args(["--tokens", &tokens, "-t", threads, "--json"])
+            .args(engine_args),
     );
+    floats_of(&ours["logits"], "engine logits")
+}
+
+/// [`check_logits`] with extra engine options (a graph split, say).
+pub fn check_logits_with(
+    label: &str,
+    model: &Path,
+    tokens: &[u32],
+    threads: &str,
+    tol: Tolerance,
+    engine_args: &[&str],
+) {
+    let ours = engine_logits(model, tokens, threads, engine_args);
+    let tokens = token_arg(tokens);
     let theirs = run_json(oracle("logits").arg("--model").arg(model).args([
         "--tokens",
         &tokens,
         "--threads",
         threads,
     ]));
-    let ours = floats_of(&ours["logits"], "engine logits");
     let theirs = floats_of(&theirs["logits"], "llama.cpp logits");
     assert_eq!(ours.len(), theirs.len(), "{label}: vocabulary sizes differ");
     assert!(
@@ -96,20 +120,39 @@ pub fn check_greedy(
     threads: &str,
     tol: Tolerance,
 ) {
+    check_greedy_with(label, model, tokens, n, threads, tol, &[]);
+}
+
+/// [`check_greedy`] with extra engine options (a graph split, say).
+pub fn check_greedy_with(
+    label: &str,
+    model: &Path,
+    tokens: &[u32],
+    n: usize,
+    threads: &str,
+    tol: Tolerance,
+    engine_args: &[&str],
+) {
     let tokens = token_arg(tokens);
     let n_arg = n.to_string();
-    let ours = run_json(engine("run").arg("-m").arg(model).args([
-        "--tokens",
-        &tokens,
-        "-n",
-        &n_arg,
-        "-t",
-        threads,
-        "--temp",
-        "0",
-        "--ignore-eos",
-        "--json",
-    ]));
+    let ours = run_json(
+        engine("run")
+            .arg("-m")
+            .arg(model)
+            .args([
+                "--tokens",
+                &tokens,
+                "-n",
+                &n_arg,
+                "-t",
+                threads,
+                "--temp",
+                "0",
+                "--ignore-eos",
+                "--json",
+            ])
+            .args(engine_args),
+    );
     let theirs = run_json(oracle("greedy").arg("--model").arg(model).args([
         "--tokens",
         &tokens,

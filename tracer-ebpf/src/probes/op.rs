@@ -1,6 +1,9 @@
 //! Operator level.
 //!
-//! Target: `void engine_op_compute(const EngineNode *node, u32 ith, u32 nth, void *params)`.
+//! Targets: `void engine_op_compute(const EngineNode *node, u32 ith, u32 nth, void *params)`
+//! and the accel backend's `engine_accel_op_compute` (same signature); each entry
+//! records the kind of backend its probe point belongs to. One return program serves
+//! both.
 //! The node is read with `bpf_probe_read_user` using the `common::engine_abi::EngineNode`
 //! layout: the fixed fields always, the structure (dtype, shape, strides, sources, op
 //! params — one read of the contiguous `ne..op_params` span) when `DETAIL_STRUCTURE` is
@@ -17,7 +20,7 @@ use aya_ebpf::{
 };
 use common::{
     control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, TracerControl},
-    engine_abi::{EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, OpType},
+    engine_abi::{BackendKind, EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, OpType},
     event::{
         EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
         OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpExitEvent,
@@ -52,11 +55,19 @@ const _: () = assert!(
 /// `engine_op_compute` entry.
 #[uprobe]
 pub fn engine_op_compute(ctx: ProbeContext) -> u32 {
-    let _ = try_op_enter(&ctx);
+    let _ = try_op_enter(&ctx, BackendKind::Cpu);
     0
 }
 
-fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
+/// `engine_accel_op_compute` entry (the accel backend's operator entry point).
+#[uprobe]
+pub fn engine_accel_op_compute(ctx: ProbeContext) -> u32 {
+    let _ = try_op_enter(&ctx, BackendKind::Accel);
+    0
+}
+
+#[inline(always)]
+fn try_op_enter(ctx: &ProbeContext, backend: BackendKind) -> ProbeResult {
     let Some(control) = enabled_for_target(LEVEL_OP) else {
         return Ok(());
     };
@@ -86,6 +97,7 @@ fn try_op_enter(ctx: &ProbeContext) -> ProbeResult {
         ev.nth = nth;
         ev.index = tail[1];
         ev.layer = tail[0] as i32;
+        ev.backend_kind = backend as u32;
         let mut detail = 0;
         if layout_ok {
             // SAFETY: the helper validates the user address and writes at most the slice.
