@@ -2,6 +2,10 @@
 //! prefill is one batch of `n_prompt` tokens into an empty cache; decode is `n_gen`
 //! single-token steps from an empty cache; token ids are random and nothing is sampled;
 //! [`WARMUP_PASSES`] unmeasured passes come first.
+//!
+//! With a list of prefill chunk sizes, the prefill test runs once per size and
+//! repetition, sizes interleaved (so a slow phase of the machine hits all of them):
+//! seed 001's trade-off between chunk size, per-chunk latency and prefill throughput.
 
 use std::time::Instant;
 
@@ -27,6 +31,25 @@ pub struct BenchParams {
     pub n_gen: usize,
     /// Repetitions of each test (after one warm-up).
     pub reps: usize,
+    /// Prefill chunk sizes to compare (empty: the context's batch size only).
+    pub prefill_chunks: Vec<usize>,
+}
+
+/// The prefill test at one chunk size.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChunkResult {
+    /// Tokens per chunk (the last chunk may be shorter).
+    pub chunk: usize,
+    /// Chunks per prefill.
+    pub n_chunks: usize,
+    /// Mean prefill tokens/s.
+    pub prefill_tokens_per_s: f64,
+    /// Standard deviation of prefill tokens/s.
+    pub prefill_stddev: f64,
+    /// Mean latency of one chunk (one graph computation), ms.
+    pub chunk_ms: f64,
+    /// Mean latency of the longest chunk, ms.
+    pub max_chunk_ms: f64,
 }
 
 /// Results: means and standard deviations over the repetitions.
@@ -48,6 +71,8 @@ pub struct BenchResult {
     pub decode_tokens_per_s: f64,
     /// Standard deviation of decode tokens/s.
     pub decode_stddev: f64,
+    /// The prefill test per chunk size (with `prefill_chunks`).
+    pub chunks: Vec<ChunkResult>,
 }
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {
@@ -70,8 +95,33 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
     };
     let mut pp = Vec::new();
     let mut tg = Vec::new();
+    let default_batch = ctx.n_batch();
+    // Per chunk size: (tokens/s, mean chunk ms, max chunk ms) of each measured rep.
+    let mut per_chunk: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); p.prefill_chunks.len()];
     for rep in 0..p.reps + WARMUP_PASSES {
-        if p.n_prompt > 0 {
+        for (i, &chunk) in p.prefill_chunks.iter().enumerate() {
+            if p.n_prompt == 0 {
+                break;
+            }
+            let tokens = random_tokens(p.n_prompt);
+            ctx.clear();
+            ctx.set_n_batch(chunk);
+            let t = Instant::now();
+            let mut chunk_ms = Vec::new();
+            for c in tokens.chunks(chunk.max(1)) {
+                let tc = Instant::now();
+                ctx.decode(c)?;
+                chunk_ms.push(tc.elapsed().as_secs_f64() * 1e3);
+            }
+            let total_ms = t.elapsed().as_secs_f64() * 1e3;
+            if rep >= WARMUP_PASSES {
+                let mean = chunk_ms.iter().sum::<f64>() / chunk_ms.len() as f64;
+                let max = chunk_ms.iter().fold(0f64, |m, &x| m.max(x));
+                per_chunk[i].push((per_s(p.n_prompt, total_ms), mean, max));
+            }
+        }
+        ctx.set_n_batch(default_batch);
+        if p.n_prompt > 0 && p.prefill_chunks.is_empty() {
             let tokens = random_tokens(p.n_prompt);
             ctx.clear();
             let t = Instant::now();
@@ -92,6 +142,24 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
             }
         }
     }
+    let chunks = p
+        .prefill_chunks
+        .iter()
+        .zip(&per_chunk)
+        .map(|(&chunk, runs)| {
+            let tps: Vec<f64> = runs.iter().map(|r| r.0).collect();
+            let (m, sd) = mean_sd(&tps);
+            let n = runs.len().max(1) as f64;
+            ChunkResult {
+                chunk,
+                n_chunks: p.n_prompt.div_ceil(chunk.max(1)),
+                prefill_tokens_per_s: m,
+                prefill_stddev: sd,
+                chunk_ms: runs.iter().map(|r| r.1).sum::<f64>() / n,
+                max_chunk_ms: runs.iter().map(|r| r.2).sum::<f64>() / n,
+            }
+        })
+        .collect();
     let (pp_m, pp_sd) = mean_sd(&pp);
     let (tg_m, tg_sd) = mean_sd(&tg);
     Ok(BenchResult {
@@ -103,5 +171,6 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
         prefill_stddev: pp_sd,
         decode_tokens_per_s: tg_m,
         decode_stddev: tg_sd,
+        chunks,
     })
 }

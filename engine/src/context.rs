@@ -160,6 +160,11 @@ impl Context {
         self.n_batch
     }
 
+    /// Sets the largest batch per graph (the prefill chunk size) from now on.
+    pub fn set_n_batch(&mut self, n_batch: usize) {
+        self.n_batch = n_batch.max(1);
+    }
+
     /// Tokens in the KV cache.
     pub fn n_past(&self) -> usize {
         self.n_past

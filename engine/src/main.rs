@@ -328,6 +328,11 @@ struct BenchArgs {
     /// Repetitions.
     #[arg(short, long, default_value_t = 3)]
     reps: usize,
+    /// Prefill chunk sizes to compare (comma-separated, e.g. 32,64,128,256): the
+    /// prefill test runs once per size, interleaved, reporting throughput and chunk
+    /// latency (seed 001's chunked prefill).
+    #[arg(long, value_delimiter = ',', value_name = "SIZES")]
+    prefill_chunk: Vec<usize>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -649,6 +654,7 @@ fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
             n_prompt: a.n_prompt,
             n_gen: a.n_gen,
             reps: a.reps,
+            prefill_chunks: a.prefill_chunk.clone(),
         },
     )?;
     if a.json {
@@ -656,14 +662,31 @@ fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
     } else {
         println!("| test | threads | tokens/s |");
         println!("|---|---|---|");
-        println!(
-            "| pp{} | {} | {:.2} ± {:.2} |",
-            r.n_prompt, r.threads, r.prefill_tokens_per_s, r.prefill_stddev
-        );
-        println!(
-            "| tg{} | {} | {:.2} ± {:.2} |",
-            r.n_gen, r.threads, r.decode_tokens_per_s, r.decode_stddev
-        );
+        if r.chunks.is_empty() {
+            println!(
+                "| pp{} | {} | {:.2} ± {:.2} |",
+                r.n_prompt, r.threads, r.prefill_tokens_per_s, r.prefill_stddev
+            );
+        }
+        for c in &r.chunks {
+            println!(
+                "| pp{} chunk {} ({} chunks, {:.2} ms each, max {:.2}) | {} | {:.2} ± {:.2} |",
+                r.n_prompt,
+                c.chunk,
+                c.n_chunks,
+                c.chunk_ms,
+                c.max_chunk_ms,
+                r.threads,
+                c.prefill_tokens_per_s,
+                c.prefill_stddev
+            );
+        }
+        if r.n_gen > 0 {
+            println!(
+                "| tg{} | {} | {:.2} ± {:.2} |",
+                r.n_gen, r.threads, r.decode_tokens_per_s, r.decode_stddev
+            );
+        }
     }
     Ok(())
 }
