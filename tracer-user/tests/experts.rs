@@ -8,53 +8,20 @@
 use std::{
     collections::{BTreeMap, HashMap},
     path::{Path, PathBuf},
-    process::Command,
 };
 
 #[macro_use]
 mod support;
 
-use support::{engine_and_model, profinfer, trace_path};
-
-/// Generates `preset` in q4_0 next to the other test files (once per name).
+/// Generates `preset` in q4_0.
 fn moe_model(preset: &str) -> PathBuf {
-    let (engine, _) = engine_and_model();
-    let path = std::env::temp_dir().join(format!(
-        "profinfer-test-{}-{preset}.gguf",
-        std::process::id()
-    ));
-    if !path.exists() {
-        let status = Command::new(engine)
-            .args(["gen-model", "--preset", preset, "--dtype", "q4_0", "-o"])
-            .arg(&path)
-            .status()
-            .expect("engine runs");
-        assert!(status.success(), "gen-model {preset}");
-    }
-    path
+    support::gen_model(preset, "q4_0")
 }
 
 /// Records `engine run` of `model` with its self-profile; returns (trace, self-profile).
 fn record_moe(name: &str, model: &Path, run_args: &[&str]) -> (PathBuf, PathBuf) {
-    let (engine, _) = engine_and_model();
-    let trace = trace_path(name);
-    let profile = trace.with_extension("selfprofile.jsonl");
-    let out = profinfer()
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg(engine)
-        .args(["run", "-m"])
-        .arg(model)
-        .arg("--self-profile")
-        .arg(&profile)
-        .args(run_args)
-        .output()
-        .expect("profinfer runs");
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "record failed");
-    (trace, profile)
+    let run = support::record_run(name, model, run_args);
+    (run.trace, run.self_profile)
 }
 
 /// `profinfer analyze`; returns the output directory.

