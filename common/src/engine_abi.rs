@@ -227,6 +227,10 @@ op_types! {
     /// `src0` (the tensor the wait completes; with a tensor split, `src1` is the other
     /// backend's half). Op param 0: [`SYNC_SPIN`] or [`SYNC_BLOCK`].
     BackendSync = 107, "BACKEND_SYNC";
+    /// Make layer `layer`'s KV-cache chunks resident under a KV budget before its
+    /// attention (swap others out, its own in); `data` is the cache's swap state, op
+    /// param 0 the positions holding data after this batch. Computed by thread 0.
+    KvFetch = 108, "KV_FETCH";
 }
 
 /// [`OpType::BackendSync`] op param 0: spin until the other backend is done.
@@ -448,6 +452,14 @@ pub mod symbols {
     /// Operator level on the accel backend: same signature as [`OP_COMPUTE`]; `params`
     /// is the accel backend's per-thread state.
     pub const ACCEL_OP_COMPUTE: &str = "engine_accel_op_compute";
+    /// Phase: `void engine_phase_kv_compress(swap *, u32 layer, u32 chunk, u32 bytes)`.
+    pub const PHASE_KV_COMPRESS: &str = "engine_phase_kv_compress";
+    /// Phase: `i32 engine_phase_kv_swap_out(swap *, u32 layer, u32 chunk, u32 bytes)`.
+    pub const PHASE_KV_SWAP_OUT: &str = "engine_phase_kv_swap_out";
+    /// Phase: `i32 engine_phase_kv_swap_in(swap *, u32 layer, u32 chunk, u32 bytes)`.
+    pub const PHASE_KV_SWAP_IN: &str = "engine_phase_kv_swap_in";
+    /// Phase: `void engine_phase_kv_decompress(swap *, u32 layer, u32 chunk, u32 bytes)`.
+    pub const PHASE_KV_DECOMPRESS: &str = "engine_phase_kv_decompress";
     /// Phase: `void engine_phase_embed(ctx *, const i32 *tokens, u32 n_tokens, f32 *out)`.
     pub const PHASE_EMBED: &str = "engine_phase_embed";
     /// Phase: `void engine_phase_copy_logits(f32 *dst, const f32 *src, u32 n)`.
@@ -457,7 +469,7 @@ pub mod symbols {
     /// Phase: `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`.
     pub const PHASE_SAMPLE: &str = "engine_phase_sample";
     /// Every probe entry point, in level order.
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 12] = [
         DECODE,
         GRAPH_COMPUTE,
         OP_COMPUTE,
@@ -466,6 +478,10 @@ pub mod symbols {
         PHASE_COPY_LOGITS,
         PHASE_SOFTMAX,
         PHASE_SAMPLE,
+        PHASE_KV_COMPRESS,
+        PHASE_KV_SWAP_OUT,
+        PHASE_KV_SWAP_IN,
+        PHASE_KV_DECOMPRESS,
     ];
 }
 

@@ -47,6 +47,14 @@ pub enum EventKind {
     PhaseSoftmax = 32,
     /// `engine_phase_sample` entry/exit ([`PhaseEvent`]).
     PhaseSample = 33,
+    /// `engine_phase_kv_compress` entry/exit ([`PhaseEvent`], `arg` = bytes produced).
+    PhaseKvCompress = 34,
+    /// `engine_phase_kv_swap_out` entry/exit ([`PhaseEvent`], `arg` = bytes written).
+    PhaseKvSwapOut = 35,
+    /// `engine_phase_kv_swap_in` entry/exit ([`PhaseEvent`], `arg` = bytes read).
+    PhaseKvSwapIn = 36,
+    /// `engine_phase_kv_decompress` entry/exit ([`PhaseEvent`], `arg` = bytes restored).
+    PhaseKvDecompress = 37,
     /// `sched:sched_switch` involving a target thread ([`SchedSwitchEvent`]).
     SchedSwitch = 40,
     /// `sched:sched_wakeup` of a target thread ([`SchedWakeupEvent`]).
@@ -71,7 +79,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 22] = [
         EventKind::Decode,
         EventKind::GraphCompute,
         EventKind::OpCompute,
@@ -81,6 +89,10 @@ impl EventKind {
         EventKind::PhaseCopyLogits,
         EventKind::PhaseSoftmax,
         EventKind::PhaseSample,
+        EventKind::PhaseKvCompress,
+        EventKind::PhaseKvSwapOut,
+        EventKind::PhaseKvSwapIn,
+        EventKind::PhaseKvDecompress,
         EventKind::SchedSwitch,
         EventKind::SchedWakeup,
         EventKind::SchedWakeupNew,
@@ -104,6 +116,10 @@ impl EventKind {
             31 => EventKind::PhaseCopyLogits,
             32 => EventKind::PhaseSoftmax,
             33 => EventKind::PhaseSample,
+            34 => EventKind::PhaseKvCompress,
+            35 => EventKind::PhaseKvSwapOut,
+            36 => EventKind::PhaseKvSwapIn,
+            37 => EventKind::PhaseKvDecompress,
             40 => EventKind::SchedSwitch,
             41 => EventKind::SchedWakeup,
             42 => EventKind::SchedWakeupNew,
@@ -128,7 +144,11 @@ impl EventKind {
             EventKind::PhaseEmbed
             | EventKind::PhaseCopyLogits
             | EventKind::PhaseSoftmax
-            | EventKind::PhaseSample => size_of::<PhaseEvent>(),
+            | EventKind::PhaseSample
+            | EventKind::PhaseKvCompress
+            | EventKind::PhaseKvSwapOut
+            | EventKind::PhaseKvSwapIn
+            | EventKind::PhaseKvDecompress => size_of::<PhaseEvent>(),
             EventKind::SchedSwitch => size_of::<SchedSwitchEvent>(),
             EventKind::SchedWakeup | EventKind::SchedWakeupNew => size_of::<SchedWakeupEvent>(),
             EventKind::TaskNew | EventKind::TaskExit => size_of::<TaskEvent>(),
@@ -151,6 +171,10 @@ impl EventKind {
             EventKind::PhaseCopyLogits => "phase_copy_logits",
             EventKind::PhaseSoftmax => "phase_softmax",
             EventKind::PhaseSample => "phase_sample",
+            EventKind::PhaseKvCompress => "phase_kv_compress",
+            EventKind::PhaseKvSwapOut => "phase_kv_swap_out",
+            EventKind::PhaseKvSwapIn => "phase_kv_swap_in",
+            EventKind::PhaseKvDecompress => "phase_kv_decompress",
             EventKind::SchedSwitch => "sched_switch",
             EventKind::SchedWakeup => "sched_wakeup",
             EventKind::SchedWakeupNew => "sched_wakeup_new",
@@ -486,7 +510,7 @@ pub struct PhaseEvent {
     /// Common header.
     pub header: EventHeader,
     /// Size argument at entry: tokens (embed), floats (copy_logits), vocabulary (softmax,
-    /// sample); 0 on exit.
+    /// sample), bytes (the KV swap phases); 0 on exit.
     pub arg: u32,
     /// Return value on exit (the sampled token for sample), 0 otherwise.
     pub ret: i32,
@@ -730,7 +754,11 @@ mod tests {
                 EventKind::PhaseEmbed
                 | EventKind::PhaseCopyLogits
                 | EventKind::PhaseSoftmax
-                | EventKind::PhaseSample => (30..40).contains(&v),
+                | EventKind::PhaseSample
+                | EventKind::PhaseKvCompress
+                | EventKind::PhaseKvSwapOut
+                | EventKind::PhaseKvSwapIn
+                | EventKind::PhaseKvDecompress => (30..40).contains(&v),
                 EventKind::SchedSwitch
                 | EventKind::SchedWakeup
                 | EventKind::SchedWakeupNew

@@ -120,6 +120,7 @@ pub const OP_NAMES: &[&str] = &[
     "GEGLU",
     "BACKEND_COPY",
     "BACKEND_SYNC",
+    "KV_FETCH",
 ];
 
 /// An op the recorded build has but [`OP_NAMES`] does not is recorded as this plus the

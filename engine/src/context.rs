@@ -8,7 +8,7 @@ use crate::backend::accel::{self, AccelBackend, AccelConfig};
 use crate::backend::cpu::CpuBackend;
 use crate::error::EngineError;
 use crate::graph::{Graph, Placement};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, KvSwapConfig};
 use crate::model::Model;
 use crate::model::build::{MAX_LEAFS_PER_LAYER, MAX_NODES_PER_LAYER, build_graph};
 use crate::probe;
@@ -32,6 +32,8 @@ pub struct ContextParams {
     pub n_batch: usize,
     /// Work for the accel backend (`None`: everything on the CPU).
     pub offload: Option<OffloadParams>,
+    /// A memory budget for the KV cache (`None`: all of it in memory).
+    pub kv_swap: Option<KvSwapConfig>,
 }
 
 /// How the graph is split between the CPU and the accel backend.
@@ -70,6 +72,7 @@ impl Default for ContextParams {
             n_threads: 1,
             n_batch: DEFAULT_BATCH,
             offload: None,
+            kv_swap: None,
         }
     }
 }
@@ -106,7 +109,7 @@ impl Context {
             .n_ctx
             .unwrap_or(cfg.n_ctx_train.min(DEFAULT_CTX))
             .max(1);
-        let kv = KvCache::new(cfg.n_layer, n_ctx, cfg.n_embd_kv());
+        let kv = KvCache::new(cfg.n_layer, n_ctx, cfg.n_embd_kv(), params.kv_swap.as_ref())?;
         let mut backend =
             CpuBackend::new(0, params.n_threads).map_err(|source| EngineError::Io {
                 what: "starting the CPU backend's threads".into(),
@@ -163,6 +166,11 @@ impl Context {
     /// Sets the largest batch per graph (the prefill chunk size) from now on.
     pub fn set_n_batch(&mut self, n_batch: usize) {
         self.n_batch = n_batch.max(1);
+    }
+
+    /// What the KV budget did so far (`None` without one).
+    pub fn kv_swap_stats(&self) -> Option<crate::kv_cache::swap::SwapStats> {
+        self.kv.swap_stats()
     }
 
     /// Tokens in the KV cache.
@@ -267,6 +275,9 @@ impl Context {
         self.graph.input_mut::<i32>(nodes.inp_out_ids)[0] = n as i32 - 1;
 
         self.compute_splits()?;
+        if let Some(e) = self.kv.take_swap_error() {
+            return Err(e);
+        }
         let out = self.graph.get(nodes.logits).map_or(0, |n| n.data) as *const f32;
         // SAFETY: the output node holds n_vocab f32s, `self.logits` has room for as many.
         unsafe {

@@ -107,6 +107,20 @@ pub enum EngineError {
         /// Return code of `engine_decode`.
         code: i32,
     },
+    /// The KV budget cannot hold what one layer's attention needs.
+    #[error(
+        "the KV budget of {budget} bytes cannot hold layer {layer}'s cache at {n_kv} tokens ({needed} bytes); raise --kv-budget"
+    )]
+    KvBudget {
+        /// The budget.
+        budget: u64,
+        /// The layer.
+        layer: usize,
+        /// Positions attended.
+        n_kv: usize,
+        /// Bytes that layer needs resident.
+        needed: u64,
+    },
     /// `--mem-limit` cannot be set up.
     #[error("cannot limit the memory: {why}")]
     MemLimit {

@@ -100,6 +100,33 @@ struct ModelArgs {
     no_repack: bool,
     #[command(flatten)]
     offload: OffloadArgs,
+    #[command(flatten)]
+    kv: KvArgs,
+}
+
+/// A memory budget for the KV cache (seed 004; see docs/backends.md).
+#[derive(Args, Clone)]
+struct KvArgs {
+    /// Keep at most BYTES of K/V data in memory (suffixes K, M, G); chunks of 64
+    /// positions beyond it are swapped to files and read back when attention needs them.
+    #[arg(long, value_name = "BYTES", value_parser = engine::mem_limit::parse_bytes)]
+    kv_budget: Option<u64>,
+    /// Directory of the KV swap files (default: the temporary directory).
+    #[arg(long, value_name = "DIR", requires = "kv_budget")]
+    kv_swap: Option<PathBuf>,
+    /// Store swapped chunks quantized to 8 (q8_0) or 4 (q4_0) bits.
+    #[arg(long, value_name = "8|4", requires = "kv_budget")]
+    kv_compress: Option<engine::kv_cache::KvCompress>,
+}
+
+impl KvArgs {
+    fn config(&self) -> Option<engine::kv_cache::KvSwapConfig> {
+        Some(engine::kv_cache::KvSwapConfig {
+            budget: self.kv_budget?,
+            dir: self.kv_swap.clone().unwrap_or_else(std::env::temp_dir),
+            compress: self.kv_compress,
+        })
+    }
 }
 
 /// Work for the accel backend (a stand-in NPU/GPU with its own threads; see
@@ -368,6 +395,7 @@ fn load(args: &ModelArgs) -> anyhow::Result<Context> {
         n_threads: args.threads,
         n_batch: args.batch_size,
         offload: args.offload.params(),
+        kv_swap: args.kv.config(),
     };
     Ok(Context::new(Arc::new(model), &params)?)
 }
@@ -499,6 +527,12 @@ fn run_plain(mut ctx: Context, a: &RunArgs) -> anyhow::Result<()> {
         write!(stdout, "{}", stream.finish())?;
         writeln!(stdout)?;
         print_timings(&g.timings);
+        if let Some(st) = ctx.kv_swap_stats() {
+            eprintln!(
+                "kv budget: {} chunks out ({} bytes), {} in ({} bytes), peak resident {} bytes",
+                st.chunks_out, st.bytes_out, st.chunks_in, st.bytes_in, st.peak_resident
+            );
+        }
     }
     Ok(())
 }

@@ -95,6 +95,33 @@ probe_entry! {
         => crate::sampler::sample_entry
 }
 
+probe_entry! {
+    /// Phase: quantize chunk `chunk` of layer `layer`'s KV cache into `bytes` bytes
+    /// before it is swapped out (`--kv-compress`). `swap` is the cache's swap state.
+    fn engine_phase_kv_compress(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32)
+        => crate::kv_cache::swap::compress_entry
+}
+
+probe_entry! {
+    /// Phase: write `bytes` bytes of chunk `chunk` of layer `layer`'s KV cache to its
+    /// swap file. Returns 0 or `-errno`.
+    fn engine_phase_kv_swap_out(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) -> i32
+        => crate::kv_cache::swap::swap_out_entry
+}
+
+probe_entry! {
+    /// Phase: read `bytes` bytes of chunk `chunk` of layer `layer`'s KV cache back from
+    /// its swap file. Returns 0 or `-errno`.
+    fn engine_phase_kv_swap_in(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) -> i32
+        => crate::kv_cache::swap::swap_in_entry
+}
+
+probe_entry! {
+    /// Phase: dequantize a chunk read back into `bytes` bytes of f16 K/V.
+    fn engine_phase_kv_decompress(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32)
+        => crate::kv_cache::swap::decompress_entry
+}
+
 /// Reference point for the probe-cost benchmark: starts with the same 5-byte nop and
 /// does nothing.
 #[unsafe(no_mangle)]
@@ -125,7 +152,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn entry_points_start_with_a_five_byte_nop() {
-        let entries: [(&str, *const u8); 9] = [
+        let entries: [(&str, *const u8); 13] = [
             ("engine_decode", engine_decode as *const u8),
             ("engine_graph_compute", engine_graph_compute as *const u8),
             ("engine_op_compute", engine_op_compute as *const u8),
@@ -141,6 +168,22 @@ mod tests {
             ("engine_phase_softmax", engine_phase_softmax as *const u8),
             ("engine_phase_sample", engine_phase_sample as *const u8),
             ("engine_probe_ref_nop", engine_probe_ref_nop as *const u8),
+            (
+                "engine_phase_kv_compress",
+                engine_phase_kv_compress as *const u8,
+            ),
+            (
+                "engine_phase_kv_swap_out",
+                engine_phase_kv_swap_out as *const u8,
+            ),
+            (
+                "engine_phase_kv_swap_in",
+                engine_phase_kv_swap_in as *const u8,
+            ),
+            (
+                "engine_phase_kv_decompress",
+                engine_phase_kv_decompress as *const u8,
+            ),
         ];
         for (name, p) in entries {
             // SAFETY: reading the first 5 bytes of a function's machine code, which is

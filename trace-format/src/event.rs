@@ -134,7 +134,11 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::PhaseEmbed
         | EventKind::PhaseCopyLogits
         | EventKind::PhaseSoftmax
-        | EventKind::PhaseSample => Event::Phase(read(bytes)?),
+        | EventKind::PhaseSample
+        | EventKind::PhaseKvCompress
+        | EventKind::PhaseKvSwapOut
+        | EventKind::PhaseKvSwapIn
+        | EventKind::PhaseKvDecompress => Event::Phase(read(bytes)?),
         EventKind::SchedSwitch => Event::SchedSwitch(read(bytes)?),
         EventKind::SchedWakeup | EventKind::SchedWakeupNew => Event::SchedWakeup(read(bytes)?),
         EventKind::TaskNew | EventKind::TaskExit => Event::Task(read(bytes)?),

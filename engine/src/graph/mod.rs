@@ -316,6 +316,16 @@ impl Graph {
             .map_or(0, |l| l as *const EngineNode as u64))
     }
 
+    /// Sets the op params of the node at `addr` (built by [`Graph::op_into`], which
+    /// takes none).
+    pub fn set_op_params(&mut self, addr: NodeAddr, params: &[u32]) {
+        if let Some(i) = self.node_index(addr) {
+            let n = &mut self.nodes[i];
+            n.op_params = [0; MAX_OP_PARAMS];
+            n.op_params[..params.len()].copy_from_slice(params);
+        }
+    }
+
     /// Marks a node as a graph output: its memory is kept to the end.
     pub fn mark_output(&mut self, addr: NodeAddr) {
         if let Some(i) = self.node_index(addr) {

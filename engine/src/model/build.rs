@@ -213,6 +213,28 @@ pub fn build_graph(
             &rope,
         )?;
 
+        // Under a KV budget, the layer's cache chunks are made resident first.
+        let fetch = match kv.swap_state() {
+            Some(state) => {
+                let f = g.op_into(
+                    OpType::KvFetch,
+                    &name("kv_fetch"),
+                    l,
+                    DType::F32,
+                    [1, 1, 1, 1],
+                    [4, 4, 4, 4],
+                    state as *mut u8,
+                    &[],
+                    NODE_FLAG_KV_CACHE,
+                )?;
+                // Only positions holding data: the padding up to n_kv is masked out.
+                g.set_op_params(f, &[(pos + n_tokens) as u32]);
+                Some(f)
+            }
+            None => None,
+        };
+        let after_fetch = |x: NodeAddr| -> Vec<NodeAddr> { [x].into_iter().chain(fetch).collect() };
+
         // Store this batch's K and V into the cache.
         let (k_base, v_base) = (kv.k_ptr(il), kv.v_ptr(il));
         let (k_row, v_row) = (kv.k_row_bytes(), kv.v_row_bytes());
@@ -224,7 +246,7 @@ pub fn build_graph(
             ne(ekv, t),
             [2, k_row, k_row * t as u64, k_row * t as u64],
             k_base.wrapping_add(pos * k_row as usize),
-            &[k],
+            &after_fetch(k),
             NODE_FLAG_KV_CACHE,
         )?;
         let v_store = g.op_into(
@@ -235,7 +257,7 @@ pub fn build_graph(
             ne(ekv, t),
             [v_row, 2, v_row * ekv as u64, v_row * ekv as u64],
             v_base.wrapping_add(pos * 2),
-            &[v],
+            &after_fetch(v),
             NODE_FLAG_KV_CACHE,
         )?;
 

@@ -8,6 +8,7 @@ mod binary;
 mod cpy;
 mod geglu;
 mod get_rows;
+mod kv_fetch;
 mod moe_sum;
 pub(crate) mod mul_mat;
 mod mul_mat_id;
@@ -73,6 +74,7 @@ pub(crate) fn compute(node: &EngineNode, p: &ComputeParams) {
         Some(OpType::MoeSum) => moe_sum::compute(node, p),
         Some(OpType::BackendCopy) => backend_copy::compute(node, p),
         Some(OpType::BackendSync) => backend_sync::compute(node, p),
+        Some(OpType::KvFetch) => kv_fetch::compute(node, p),
         Some(OpType::None) | Some(OpType::View) | None => {}
     }
 }
