@@ -111,7 +111,7 @@ struct UprobeSpec {
     kind: EventKind,
 }
 
-const UPROBES: [UprobeSpec; 8] = [
+const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::DECODE,
         enter: "engine_decode",
@@ -176,6 +176,38 @@ const UPROBES: [UprobeSpec; 8] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseSample,
+    },
+    UprobeSpec {
+        symbol: symbols::PHASE_KV_COMPRESS,
+        enter: "engine_phase_kv_compress",
+        exit: "engine_phase_kv_compress_ret",
+        level: LEVEL_PHASE,
+        level_name: "phase",
+        kind: EventKind::PhaseKvCompress,
+    },
+    UprobeSpec {
+        symbol: symbols::PHASE_KV_SWAP_OUT,
+        enter: "engine_phase_kv_swap_out",
+        exit: "engine_phase_kv_swap_out_ret",
+        level: LEVEL_PHASE,
+        level_name: "phase",
+        kind: EventKind::PhaseKvSwapOut,
+    },
+    UprobeSpec {
+        symbol: symbols::PHASE_KV_SWAP_IN,
+        enter: "engine_phase_kv_swap_in",
+        exit: "engine_phase_kv_swap_in_ret",
+        level: LEVEL_PHASE,
+        level_name: "phase",
+        kind: EventKind::PhaseKvSwapIn,
+    },
+    UprobeSpec {
+        symbol: symbols::PHASE_KV_DECOMPRESS,
+        enter: "engine_phase_kv_decompress",
+        exit: "engine_phase_kv_decompress_ret",
+        level: LEVEL_PHASE,
+        level_name: "phase",
+        kind: EventKind::PhaseKvDecompress,
     },
 ];
 

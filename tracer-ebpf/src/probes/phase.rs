@@ -6,6 +6,8 @@
 //! - `void engine_phase_copy_logits(f32 *dst, const f32 *src, u32 n)`
 //! - `void engine_phase_softmax(const f32 *logits, f32 *probs, u32 n_vocab, f32 temp)`
 //! - `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`
+//! - `engine_phase_kv_{compress,swap_out,swap_in,decompress}(swap *, u32 layer, u32 chunk,
+//!   u32 bytes)`: the KV budget's steps, with the bytes each moves
 //! - llama.cpp: `llama_token llama_sampler_sample(smpl, ctx, int32_t idx)` (the sample
 //!   phase, without a size).
 
@@ -21,6 +23,8 @@ use common::{
 use crate::emit::{emit, enabled_for_target, header};
 
 /// A phase entry whose size argument is argument `size_arg` (`None`: no size, 0).
+/// Inlined: the verifier refuses a context read in a BPF-to-BPF callee.
+#[inline(always)]
 fn phase_enter(ctx: &ProbeContext, kind: EventKind, size_arg: Option<usize>) {
     if enabled_for_target(LEVEL_PHASE).is_none() {
         return;
@@ -33,6 +37,7 @@ fn phase_enter(ctx: &ProbeContext, kind: EventKind, size_arg: Option<usize>) {
     emit(ctx, &ev);
 }
 
+#[inline(always)]
 fn phase_exit(ctx: &RetProbeContext, kind: EventKind) {
     if enabled_for_target(LEVEL_PHASE).is_none() {
         return;
@@ -98,6 +103,62 @@ pub fn engine_phase_sample(ctx: ProbeContext) -> u32 {
 #[uretprobe]
 pub fn engine_phase_sample_ret(ctx: RetProbeContext) -> u32 {
     phase_exit(&ctx, EventKind::PhaseSample);
+    0
+}
+
+/// `engine_phase_kv_compress` entry (`arg` = bytes).
+#[uprobe]
+pub fn engine_phase_kv_compress(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseKvCompress, Some(3));
+    0
+}
+
+/// `engine_phase_kv_compress` return.
+#[uretprobe]
+pub fn engine_phase_kv_compress_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseKvCompress);
+    0
+}
+
+/// `engine_phase_kv_swap_out` entry (`arg` = bytes).
+#[uprobe]
+pub fn engine_phase_kv_swap_out(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseKvSwapOut, Some(3));
+    0
+}
+
+/// `engine_phase_kv_swap_out` return.
+#[uretprobe]
+pub fn engine_phase_kv_swap_out_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseKvSwapOut);
+    0
+}
+
+/// `engine_phase_kv_swap_in` entry (`arg` = bytes).
+#[uprobe]
+pub fn engine_phase_kv_swap_in(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseKvSwapIn, Some(3));
+    0
+}
+
+/// `engine_phase_kv_swap_in` return.
+#[uretprobe]
+pub fn engine_phase_kv_swap_in_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseKvSwapIn);
+    0
+}
+
+/// `engine_phase_kv_decompress` entry (`arg` = bytes).
+#[uprobe]
+pub fn engine_phase_kv_decompress(ctx: ProbeContext) -> u32 {
+    phase_enter(&ctx, EventKind::PhaseKvDecompress, Some(3));
+    0
+}
+
+/// `engine_phase_kv_decompress` return.
+#[uretprobe]
+pub fn engine_phase_kv_decompress_ret(ctx: RetProbeContext) -> u32 {
+    phase_exit(&ctx, EventKind::PhaseKvDecompress);
     0
 }
 
