@@ -519,20 +519,24 @@ fn run_plain(mut ctx: Context, a: &RunArgs) -> anyhow::Result<()> {
     }
     let ids: Vec<u32> = g.generated_tokens.iter().map(|&t| t as u32).collect();
     let text = model.tokenizer.decode(&ids);
+    let kv_swap = ctx.kv_swap_stats();
     if json {
         let mut v = serde_json::to_value(&g)?;
         v["text"] = text.into();
+        if let Some(st) = kv_swap {
+            v["kv_swap"] = serde_json::to_value(st)?;
+        }
         writeln!(stdout, "{v}")?;
     } else {
         write!(stdout, "{}", stream.finish())?;
         writeln!(stdout)?;
         print_timings(&g.timings);
-        if let Some(st) = ctx.kv_swap_stats() {
-            eprintln!(
-                "kv budget: {} chunks out ({} bytes), {} in ({} bytes), peak resident {} bytes",
-                st.chunks_out, st.bytes_out, st.chunks_in, st.bytes_in, st.peak_resident
-            );
-        }
+    }
+    if let Some(st) = kv_swap {
+        eprintln!(
+            "kv budget: {} chunks out ({} bytes), {} in ({} bytes), peak resident {} bytes",
+            st.chunks_out, st.bytes_out, st.chunks_in, st.bytes_in, st.peak_resident
+        );
     }
     Ok(())
 }

@@ -485,3 +485,120 @@ fn check_backend_views(dir: &Path, ops: &[OpRun]) {
     );
     let _ = ops;
 }
+
+/// The KV budget's totals as `engine run` prints them: (chunks out, bytes out, chunks
+/// in, bytes in).
+fn kv_totals(stderr: &[u8]) -> (u64, u64, u64, u64) {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("kv budget:"))
+        .expect("engine run prints the KV budget's totals");
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    (nums[0], nums[1], nums[2], nums[3])
+}
+
+/// Phase spans of one kind: (thread, entry, exit, bytes).
+fn phase_spans(evs: &[Event], kind: common::event::EventKind) -> Vec<(u32, u64, u64, u32)> {
+    let mut open: HashMap<u32, (u64, u32)> = HashMap::new();
+    let mut out = Vec::new();
+    for e in evs {
+        if let Event::Phase(p) = e
+            && p.header.kind == kind as u32
+        {
+            if p.header.is_exit() {
+                if let Some((start, bytes)) = open.remove(&p.header.tid) {
+                    out.push((p.header.tid, start, p.header.ts_ns, bytes));
+                }
+            } else {
+                open.insert(p.header.tid, (p.header.ts_ns, p.arg));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn kv_budget_moves_chunks_in_phase_spans_that_add_up() {
+    require_root!();
+    use common::event::EventKind;
+    // tiny-kq: 2 layers, n_embd_kv 128, so a chunk of 64 positions is 2·64·128·2 bytes;
+    // ~120 positions need 2 chunks per layer, and the budget holds one layer's.
+    let model = support::gen_model("tiny-kq", "q8_0");
+    let chunk = 2 * 64 * 128 * 2u64;
+    let base = [
+        "-p",
+        "a long prompt so that the cache holds more than one chunk of positions per layer",
+        "-n",
+        "100",
+        "-t",
+        "2",
+        "--ignore-eos",
+    ];
+    let plain = plain_tokens(&model, &base);
+    for (name, compress) in [("kv-budget", None), ("kv-budget-q8", Some("8"))] {
+        let budget = (3 * chunk).to_string();
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend(["--kv-budget", &budget, "--json"]);
+        if let Some(c) = compress {
+            args.extend(["--kv-compress", c]);
+        }
+        let run = support::record_run(name, &model, &args);
+        if compress.is_none() {
+            assert_eq!(
+                json_tokens(&run.output.stdout),
+                plain,
+                "the budget changed the tokens"
+            );
+        }
+        let (chunks_out, bytes_out, chunks_in, bytes_in) = kv_totals(&run.output.stderr);
+        assert!(chunks_out > 0 && chunks_in > 0, "nothing was swapped");
+        let reader = TraceReader::open(&run.trace).expect("trace opens");
+        let evs = events(&reader);
+        assert_eq!(reader.footer().expect("complete").events_lost, 0);
+        let outs = phase_spans(&evs, EventKind::PhaseKvSwapOut);
+        let ins = phase_spans(&evs, EventKind::PhaseKvSwapIn);
+        // Every chunk moved is one span, and the spans' bytes add up to the engine's.
+        assert_eq!(outs.len() as u64, chunks_out);
+        assert_eq!(ins.len() as u64, chunks_in);
+        assert_eq!(outs.iter().map(|s| u64::from(s.3)).sum::<u64>(), bytes_out);
+        assert_eq!(ins.iter().map(|s| u64::from(s.3)).sum::<u64>(), bytes_in);
+        let stored = match compress {
+            None => chunk,
+            // q8_0: 34 bytes per 32 values of 2 bytes.
+            Some(_) => chunk / 2 / 32 * 34,
+        };
+        assert!(
+            outs.iter().all(|s| u64::from(s.3) == stored),
+            "a chunk is {stored} bytes stored"
+        );
+        let compresses = phase_spans(&evs, EventKind::PhaseKvCompress);
+        let decompresses = phase_spans(&evs, EventKind::PhaseKvDecompress);
+        if compress.is_some() {
+            assert_eq!(compresses.len(), outs.len());
+            assert_eq!(decompresses.len(), ins.len());
+            assert!(decompresses.iter().all(|s| u64::from(s.3) == chunk));
+        } else {
+            assert!(compresses.is_empty() && decompresses.is_empty());
+        }
+        // The swaps happen inside KV_FETCH nodes, on the thread that runs them.
+        let fetches: Vec<OpRun> = op_runs(&evs)
+            .into_iter()
+            .filter(|o| op_is(o, OpType::KvFetch) && o.ith == 0)
+            .collect();
+        for (tid, start, end, _) in outs.iter().chain(&ins) {
+            assert!(
+                fetches
+                    .iter()
+                    .any(|f| f.tid == *tid && f.start <= *start && *end <= f.end),
+                "a swap outside a KV_FETCH node"
+            );
+        }
+        let dir = run.trace.with_extension("out");
+        support::analyze_into(&run.trace, &dir);
+    }
+}
