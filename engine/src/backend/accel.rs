@@ -264,21 +264,20 @@ fn driver_loop(s: &Arc<AccelShared>) {
     }
 }
 
-/// Body of `engine_accel_op_compute`: the op, stretched by the throttle.
+/// Body of `engine_accel_op_compute`: the op (as at the CPU's entry point), stretched
+/// by the throttle.
 pub(crate) extern "C" fn op_compute_entry(
     node: *const EngineNode,
     ith: u32,
     nth: u32,
     params: *mut c_void,
 ) {
-    // SAFETY: the accel pool passes a node of the split it computes and its own params.
-    let (node, params) = unsafe { (&*node, &*(params as *const ComputeParams)) };
-    debug_assert_eq!((params.ith, params.nth), (ith, nth));
-    let _span = crate::self_profile::Span::op(node, ith, params.graph_id);
     let started = Instant::now();
-    crate::ops::compute(node, params);
-    if params.slowdown > 1.0 {
-        let target = started.elapsed().mul_f32(params.slowdown);
+    crate::ops::op_compute_entry(node, ith, nth, params);
+    // SAFETY: the accel pool passes its own live params.
+    let slowdown = unsafe { (*(params as *const ComputeParams)).slowdown };
+    if slowdown > 1.0 {
+        let target = started.elapsed().mul_f32(slowdown);
         while started.elapsed() < target {
             std::hint::spin_loop();
         }

@@ -545,42 +545,47 @@ impl Graph {
         band: std::ops::Range<usize>,
     ) -> Result<NodeAddr, EngineError> {
         let nb = contiguous_strides(dtype, ne);
-        let bytes = byte_size(dtype, ne);
-        let mut band_params = [0u32; MAX_OP_PARAMS];
-        band_params[..params.len()].copy_from_slice(params);
-        band_params[MUL_MAT_ROW_BEGIN_PARAM] = band.start as u32;
-        band_params[MUL_MAT_ROW_END_PARAM] = band.end as u32;
-        let accel_src = self.route_sources(src, BackendKind::Accel, layer)?;
-        let on_accel = self.push_node(
-            OpType::MulMat,
-            name,
-            layer,
-            dtype,
-            ne,
-            nb,
-            &accel_src[..],
-            &band_params,
-            Storage::Arena { bytes },
-            0,
-            BackendKind::Accel,
-        )?;
-        let owner = self.nodes.len() - 1;
-        band_params[MUL_MAT_ROW_BEGIN_PARAM] = 0;
-        band_params[MUL_MAT_ROW_END_PARAM] = band.start as u32;
-        let cpu_src = self.route_sources(src, BackendKind::Cpu, layer)?;
-        let on_cpu = self.push_node(
-            OpType::MulMat,
-            name,
-            layer,
-            dtype,
-            ne,
-            nb,
-            &cpu_src[..],
-            &band_params,
-            Storage::Alias { of: owner },
-            0,
-            BackendKind::Cpu,
-        )?;
+        let n_rows = band.end;
+        // The accel's band first (it owns the buffer, and is submitted before the CPU
+        // computes its own band), then the CPU's band into the same buffer.
+        let mut halves = [0; 2];
+        for (half, (backend, rows)) in [
+            (BackendKind::Accel, band.start..n_rows),
+            (BackendKind::Cpu, 0..band.start),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut band_params = [0u32; MAX_OP_PARAMS];
+            band_params[..params.len()].copy_from_slice(params);
+            band_params[MUL_MAT_ROW_BEGIN_PARAM] = rows.start as u32;
+            band_params[MUL_MAT_ROW_END_PARAM] = rows.end as u32;
+            let storage = match half {
+                0 => Storage::Arena {
+                    bytes: byte_size(dtype, ne),
+                },
+                _ => Storage::Alias {
+                    of: self
+                        .node_index(halves[0])
+                        .expect("the accel band was added"),
+                },
+            };
+            let src = self.route_sources(src, backend, layer)?;
+            halves[half] = self.push_node(
+                OpType::MulMat,
+                name,
+                layer,
+                dtype,
+                ne,
+                nb,
+                &src[..],
+                &band_params,
+                storage,
+                0,
+                backend,
+            )?;
+        }
+        let [on_accel, on_cpu] = halves;
         self.push_sync(&[on_cpu, on_accel], layer)
     }
 
