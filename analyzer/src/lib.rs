@@ -16,6 +16,7 @@
 //! # Ok::<(), analyzer::AnalyzeError>(())
 //! ```
 
+pub mod backends;
 pub mod dag;
 pub mod diff;
 mod error;

@@ -197,6 +197,160 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
     }
 }
 
+/// Thread id of the accel backend's driver in [`split_model`] traces.
+pub const SYNTH_ACCEL_TID: u32 = 2001;
+/// Operator time of a product in [`split_model`] traces, ns.
+pub const SPLIT_MATMUL_NS: u64 = 10_000;
+/// Time of one copy in [`split_model`] traces, ns.
+pub const SPLIT_COPY_NS: u64 = 2_000;
+/// Time the CPU waits at the sync in [`split_model`] traces, ns.
+pub const SPLIT_SYNC_NS: u64 = 13_000;
+
+/// The model of a run whose every decode call is split like a layer split: a CPU split
+/// (`ffn_up-0`), an accel split on the accel driver thread (`to_accel.ffn_up-0`
+/// copy, `ffn_up-1`, same shape as `ffn_up-0`), and a CPU split that starts while the
+/// accel split still runs (`sync.ffn_up-1`, [`SPLIT_SYNC_NS`] long, then
+/// `to_cpu.ffn_up-1`). One thread per backend.
+pub fn split_model(calls: u32) -> crate::TraceModel {
+    use trace_format::record_bytes;
+    let mut events: Vec<(u64, Vec<u8>)> = Vec::new();
+    let main = SYNTH_MAIN_TID;
+    let mut t = 1_000_000u64;
+    let mut graph_id = 0u64;
+    for call in 0..calls {
+        let pos = 3 + call;
+        let d = |exit, ts| DecodeEvent {
+            header: header(EventKind::Decode, exit, ts, main),
+            n_tokens: 1,
+            pos,
+            ret: 0,
+            _pad: 0,
+        };
+        events.push((t, record_bytes(&d(false, t)).to_vec()));
+        let mut graph = |events: &mut Vec<(u64, Vec<u8>)>, tid, kind, n_nodes, start, end| {
+            graph_id += 1;
+            for (exit, ts) in [(false, start), (true, end)] {
+                let g = GraphEvent {
+                    header: header(EventKind::GraphCompute, exit, ts, tid),
+                    graph_addr: 0xABC,
+                    graph_id,
+                    n_nodes,
+                    backend_id: u32::from(kind != 0),
+                    backend_kind: kind,
+                    n_tokens: 1,
+                    pos,
+                    ret: 0,
+                };
+                events.push((ts, record_bytes(&g).to_vec()));
+            }
+        };
+        let op = |events: &mut Vec<(u64, Vec<u8>)>,
+                  tid,
+                  kind,
+                  index,
+                  ty: OpType,
+                  name: &str,
+                  start,
+                  end| {
+            let mut e = OpEvent::zeroed();
+            e.header = header(EventKind::OpCompute, false, start, tid);
+            e.node_addr = SYNTH_NODE_BASE + 224 * u64::from(index);
+            e.op = ty as u32;
+            e.nth = 1;
+            e.index = index;
+            e.layer = if name.ends_with("-1") { 1 } else { 0 };
+            e.backend_kind = kind;
+            e.detail = OP_DETAIL_NAME | OP_DETAIL_STRUCTURE;
+            e.name[..name.len()].copy_from_slice(name.as_bytes());
+            e.structure.ne = [64, 1, 1, 1];
+            events.push((start, record_bytes(&e).to_vec()));
+            let mut x = OpExitEvent::zeroed();
+            x.header = header(EventKind::OpComputeExit, true, end, tid);
+            events.push((end, record_bytes(&x).to_vec()));
+        };
+        let accel = SYNTH_ACCEL_TID;
+        // CPU split 1.
+        let a0 = t + 100;
+        op(
+            &mut events,
+            main,
+            0,
+            0,
+            OpType::MulMat,
+            "ffn_up-0",
+            a0 + 10,
+            a0 + 10 + SPLIT_MATMUL_NS,
+        );
+        let a1 = a0 + 20 + SPLIT_MATMUL_NS;
+        graph(&mut events, main, 0, 1, a0, a1);
+        // The accel split, submitted at a1, runs on the driver from b0.
+        let b0 = a1 + 500;
+        op(
+            &mut events,
+            accel,
+            3,
+            1,
+            OpType::BackendCopy,
+            "to_accel.ffn_up-0",
+            b0 + 10,
+            b0 + 10 + SPLIT_COPY_NS,
+        );
+        let m0 = b0 + 20 + SPLIT_COPY_NS;
+        op(
+            &mut events,
+            accel,
+            3,
+            2,
+            OpType::MulMat,
+            "ffn_up-1",
+            m0,
+            m0 + SPLIT_MATMUL_NS,
+        );
+        let b1 = m0 + SPLIT_MATMUL_NS + 10;
+        graph(&mut events, accel, 3, 2, b0, b1);
+        // CPU split 2 begins at once with the sync, which returns after the accel.
+        let c0 = a1 + 100;
+        let s0 = c0 + 10;
+        op(
+            &mut events,
+            main,
+            0,
+            3,
+            OpType::BackendSync,
+            "sync.ffn_up-1",
+            s0,
+            s0 + SPLIT_SYNC_NS,
+        );
+        assert!(s0 + SPLIT_SYNC_NS > b1, "the sync outlasts the accel split");
+        let k0 = s0 + SPLIT_SYNC_NS + 10;
+        op(
+            &mut events,
+            main,
+            0,
+            4,
+            OpType::BackendCopy,
+            "to_cpu.ffn_up-1",
+            k0,
+            k0 + SPLIT_COPY_NS,
+        );
+        let c1 = k0 + SPLIT_COPY_NS + 10;
+        graph(&mut events, main, 0, 2, c0, c1);
+        events.push((c1 + 10, record_bytes(&d(true, c1 + 10)).to_vec()));
+        t = c1 + 1000;
+    }
+    events.sort_by_key(|(ts, _)| *ts);
+    let mut m = crate::TraceModel::new(&synth_header());
+    for (_, rec) in &events {
+        let kind = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
+        let ev = EventKind::from_u32(kind)
+            .and_then(|k| trace_format::decode_record(k, rec))
+            .expect("synthetic records decode");
+        m.apply(&ev);
+    }
+    m.finish(None);
+    m
+}
+
 /// Writes a synthetic trace file; returns the number of events.
 ///
 /// # Errors

@@ -19,7 +19,7 @@ pub struct GraphSpan {
     pub n_nodes: u32,
     /// Backend instance.
     pub backend_id: u32,
-    /// `BackendKind` value (0 CPU, 1 GPU, 2 NPU).
+    /// `BackendKind` value (0 CPU, 1 GPU, 2 NPU, 3 accel).
     pub backend_kind: u32,
     /// Tokens in the batch.
     pub n_tokens: u32,
@@ -34,18 +34,19 @@ pub struct GraphSpan {
 }
 
 impl GraphSpan {
-    /// Backend name (`cpu`, `gpu`, `npu`, `backend<k>`).
+    /// Backend name (`cpu`, `gpu`, `npu`, `accel`, `backend<k>`).
     pub fn backend_name(&self) -> String {
-        match self.backend_kind {
-            0 => "cpu".to_owned(),
-            1 => "gpu".to_owned(),
-            2 => "npu".to_owned(),
-            k => format!("backend{k}"),
-        }
+        backend_name(self.backend_kind)
     }
 
     /// Duration, ns (0 while open).
     pub fn dur_ns(&self) -> u64 {
         self.end_ns.map_or(0, |e| e.saturating_sub(self.start_ns))
     }
+}
+
+/// The name of a `BackendKind` value (`cpu`, `gpu`, `npu`, `accel`, `backend<k>`).
+pub fn backend_name(kind: u32) -> String {
+    common::BackendKind::from_u32(kind)
+        .map_or_else(|| format!("backend{kind}"), |k| k.name().to_owned())
 }

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use common::event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent, OpExitEvent, PmcReading};
 pub use expert::LayerRoute;
-pub use graph::GraphSpan;
+pub use graph::{GraphSpan, backend_name};
 pub use leaf::LeafInfo;
 pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
 pub use op::{
@@ -69,6 +69,16 @@ fn counter_delta(entry: &PmcReading, exit: &PmcReading) -> u64 {
     (u128::from(delta) * u128::from(enabled) / u128::from(running)).min(u128::from(u64::MAX)) as u64
 }
 
+/// A graph computation whose exit has not been seen, with the operator slices that ran
+/// in it. One per backend kind at a time: a CPU split and an accel split can run at
+/// once, and each operator event names the kind of its probe point.
+#[derive(Clone, Debug, Default)]
+struct OpenGraph {
+    backend_kind: u32,
+    graph: u32,
+    slices: Vec<u32>,
+}
+
 /// Per-thread pairing state.
 #[derive(Clone, Debug, Default)]
 struct Pairing {
@@ -102,8 +112,9 @@ pub struct TraceModel {
     pairing: Vec<Pairing>,
     thread_idx: HashMap<u32, u32>,
     forked: Vec<u32>,
-    current_graph: Option<u32>,
-    graph_slices: Vec<u32>,
+    open_graphs: Vec<OpenGraph>,
+    /// Slice buffers of closed graphs, reused.
+    spare_slices: Vec<Vec<u32>>,
     qos: Vec<QosMark>,
     losses: Vec<LossMark>,
     leaves: HashMap<u64, LeafInfo>,
@@ -193,9 +204,17 @@ impl TraceModel {
                     }
                     let index = self.graphs.len() as u32;
                     let at = self.node_spans.len() as u32;
+                    // An accel split runs on the accel's driver thread, inside the decode
+                    // call open on the decode thread.
+                    let token = self.pairing[t].token.or_else(|| {
+                        self.tokens
+                            .last()
+                            .filter(|tok| tok.end_ns.is_none())
+                            .map(|tok| tok.index)
+                    });
                     self.graphs.push(GraphSpan {
                         index,
-                        token: self.pairing[t].token,
+                        token,
                         tid: h.tid,
                         graph_id: e.graph_id,
                         graph_addr: e.graph_addr,
@@ -209,12 +228,18 @@ impl TraceModel {
                         nodes: at..at,
                     });
                     self.pairing[t].graph = Some(index);
-                    if let Some(prev) = self.current_graph.replace(index) {
-                        // Another thread's graph is still open: close it (one graph at
-                        // a time per process in this engine).
+                    if let Some(prev) = self.open_graph(e.backend_kind) {
+                        // Another thread's graph of this backend is still open: close it
+                        // (one graph at a time per backend in this engine).
                         self.unpaired.graph_enter += 1;
                         self.finish_graph(prev, None);
                     }
+                    let slices = self.spare_slices.pop().unwrap_or_default();
+                    self.open_graphs.push(OpenGraph {
+                        backend_kind: e.backend_kind,
+                        graph: index,
+                        slices,
+                    });
                 } else if let Some(i) = self.pairing[t].graph.take() {
                     self.finish_graph(i, Some(h.ts_ns));
                 } else {
@@ -236,7 +261,8 @@ impl TraceModel {
             }
             Event::ExpertRoute(e) => {
                 self.counts.op += 1;
-                let graph = self.current_graph.unwrap_or(NONE_U32);
+                // Routes are read at CPU operator entries.
+                let graph = self.open_graph(0).unwrap_or(NONE_U32);
                 match self.route_index.entry((graph, e.ids_addr)) {
                     std::collections::hash_map::Entry::Occupied(o) => {
                         self.routes[*o.get() as usize].add(e);
@@ -397,7 +423,7 @@ impl TraceModel {
         }
         self.finished = true;
         let end = end_ns.unwrap_or(self.last_ns).max(self.last_ns);
-        if let Some(g) = self.current_graph {
+        while let Some(g) = self.open_graphs.first().map(|o| o.graph) {
             self.unpaired.graph_enter += 1;
             self.finish_graph(g, None);
         }
@@ -426,7 +452,7 @@ impl TraceModel {
         let open = OpenOp {
             start_ns: h.ts_ns,
             node,
-            graph: self.current_graph.unwrap_or(NONE_U32),
+            graph: self.open_graph(e.backend_kind).unwrap_or(NONE_U32),
             pmc_ok: if e.detail & OP_DETAIL_PMC != 0 {
                 e.pmc_ok
             } else {
@@ -484,20 +510,28 @@ impl TraceModel {
         th.op_busy_ns += slice.dur_ns();
         if open.graph == NONE_U32 {
             self.counts.ops_outside_graph += 1;
-        } else if Some(open.graph) == self.current_graph {
-            self.graph_slices.push(id);
+        } else if let Some(g) = self.open_graphs.iter_mut().find(|g| g.graph == open.graph) {
+            g.slices.push(id);
         } else {
             self.counts.ops_after_graph += 1;
         }
     }
 
+    /// The open graph of a backend kind, if any.
+    fn open_graph(&self, backend_kind: u32) -> Option<u32> {
+        self.open_graphs
+            .iter()
+            .find(|g| g.backend_kind == backend_kind)
+            .map(|g| g.graph)
+    }
+
     /// Closes graph `g` (at `end_ns`, if its exit was seen) and turns its operator
     /// slices into node spans (Algorithm 1).
     fn finish_graph(&mut self, g: u32, end_ns: Option<u64>) {
-        if self.current_graph == Some(g) {
-            self.current_graph = None;
-        }
-        let mut ids = std::mem::take(&mut self.graph_slices);
+        let mut ids = match self.open_graphs.iter().position(|o| o.graph == g) {
+            Some(i) => self.open_graphs.swap_remove(i).slices,
+            None => Vec::new(),
+        };
         let nodes = &self.nodes;
         let slices = &self.slices;
         ids.sort_by_key(|&i| {
@@ -568,7 +602,7 @@ impl TraceModel {
             i = j;
         }
         ids.clear();
-        self.graph_slices = ids;
+        self.spare_slices.push(ids);
         let graph = &mut self.graphs[g as usize];
         graph.end_ns = end_ns;
         graph.nodes = first_span..self.node_spans.len() as u32;

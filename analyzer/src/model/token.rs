@@ -98,11 +98,32 @@ pub enum PhaseKind {
     Softmax,
     /// Sampling.
     Sample,
+    /// KV budget: a chunk quantized before it is written out (`arg` = bytes).
+    KvCompress,
+    /// KV budget: a chunk written to its swap file (`arg` = bytes).
+    KvSwapOut,
+    /// KV budget: a chunk read back (`arg` = bytes).
+    KvSwapIn,
+    /// KV budget: a chunk dequantized after it is read back (`arg` = bytes).
+    KvDecompress,
 }
 
 impl PhaseKind {
     /// Number of phase kinds.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 8;
+
+    /// The KV budget's phases (I/O and (de)compression of swapped chunks).
+    pub const KV: [PhaseKind; 4] = [
+        PhaseKind::KvCompress,
+        PhaseKind::KvSwapOut,
+        PhaseKind::KvSwapIn,
+        PhaseKind::KvDecompress,
+    ];
+
+    /// Whether the phase moves KV-cache data (its `arg` is bytes).
+    pub fn is_kv(self) -> bool {
+        Self::KV.contains(&self)
+    }
 
     /// The kind for an event kind, if it is a phase.
     pub fn from_event_kind(kind: common::event::EventKind) -> Option<PhaseKind> {
@@ -112,17 +133,25 @@ impl PhaseKind {
             K::PhaseCopyLogits => Some(PhaseKind::CopyLogits),
             K::PhaseSoftmax => Some(PhaseKind::Softmax),
             K::PhaseSample => Some(PhaseKind::Sample),
+            K::PhaseKvCompress => Some(PhaseKind::KvCompress),
+            K::PhaseKvSwapOut => Some(PhaseKind::KvSwapOut),
+            K::PhaseKvSwapIn => Some(PhaseKind::KvSwapIn),
+            K::PhaseKvDecompress => Some(PhaseKind::KvDecompress),
             _ => None,
         }
     }
 
-    /// Short name (`embed`, `copy_logits`, `softmax`, `sample`).
+    /// Short name (`embed`, `copy_logits`, `softmax`, `sample`, `kv_swap_out`, ...).
     pub fn name(self) -> &'static str {
         match self {
             PhaseKind::Embed => "embed",
             PhaseKind::CopyLogits => "copy_logits",
             PhaseKind::Softmax => "softmax",
             PhaseKind::Sample => "sample",
+            PhaseKind::KvCompress => "kv_compress",
+            PhaseKind::KvSwapOut => "kv_swap_out",
+            PhaseKind::KvSwapIn => "kv_swap_in",
+            PhaseKind::KvDecompress => "kv_decompress",
         }
     }
 }

@@ -1,0 +1,262 @@
+//! ProfStat across backends (seed 002 Fig 7 and 12): where each decode call's time went
+//! when its graph was split between the CPU and the accel backend — compute per
+//! backend, copies between them (`BACKEND_COPY`), the CPU's waits for the accel
+//! (`BACKEND_SYNC`) and KV-cache I/O under a budget (the KV phases) — and the same op
+//! type and shape on each backend side by side.
+//!
+//! Everything here is computed from the model's node spans, graphs and phases; a
+//! single-backend trace gives one backend and no copies or waits.
+
+use std::collections::BTreeMap;
+
+use common::engine_abi::{MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, OpType};
+use serde::Serialize;
+
+use crate::model::{NodeInfo, PhaseKind, TraceModel, backend_name};
+
+/// Where one decode call's time went.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TokenSplit {
+    /// Decode call index.
+    pub token: u32,
+    /// Graph splits computed for it, per backend name.
+    pub splits: BTreeMap<String, u32>,
+    /// Node time (first entry to last exit) of computing nodes, per backend name, ns.
+    pub compute_ns: BTreeMap<String, u64>,
+    /// `BACKEND_COPY` node time, ns.
+    pub copy_ns: u64,
+    /// Copies made.
+    pub copies: u32,
+    /// `BACKEND_SYNC` node time: the CPU waiting for the accel, ns.
+    pub sync_ns: u64,
+    /// Syncs.
+    pub syncs: u32,
+    /// KV budget phases (swap out/in, (de)compression), ns.
+    pub kv_io_ns: u64,
+    /// Bytes written to KV swap files.
+    pub kv_bytes_out: u64,
+    /// Bytes read from KV swap files.
+    pub kv_bytes_in: u64,
+}
+
+/// One op type and shape on one backend.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BackendOpRow {
+    /// Op type name.
+    pub op: String,
+    /// Output shape; a band of a split product adds its row count (`576x1, 288 rows`).
+    pub shape: String,
+    /// Backend name.
+    pub backend: String,
+    /// Node executions.
+    pub count: u64,
+    /// Total node time, ns.
+    pub total_ns: u64,
+}
+
+impl BackendOpRow {
+    /// Mean node time, ns.
+    pub fn mean_ns(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.total_ns as f64 / self.count as f64
+        }
+    }
+}
+
+/// The backend view of a trace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BackendStats {
+    /// Backend names seen in graphs, in kind order.
+    pub backends: Vec<String>,
+    /// Per decode call, in order.
+    pub tokens: Vec<TokenSplit>,
+    /// Totals over the run.
+    pub total: TokenSplit,
+    /// Per op type, shape and backend, sorted by op, shape, backend.
+    pub ops: Vec<BackendOpRow>,
+}
+
+impl BackendStats {
+    /// Whether the trace has more than one backend, or KV-budget I/O: the views show
+    /// the backend split only then.
+    pub fn is_interesting(&self) -> bool {
+        self.backends.len() > 1 || self.total.kv_io_ns > 0
+    }
+
+    /// The (op, shape) rows present on more than one backend, with each backend's row
+    /// (Fig 12: the same operator on two processors).
+    pub fn side_by_side(&self) -> Vec<(&str, &str, Vec<&BackendOpRow>)> {
+        let mut out: Vec<(&str, &str, Vec<&BackendOpRow>)> = Vec::new();
+        for r in &self.ops {
+            match out.last_mut() {
+                Some((op, shape, rows)) if *op == r.op && *shape == r.shape => rows.push(r),
+                _ => out.push((&r.op, &r.shape, vec![r])),
+            }
+        }
+        out.retain(|(_, _, rows)| rows.len() > 1);
+        out
+    }
+}
+
+/// The shape key of a node: its shape, plus the row count of a tensor-split band.
+fn shape_key(n: &NodeInfo) -> String {
+    let shape = n.shape();
+    if n.op == OpType::MulMat as u32 && n.has_op_params {
+        let (b, e) = (
+            n.op_params[MUL_MAT_ROW_BEGIN_PARAM],
+            n.op_params[MUL_MAT_ROW_END_PARAM],
+        );
+        if e > b {
+            return format!("{shape}, {} rows", e - b);
+        }
+    }
+    shape
+}
+
+fn add(into: &mut TokenSplit, from: &TokenSplit) {
+    for (k, v) in &from.splits {
+        *into.splits.entry(k.clone()).or_default() += v;
+    }
+    for (k, v) in &from.compute_ns {
+        *into.compute_ns.entry(k.clone()).or_default() += v;
+    }
+    into.copy_ns += from.copy_ns;
+    into.copies += from.copies;
+    into.sync_ns += from.sync_ns;
+    into.syncs += from.syncs;
+    into.kv_io_ns += from.kv_io_ns;
+    into.kv_bytes_out += from.kv_bytes_out;
+    into.kv_bytes_in += from.kv_bytes_in;
+}
+
+/// Computes the backend view.
+pub fn compute(model: &TraceModel) -> BackendStats {
+    let graphs = model.graphs();
+    let nodes = model.nodes();
+    let mut kinds: Vec<u32> = graphs.iter().map(|g| g.backend_kind).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut tokens: Vec<TokenSplit> = model
+        .tokens()
+        .iter()
+        .map(|t| TokenSplit {
+            token: t.index,
+            ..TokenSplit::default()
+        })
+        .collect();
+    let mut ops: BTreeMap<(String, String, String), BackendOpRow> = BTreeMap::new();
+    for g in graphs {
+        let backend = g.backend_name();
+        if let Some(t) = g.token.and_then(|t| tokens.get_mut(t as usize)) {
+            *t.splits.entry(backend.clone()).or_default() += 1;
+        }
+        for span in model.graph_node_spans(g) {
+            let n = &nodes[span.node as usize];
+            let dur = span.dur_ns();
+            let row = ops
+                .entry((n.op_name(), shape_key(n), backend.clone()))
+                .or_insert_with(|| BackendOpRow {
+                    op: n.op_name(),
+                    shape: shape_key(n),
+                    backend: backend.clone(),
+                    ..BackendOpRow::default()
+                });
+            row.count += 1;
+            row.total_ns += dur;
+            let Some(t) = g.token.and_then(|t| tokens.get_mut(t as usize)) else {
+                continue;
+            };
+            match OpType::from_u32(n.op) {
+                Some(OpType::BackendCopy) => {
+                    t.copy_ns += dur;
+                    t.copies += 1;
+                }
+                Some(OpType::BackendSync) => {
+                    t.sync_ns += dur;
+                    t.syncs += 1;
+                }
+                // KV management: its I/O is counted from the phases below.
+                Some(OpType::KvFetch) => {}
+                _ => *t.compute_ns.entry(backend.clone()).or_default() += dur,
+            }
+        }
+    }
+    for p in model.phases().iter().filter(|p| p.kind.is_kv()) {
+        let Some(t) = p.token.and_then(|t| tokens.get_mut(t as usize)) else {
+            continue;
+        };
+        t.kv_io_ns += p.end_ns.saturating_sub(p.start_ns);
+        match p.kind {
+            PhaseKind::KvSwapOut => t.kv_bytes_out += u64::from(p.arg),
+            PhaseKind::KvSwapIn => t.kv_bytes_in += u64::from(p.arg),
+            _ => {}
+        }
+    }
+    let mut total = TokenSplit {
+        token: u32::MAX,
+        ..TokenSplit::default()
+    };
+    for t in &tokens {
+        add(&mut total, t);
+    }
+    BackendStats {
+        backends: kinds.into_iter().map(backend_name).collect(),
+        tokens,
+        total,
+        ops: ops.into_values().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::{
+        SPLIT_COPY_NS, SPLIT_MATMUL_NS, SPLIT_SYNC_NS, SynthSpec, model, split_model,
+    };
+
+    /// A split synthetic trace: per call, the CPU's and the accel's compute, the copies
+    /// and the sync add up to what the generator put in (with a CPU split and the accel
+    /// split open at the same time), and the same product shows on both backends side
+    /// by side.
+    #[test]
+    fn a_split_trace_splits_time_by_backend() {
+        let m = split_model(3);
+        let st = compute(&m);
+        assert_eq!(st.backends, ["cpu", "accel"]);
+        assert!(st.is_interesting());
+        assert_eq!(st.tokens.len(), 3);
+        for t in &st.tokens {
+            assert_eq!(t.splits.get("accel"), Some(&1), "{t:?}");
+            assert_eq!(t.splits.get("cpu"), Some(&2), "{t:?}");
+            assert_eq!((t.sync_ns, t.syncs), (SPLIT_SYNC_NS, 1), "{t:?}");
+            assert_eq!((t.copy_ns, t.copies), (2 * SPLIT_COPY_NS, 2), "{t:?}");
+            assert_eq!(t.compute_ns.get("accel"), Some(&SPLIT_MATMUL_NS));
+            assert_eq!(t.compute_ns.get("cpu"), Some(&SPLIT_MATMUL_NS));
+        }
+        assert_eq!(st.total.sync_ns, 3 * SPLIT_SYNC_NS);
+        let both = st.side_by_side();
+        assert_eq!(both.len(), 2, "{both:?}"); // MUL_MAT and BACKEND_COPY, 64 wide
+        let (op, shape, rows) = &both[1];
+        assert_eq!((*op, *shape), ("MUL_MAT", "64"));
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.backend.as_str(), r.count))
+                .collect::<Vec<_>>(),
+            [("accel", 3), ("cpu", 3)]
+        );
+        assert_eq!(m.unpaired().graph_enter, 0, "no graph was closed early");
+    }
+
+    /// A single-backend trace has one backend and nothing to split.
+    #[test]
+    fn a_cpu_trace_is_not_split() {
+        let m = model(&SynthSpec::default(), None);
+        let st = compute(&m);
+        assert_eq!(st.backends, ["cpu"]);
+        assert!(!st.is_interesting());
+        assert!(st.side_by_side().is_empty());
+        assert_eq!((st.total.copy_ns, st.total.sync_ns), (0, 0));
+    }
+}
