@@ -82,6 +82,8 @@ pub struct DagNode {
     /// Bytes written plus bytes of computed sources read (a lower bound on traffic:
     /// leaves' sizes are not in the trace).
     pub bytes: Option<u64>,
+    /// The backend that computed it (`cpu`, `accel`); empty for leaves.
+    pub backend: String,
 }
 
 impl DagNode {
@@ -96,6 +98,8 @@ impl DagNode {
 pub struct DagEdge {
     /// Source slot (0..4).
     pub slot: u8,
+    /// Whether the edge enters or leaves a `BACKEND_COPY` node (data crossing backends).
+    pub copy: bool,
 }
 
 /// The ProfDAG of one iteration.
@@ -107,9 +111,11 @@ pub struct ProfDag {
     pub phase: TokenPhase,
     /// Its position.
     pub pos: u32,
-    /// Graph index in the model.
+    /// Graph index in the model (the first split's, when the pass was split).
     pub graph: u32,
-    /// Computed nodes the engine announced for the graph.
+    /// Graph indices of every split of the pass, in order.
+    pub graphs: Vec<u32>,
+    /// Computed nodes the engine announced for the graph (summed over splits).
     pub announced_nodes: u32,
     /// The DAG.
     pub dag: DiGraph<DagNode, DagEdge>,
@@ -187,7 +193,8 @@ pub fn build(model: &TraceModel, sel: IterSelector) -> Result<ProfDag, DagError>
     build_for_token(model, token)
 }
 
-/// Rebuilds the ProfDAG of decode call `token` (its graph with the most node spans).
+/// Rebuilds the ProfDAG of decode call `token`: the nodes of all its graph splits (one
+/// graph unless the pass was split between backends), in execution order.
 ///
 /// # Errors
 /// [`DagError::NoOperators`] if none of its graphs has operator events.
@@ -198,12 +205,22 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
         .ok_or_else(|| DagError::NoSuchIteration {
             what: format!("decode call {token}"),
         })?;
-    let graph = model
+    let splits: Vec<&crate::model::GraphSpan> = model
         .token_graphs(token)
         .filter(|g| !g.nodes.is_empty())
-        .max_by_key(|g| (g.nodes.len(), std::cmp::Reverse(g.index)))
-        .ok_or(DagError::NoOperators { token })?;
-    let spans = model.graph_node_spans(graph);
+        .collect();
+    let graph = *splits.first().ok_or(DagError::NoOperators { token })?;
+    let mut spans: Vec<&crate::model::NodeSpan> = splits
+        .iter()
+        .flat_map(|g| model.graph_node_spans(g))
+        .collect();
+    spans.sort_by_key(|s| (model.nodes()[s.node as usize].index, s.start_ns));
+    let backend_of = |g: u32| {
+        model
+            .graphs()
+            .get(g as usize)
+            .map_or_else(String::new, |g| g.backend_name())
+    };
     let nodes = model.nodes();
     let counters = model.counter_names();
     let mut dag = DiGraph::new();
@@ -214,7 +231,7 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
         .collect();
     let mut has_structure = false;
     // Nodes in execution order (spans are sorted by index).
-    for span in spans {
+    for &span in &spans {
         let info = &nodes[span.node as usize];
         has_structure |= info.has_structure;
         let src1 = info.src[1];
@@ -253,12 +270,14 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
                 .collect(),
             complexity,
             bytes,
+            backend: backend_of(span.graph),
         };
         let idx = dag.add_node(n);
         by_addr.insert(info.addr, idx);
     }
     // Edges; sources not computed in the iteration become leaves.
-    for span in spans {
+    let copy_op = OpType::BackendCopy as u32;
+    for &span in &spans {
         let info = &nodes[span.node as usize];
         let Some(&to) = by_addr.get(&info.addr) else {
             continue;
@@ -287,12 +306,22 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
                         counters: BTreeMap::new(),
                         complexity: None,
                         bytes: None,
+                        backend: String::new(),
                     });
                     by_addr.insert(src, leaf);
                     leaf
                 }
             };
-            dag.add_edge(from, to, DagEdge { slot: slot as u8 });
+            let copy = info.op == copy_op
+                || info_by_addr.get(&src).is_some_and(|s| s.op == copy_op);
+            dag.add_edge(
+                from,
+                to,
+                DagEdge {
+                    slot: slot as u8,
+                    copy,
+                },
+            );
         }
     }
     Ok(ProfDag {
@@ -300,7 +329,8 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
         phase: tok.phase,
         pos: tok.pos,
         graph: graph.index,
-        announced_nodes: graph.n_nodes,
+        graphs: splits.iter().map(|g| g.index).collect(),
+        announced_nodes: splits.iter().map(|g| g.n_nodes).sum(),
         dag,
         has_structure,
     })

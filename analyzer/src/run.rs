@@ -529,6 +529,23 @@ fn write_stats(
         |w| export::json::write_stats(s, w).map_err(json_err(&path)),
     )?;
     type CsvFn = fn(&ProfStat, &mut BufWriter<File>) -> std::io::Result<()>;
+    let backend_tables: [(&str, &str, CsvFn); 2] = [
+        (
+            "backends.csv",
+            "per op type, shape and backend: count and time, the same op on each backend (Fig 12)",
+            |s, w| export::csv::write_backend_ops(s, w),
+        ),
+        (
+            "token_split.csv",
+            "per decode call: compute per backend, copies, sync waits, KV I/O",
+            |s, w| export::csv::write_token_split(s, w),
+        ),
+    ];
+    let backend_tables = if s.backends.is_some() {
+        &backend_tables[..]
+    } else {
+        &[]
+    };
     let tables: [(&str, &str, CsvFn); 6] = [
         (
             "iterations.csv",
@@ -561,7 +578,7 @@ fn write_stats(
             |s, w| export::csv::write_experts(s, w),
         ),
     ];
-    for (file, desc, f) in tables {
+    for &(file, desc, f) in tables.iter().chain(backend_tables) {
         let path = o.path(file);
         o.with_writer(file, "ProfStat", desc, |w| f(s, w).map_err(io_err(&path)))?;
     }
@@ -611,7 +628,17 @@ fn write_stats(
         } else {
             &[]
         };
-        for &(file, desc, f) in plots.iter().chain(expert_plots) {
+        let backend_plots: [(&str, &str, PlotFn); 1] = [(
+            "backends.svg",
+            "time per decode call: compute per backend, copies, sync waits, KV I/O (Fig 7)",
+            export::plot::backends::split,
+        )];
+        let backend_plots = if s.backends.is_some() {
+            &backend_plots[..]
+        } else {
+            &[]
+        };
+        for &(file, desc, f) in plots.iter().chain(expert_plots).chain(backend_plots) {
             let path = o.path(file);
             match f(s, &path) {
                 Ok(()) => o.add(file, "ProfStat", desc),

@@ -180,6 +180,9 @@ pub struct ProfStat {
     pub load_balance: Vec<LoadBalanceRow>,
     /// Across experts, for a mixture-of-experts model (seed 002 Fig 13).
     pub experts: Option<crate::experts::ExpertStats>,
+    /// Across backends, for a graph split between the CPU and the accel backend or a KV
+    /// budget (seed 002 Fig 7 and 12).
+    pub backends: Option<crate::backends::BackendStats>,
 }
 
 /// Whether a class is attention's score or value product.
@@ -378,6 +381,7 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
         op_types,
         load_balance,
         experts: crate::experts::compute(model),
+        backends: Some(crate::backends::compute(model)).filter(|b| b.is_interesting()),
     }
 }
 

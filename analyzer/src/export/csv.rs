@@ -188,6 +188,58 @@ pub fn write_experts(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
     Ok(())
 }
 
+/// `backends.csv`: per op type, shape and backend, count and time (Fig 12: the same
+/// operator on each backend). Header only without a second backend.
+pub fn write_backend_ops(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    writeln!(w, "op,shape,backend,count,total_ns,mean_ns")?;
+    for r in s.backends.iter().flat_map(|b| &b.ops) {
+        writeln!(
+            w,
+            "{},{},{},{},{},{:.1}",
+            field(&r.op),
+            field(&r.shape),
+            field(&r.backend),
+            r.count,
+            r.total_ns,
+            r.mean_ns()
+        )?;
+    }
+    Ok(())
+}
+
+/// `token_split.csv`: per decode call, compute per backend, copies, sync waits and KV
+/// I/O (time and bytes). Header only without a second backend or a KV budget.
+pub fn write_token_split(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
+    let Some(b) = &s.backends else {
+        return writeln!(w, "token");
+    };
+    write!(w, "token")?;
+    for name in &b.backends {
+        write!(w, ",{name}_splits,{name}_compute_ns")?;
+    }
+    writeln!(
+        w,
+        ",copies,copy_ns,syncs,sync_ns,kv_io_ns,kv_bytes_out,kv_bytes_in"
+    )?;
+    for t in &b.tokens {
+        write!(w, "{}", t.token)?;
+        for name in &b.backends {
+            write!(
+                w,
+                ",{},{}",
+                t.splits.get(name).copied().unwrap_or(0),
+                t.compute_ns.get(name).copied().unwrap_or(0)
+            )?;
+        }
+        writeln!(
+            w,
+            ",{},{},{},{},{},{},{}",
+            t.copies, t.copy_ns, t.syncs, t.sync_ns, t.kv_io_ns, t.kv_bytes_out, t.kv_bytes_in
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

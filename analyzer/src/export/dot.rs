@@ -102,10 +102,21 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
         .filter_map(|n| color.value(n))
         .collect();
     let max = values.iter().copied().fold(0.0f64, f64::max);
+    // A pass split between backends: each split is a cluster, accel nodes have a blue
+    // border, syncs are octagons, copy edges are orange.
+    let split = p
+        .dag
+        .node_weights()
+        .any(|n| !n.is_leaf() && !n.backend.is_empty() && n.backend != "cpu");
     writeln!(w, "digraph profdag {{")?;
+    let key = if split {
+        "\\nclusters: graph splits; blue border: accel backend; octagon: CPU waits for the accel; orange edges: copies between backends"
+    } else {
+        ""
+    };
     writeln!(
         w,
-        "  label=\"ProfDAG: decode call {} ({} @{}), coloured by {}\"; labelloc=t;",
+        "  label=\"ProfDAG: decode call {} ({} @{}), coloured by {}{key}\"; labelloc=t;",
         p.token,
         p.phase.name(),
         p.pos,
@@ -115,6 +126,7 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
         w,
         "  node [shape=box, style=filled, fontname=Helvetica, fontsize=10];"
     )?;
+    let mut cluster_nodes: Vec<(String, String)> = Vec::new();
     for idx in p.dag.node_indices() {
         let n = &p.dag[idx];
         if n.is_leaf() {
@@ -143,9 +155,17 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
             (ColorBy::BytesPerSec, Some(v)) => format!("\\n{:.2} GB/s", v / 1e9),
             (ColorBy::Counter(c), Some(v)) => format!("\\n{}: {v}", esc(c)),
         };
-        writeln!(
-            w,
-            "  n{} [label=\"#{} {}\\n{} {}\\n{}{}\", fillcolor=\"{fill}\"];",
+        let mut look = String::new();
+        if split {
+            if n.backend != "cpu" {
+                look.push_str(", color=\"#4e79a7\", penwidth=3");
+            }
+            if n.op == "BACKEND_SYNC" {
+                look.push_str(", shape=octagon");
+            }
+        }
+        let node = format!(
+            "n{} [label=\"#{} {}\\n{} {}\\n{}{}\", fillcolor=\"{fill}\"{look}];",
             idx.index(),
             n.order.unwrap_or(0),
             esc(&n.name),
@@ -153,12 +173,42 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
             n.shape,
             fmt_ns(n.time_ns),
             metric
-        )?;
+        );
+        if split {
+            cluster_nodes.push((n.backend.clone(), node));
+        } else {
+            writeln!(w, "  {node}")?;
+        }
     }
-    for e in p.dag.edge_references() {
+    // Consecutive computed nodes of one backend: one graph split.
+    let mut runs: Vec<(String, Vec<String>)> = Vec::new();
+    for (backend, node) in cluster_nodes {
+        match runs.last_mut() {
+            Some((b, nodes)) if *b == backend => nodes.push(node),
+            _ => runs.push((backend, vec![node])),
+        }
+    }
+    for (i, (backend, nodes)) in runs.iter().enumerate() {
+        writeln!(w, "  subgraph cluster_split{i} {{")?;
         writeln!(
             w,
-            "  n{} -> n{} [label=\"{}\", fontsize=8];",
+            "    label=\"split {i} ({backend})\"; style=rounded; color=\"{}\";",
+            if backend == "cpu" { "gray50" } else { "#4e79a7" }
+        )?;
+        for n in nodes {
+            writeln!(w, "    {n}")?;
+        }
+        writeln!(w, "  }}")?;
+    }
+    for e in p.dag.edge_references() {
+        let look = if e.weight().copy {
+            ", color=\"#f28e2b\", penwidth=2.5"
+        } else {
+            ""
+        };
+        writeln!(
+            w,
+            "  n{} -> n{} [label=\"{}\", fontsize=8{look}];",
             e.source().index(),
             e.target().index(),
             e.weight().slot

@@ -8,6 +8,7 @@
 //! cover data, and the matrix products on log-log axes (their complexity spans decades
 //! in any transformer, from attention's `kq` to the output projection).
 
+pub mod backends;
 pub mod experts;
 
 use std::path::Path;
@@ -118,6 +119,10 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
 enum Mark {
     Line,
     Dot,
+    /// A filled square (a bar's colour).
+    Bar,
+    /// No swatch: a note.
+    None,
 }
 
 /// The picture: white background, a title, and (plot area, legend strip).
@@ -142,6 +147,10 @@ fn legend(area: &Area<'_>, entries: &[(String, RGBAColor, Mark)]) -> PlotResult 
             Mark::Dot => area
                 .draw(&Circle::new((18, y), 5, color.filled()))
                 .map_err(err)?,
+            Mark::Bar => area
+                .draw(&Rectangle::new([(10, y - 6), (26, y + 6)], color.filled()))
+                .map_err(err)?,
+            Mark::None => {}
         }
         let mut text: String = label.chars().take(24).collect();
         if label.chars().count() > 24 {
