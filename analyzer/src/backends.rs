@@ -7,7 +7,7 @@
 //! Everything here is computed from the model's node spans, graphs and phases; a
 //! single-backend trace gives one backend and no copies or waits.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use common::engine_abi::{MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, OpType};
 use serde::Serialize;
@@ -98,6 +98,48 @@ impl BackendStats {
         out.retain(|(_, _, rows)| rows.len() > 1);
         out
     }
+}
+
+/// The threads of backends other than the CPU, by tid, with their backend kind: those
+/// that computed a graph split or an operator of one. Empty for a single-backend trace.
+pub fn thread_backends(model: &TraceModel) -> HashMap<u32, u32> {
+    let graphs = model.graphs();
+    let mut out: HashMap<u32, u32> = graphs
+        .iter()
+        .filter(|g| g.backend_kind != 0)
+        .map(|g| (g.tid, g.backend_kind))
+        .collect();
+    let threads = model.threads();
+    for s in model.slices() {
+        if let Some(g) = graphs.get(s.graph as usize)
+            && g.backend_kind != 0
+        {
+            out.insert(threads[s.thread as usize].tid, g.backend_kind);
+        }
+    }
+    out
+}
+
+/// The process id a timeline gives backend `kind`'s track group: the target's for the
+/// CPU, an id above any real pid for the others (Linux pids stay below 2^22).
+pub fn backend_group_pid(target_pid: u32, kind: u32) -> u32 {
+    if kind == 0 {
+        target_pid
+    } else {
+        target_pid.wrapping_add(kind.wrapping_mul(10_000_000))
+    }
+}
+
+/// The CPU's waits for the accel: `(start, end, name)` of every `BACKEND_SYNC` node.
+pub fn sync_waits(model: &TraceModel) -> Vec<(u64, u64, &str)> {
+    let nodes = model.nodes();
+    let sync = OpType::BackendSync as u32;
+    model
+        .node_spans()
+        .iter()
+        .filter(|s| nodes[s.node as usize].op == sync)
+        .map(|s| (s.start_ns, s.end_ns, nodes[s.node as usize].name.as_str()))
+        .collect()
 }
 
 /// The shape key of a node: its shape, plus the row count of a tensor-split band.

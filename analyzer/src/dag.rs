@@ -312,8 +312,8 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
                     leaf
                 }
             };
-            let copy = info.op == copy_op
-                || info_by_addr.get(&src).is_some_and(|s| s.op == copy_op);
+            let copy =
+                info.op == copy_op || info_by_addr.get(&src).is_some_and(|s| s.op == copy_op);
             dag.add_edge(
                 from,
                 to,

@@ -9,6 +9,7 @@
 //! - instants: QoS switches and loss records;
 //! - `ts`/`dur` in µs relative to the first event, with ns kept as 3 decimals.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use crate::{
@@ -18,6 +19,8 @@ use crate::{
 
 /// Thread-state tracks use tid `STATE_TID_BASE + tid`.
 pub const STATE_TID_BASE: u64 = 1_000_000_000;
+/// The track of the CPU's waits for the accel (a split pass).
+pub const SYNC_TID: u64 = STATE_TID_BASE - 1;
 
 /// Options of the timeline export.
 #[derive(Clone, Debug)]
@@ -43,6 +46,9 @@ struct Out<W: Write> {
     first: bool,
     base: u64,
     pid: u32,
+    /// Track id → process id of the backend group it belongs to (only tracks outside
+    /// the target's own group).
+    group: HashMap<u64, u32>,
 }
 
 impl<W: Write> Out<W> {
@@ -70,7 +76,7 @@ impl<W: Write> Out<W> {
     ) -> io::Result<()> {
         let s = format!(
             r#"{{"ph":"X","pid":{},"tid":{tid},"name":{},"cat":"{cat}","ts":{},"dur":{},"args":{args}}}"#,
-            self.pid,
+            self.group.get(&tid).copied().unwrap_or(self.pid),
             json_str(name),
             self.ts(start),
             us(end.saturating_sub(start)),
@@ -85,18 +91,49 @@ impl<W: Write> Out<W> {
 /// I/O errors of `w`.
 pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Result<()> {
     let base = model.first_ns().unwrap_or(0);
+    let pid = model.target_pid();
+    // A split pass: one track group (process) per backend.
+    let backend_of = crate::backends::thread_backends(model);
+    let mut group = HashMap::new();
+    for (&tid, &kind) in &backend_of {
+        let gpid = crate::backends::backend_group_pid(pid, kind);
+        group.insert(u64::from(tid), gpid);
+        group.insert(STATE_TID_BASE + u64::from(tid), gpid);
+    }
     let mut o = Out {
         w,
         first: true,
         base,
-        pid: model.target_pid(),
+        pid,
+        group,
     };
     o.w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
-    let pid = o.pid;
+    let mut kinds: Vec<u32> = backend_of.values().copied().collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let own_name = if kinds.is_empty() {
+        format!("engine (pid {pid})")
+    } else {
+        format!("engine (pid {pid}): cpu backend")
+    };
     o.raw(&format!(
         r#"{{"ph":"M","pid":{pid},"name":"process_name","args":{{"name":{}}}}}"#,
-        json_str(&format!("engine (pid {pid})"))
+        json_str(&own_name)
     ))?;
+    for (i, &kind) in kinds.iter().enumerate() {
+        let gpid = crate::backends::backend_group_pid(pid, kind);
+        o.raw(&format!(
+            r#"{{"ph":"M","pid":{gpid},"name":"process_name","args":{{"name":{}}}}}"#,
+            json_str(&format!(
+                "engine (pid {pid}): {} backend",
+                crate::model::backend_name(kind)
+            ))
+        ))?;
+        o.raw(&format!(
+            r#"{{"ph":"M","pid":{gpid},"name":"process_sort_index","args":{{"sort_index":{}}}}}"#,
+            i + 1
+        ))?;
+    }
     let threads = model.target_threads();
     for (i, th) in threads.iter().enumerate() {
         let label = if th.comm.is_empty() {
@@ -117,27 +154,59 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
                 2 * i + 1,
             ),
         ] {
+            let tpid = o.group.get(&tid).copied().unwrap_or(pid);
             o.raw(&format!(
-                r#"{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_name","args":{{"name":{}}}}}"#,
+                r#"{{"ph":"M","pid":{tpid},"tid":{tid},"name":"thread_name","args":{{"name":{}}}}}"#,
                 json_str(&name)
             ))?;
             o.raw(&format!(
-                r#"{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_sort_index","args":{{"sort_index":{sort}}}}}"#
+                r#"{{"ph":"M","pid":{tpid},"tid":{tid},"name":"thread_sort_index","args":{{"sort_index":{sort}}}}}"#
             ))?;
         }
     }
+    // The CPU's waits for the accel, on a track of their own, totalled in its name.
+    let waits = crate::backends::sync_waits(model);
+    if !waits.is_empty() {
+        let total: u64 = waits.iter().map(|w| w.1.saturating_sub(w.0)).sum();
+        o.raw(&format!(
+            r#"{{"ph":"M","pid":{pid},"tid":{SYNC_TID},"name":"thread_name","args":{{"name":{}}}}}"#,
+            json_str(&format!(
+                "CPU waits for accel ({} syncs, {} in all)",
+                waits.len(),
+                crate::export::dot::fmt_ns(total)
+            ))
+        ))?;
+        o.raw(&format!(
+            r#"{{"ph":"M","pid":{pid},"tid":{SYNC_TID},"name":"thread_sort_index","args":{{"sort_index":-1}}}}"#
+        ))?;
+        for &(start, end, name) in &waits {
+            let args = format!(r#"{{"node":{}}}"#, json_str(name));
+            o.slice(SYNC_TID, "wait for accel", "sync", start, end, &args)?;
+        }
+    }
     // Tokens, graphs, phases.
+    let split = Some(crate::backends::compute(model)).filter(|b| b.is_interesting());
     for t in model.tokens() {
         let Some(end) = t.end_ns else { continue };
         let name = t.label();
-        let args = format!(
-            r#"{{"index":{},"n_tokens":{},"pos":{},"phase":"{}","ret":{}}}"#,
+        let mut args = format!(
+            r#"{{"index":{},"n_tokens":{},"pos":{},"phase":"{}","ret":{}"#,
             t.index,
             t.n_tokens,
             t.pos,
             t.phase.name(),
             t.ret
         );
+        if let Some(ts) = split.as_ref().and_then(|b| b.tokens.get(t.index as usize)) {
+            args.push_str(&format!(
+                r#","sync_wait_ns":{},"copy_ns":{},"kv_io_ns":{},"kv_bytes_out":{},"kv_bytes_in":{}"#,
+                ts.sync_ns, ts.copy_ns, ts.kv_io_ns, ts.kv_bytes_out, ts.kv_bytes_in
+            ));
+            for (b, ns) in &ts.compute_ns {
+                args.push_str(&format!(r#","{b}_compute_ns":{ns}"#));
+            }
+        }
+        args.push('}');
         o.slice(u64::from(t.tid), &name, "token", t.start_ns, end, &args)?;
     }
     for g in model.graphs() {
@@ -151,7 +220,16 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
             g.n_tokens,
             g.pos
         );
-        let name = format!("graph {} ({})", g.graph_id, g.backend_name());
+        let name = if split.is_some() {
+            format!(
+                "graph {} ({} split, {} nodes)",
+                g.graph_id,
+                g.backend_name(),
+                g.n_nodes
+            )
+        } else {
+            format!("graph {} ({})", g.graph_id, g.backend_name())
+        };
         o.slice(u64::from(g.tid), &name, "graph", g.start_ns, end, &args)?;
     }
     for p in model.phases() {

@@ -193,7 +193,11 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
         writeln!(
             w,
             "    label=\"split {i} ({backend})\"; style=rounded; color=\"{}\";",
-            if backend == "cpu" { "gray50" } else { "#4e79a7" }
+            if backend == "cpu" {
+                "gray50"
+            } else {
+                "#4e79a7"
+            }
         )?;
         for n in nodes {
             writeln!(w, "    {n}")?;

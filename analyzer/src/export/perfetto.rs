@@ -105,6 +105,13 @@ pub const PROCESS_UUID: u64 = 1;
 pub const INSTANTS_UUID: u64 = 2;
 /// Track uuid of the tokens/s counter.
 pub const TOKENS_PER_S_UUID: u64 = 3;
+/// Track uuid of the CPU's waits for the accel (a split pass).
+pub const SYNC_UUID: u64 = 4;
+
+/// Track uuid of the process of backend `kind`'s track group (a split pass).
+pub fn backend_process_uuid(kind: u32) -> u64 {
+    0x80 + u64::from(kind)
+}
 
 /// Track uuid of counter `i`'s rate.
 pub fn counter_uuid(i: usize) -> u64 {
@@ -538,19 +545,44 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
     let counters = model.counter_names();
     // Track descriptors, on a sequence of their own.
     wr.sequence(0);
+    // A split pass: one track group (process) per backend.
+    let backend_of = crate::backends::thread_backends(model);
+    let mut kinds: Vec<u32> = backend_of.values().copied().collect();
+    kinds.sort_unstable();
+    kinds.dedup();
     let mut d = TrackDescriptor::new();
     d.set_uuid(PROCESS_UUID);
     let mut pd = ProcessDescriptor::new();
     pd.set_pid(pid as i32);
-    pd.set_process_name(format!("engine (pid {pid})"));
+    pd.set_process_name(if kinds.is_empty() {
+        format!("engine (pid {pid})")
+    } else {
+        format!("engine (pid {pid}): cpu backend")
+    });
     d.process = Some(pd).into();
     wr.descriptor(d)?;
+    for &kind in &kinds {
+        let mut d = TrackDescriptor::new();
+        d.set_uuid(backend_process_uuid(kind));
+        let mut pd = ProcessDescriptor::new();
+        pd.set_pid(crate::backends::backend_group_pid(pid, kind) as i32);
+        pd.set_process_name(format!(
+            "engine (pid {pid}): {} backend",
+            crate::model::backend_name(kind)
+        ));
+        d.process = Some(pd).into();
+        wr.descriptor(d)?;
+    }
     for (_, th) in &threads {
         let label = thread_label(th);
         let mut d = TrackDescriptor::new();
         d.set_uuid(thread_uuid(th.tid));
         let mut td = ThreadDescriptor::new();
-        td.set_pid(th.pid.unwrap_or(pid) as i32);
+        let tpid = match backend_of.get(&th.tid) {
+            Some(&kind) => crate::backends::backend_group_pid(pid, kind),
+            None => th.pid.unwrap_or(pid),
+        };
+        td.set_pid(tpid as i32);
         td.set_tid(th.tid as i32);
         td.set_thread_name(label.clone());
         d.thread = Some(td).into();
@@ -586,6 +618,19 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
     d.set_parent_uuid(PROCESS_UUID);
     d.set_name("QoS and losses".to_owned());
     wr.descriptor(d)?;
+    let waits = crate::backends::sync_waits(model);
+    if !waits.is_empty() {
+        let total: u64 = waits.iter().map(|w| w.1.saturating_sub(w.0)).sum();
+        let mut d = TrackDescriptor::new();
+        d.set_uuid(SYNC_UUID);
+        d.set_parent_uuid(PROCESS_UUID);
+        d.set_name(format!(
+            "CPU waits for accel ({} syncs, {} in all)",
+            waits.len(),
+            crate::export::dot::fmt_ns(total)
+        ));
+        wr.descriptor(d)?;
+    }
 
     for &(t, th) in &threads {
         write_thread(model, opts, wr, t as u32, th.tid)?;
@@ -611,6 +656,20 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
                 )?;
                 wr.slice_end(s.end_ns.max(s.start_ns))?;
             }
+        }
+    }
+    if !waits.is_empty() {
+        wr.sequence(SYNC_UUID);
+        for &(start, end, name) in &waits {
+            let args = vec![wr.ann_str("node", name)];
+            wr.slice_begin(
+                start,
+                Name::Interned("wait for accel"),
+                Name::Interned("sync"),
+                args,
+                Default::default(),
+            )?;
+            wr.slice_end(end.max(start))?;
         }
     }
     // Counter tracks.
@@ -754,6 +813,7 @@ fn write_thread(
 
     wr.sequence(thread_uuid(tid));
     let nodes = model.nodes();
+    let split_pass = model.graphs().iter().any(|g| g.backend_kind != 0);
     // Open slices: their (clamped) ends.
     let mut stack: Vec<u64> = Vec::new();
     // Flow bookkeeping: the graph whose thread set is cached.
@@ -823,7 +883,14 @@ fn write_thread(
                     wr.ann_uint("n_tokens", u64::from(g.n_tokens)),
                     wr.ann_uint("pos", u64::from(g.pos)),
                 ];
-                let name = format!("graph {} ({backend})", g.graph_id);
+                let name = if split_pass {
+                    format!(
+                        "graph {} ({backend} split, {} nodes)",
+                        g.graph_id, g.n_nodes
+                    )
+                } else {
+                    format!("graph {} ({backend})", g.graph_id)
+                };
                 let flows = if opts.flows && opts.ops {
                     let ids: Vec<u64> = graph_threads(model, i)
                         .into_iter()
