@@ -9,33 +9,42 @@ use plotters::prelude::*;
 use super::{LABEL, Mark, PlotResult, SERIES, SIZE, err, frame, legend};
 use crate::{backends::TokenSplit, export::eng, stats::ProfStat};
 
-/// The stacked parts of a bar: (label, colour, ns of a call).
-fn parts(backends: &[String]) -> Vec<(String, RGBAColor, Box<dyn Fn(&TokenSplit) -> u64 + '_>)> {
-    let mut out: Vec<(String, RGBAColor, Box<dyn Fn(&TokenSplit) -> u64>)> = Vec::new();
-    for (i, b) in backends.iter().enumerate() {
-        let name = b.clone();
-        out.push((
-            format!("{b} compute"),
-            SERIES[[0, 3, 4, 5][i % 4]].to_rgba(),
-            Box::new(move |t: &TokenSplit| t.compute_ns.get(&name).copied().unwrap_or(0)),
-        ));
+/// One stacked part of a bar.
+enum Part {
+    /// Compute on the named backend.
+    Compute(String),
+    Copies,
+    SyncWaits,
+    KvIo,
+}
+
+impl Part {
+    fn label(&self) -> String {
+        match self {
+            Part::Compute(b) => format!("{b} compute"),
+            Part::Copies => "copies".to_owned(),
+            Part::SyncWaits => "sync waits".to_owned(),
+            Part::KvIo => "KV I/O".to_owned(),
+        }
     }
-    out.push((
-        "copies".to_owned(),
-        SERIES[1].to_rgba(),
-        Box::new(|t: &TokenSplit| t.copy_ns),
-    ));
-    out.push((
-        "CPU waits for accel".to_owned(),
-        SERIES[2].to_rgba(),
-        Box::new(|t: &TokenSplit| t.sync_ns),
-    ));
-    out.push((
-        "KV I/O".to_owned(),
-        SERIES[6].to_rgba(),
-        Box::new(|t: &TokenSplit| t.kv_io_ns),
-    ));
-    out
+
+    fn color(&self, i: usize) -> RGBAColor {
+        match self {
+            Part::Compute(_) => SERIES[[0, 3, 4, 5][i % 4]].to_rgba(),
+            Part::Copies => SERIES[1].to_rgba(),
+            Part::SyncWaits => SERIES[2].to_rgba(),
+            Part::KvIo => SERIES[6].to_rgba(),
+        }
+    }
+
+    fn ns(&self, t: &TokenSplit) -> u64 {
+        match self {
+            Part::Compute(b) => t.compute_ns.get(b).copied().unwrap_or(0),
+            Part::Copies => t.copy_ns,
+            Part::SyncWaits => t.sync_ns,
+            Part::KvIo => t.kv_io_ns,
+        }
+    }
 }
 
 /// Stacked bars per decode call: compute per backend, copies, sync waits, KV I/O.
@@ -48,10 +57,15 @@ pub fn split(s: &ProfStat, path: &Path) -> PlotResult {
         .as_ref()
         .ok_or("no second backend or KV budget in the trace")?;
     let calls: Vec<&TokenSplit> = b.tokens.iter().filter(|t| !t.splits.is_empty()).collect();
-    let parts = parts(&b.backends);
+    let parts: Vec<Part> = b
+        .backends
+        .iter()
+        .map(|n| Part::Compute(n.clone()))
+        .chain([Part::Copies, Part::SyncWaits, Part::KvIo])
+        .collect();
     let top = calls
         .iter()
-        .map(|t| parts.iter().map(|p| (p.2)(t)).sum::<u64>())
+        .map(|t| parts.iter().map(|p| p.ns(t)).sum::<u64>())
         .max()
         .unwrap_or(1)
         .max(1) as f64
@@ -81,8 +95,8 @@ pub fn split(s: &ProfStat, path: &Path) -> PlotResult {
     let half = if calls.len() > 200 { 0.5 } else { 0.4 };
     for (x, t) in calls.iter().enumerate() {
         let mut base = 0.0;
-        for (_, color, f) in &parts {
-            let h = f(t) as f64 * 1e-9;
+        for (i, part) in parts.iter().enumerate() {
+            let h = part.ns(t) as f64 * 1e-9;
             if h <= 0.0 {
                 continue;
             }
@@ -90,7 +104,7 @@ pub fn split(s: &ProfStat, path: &Path) -> PlotResult {
             chart
                 .draw_series(std::iter::once(Rectangle::new(
                     [(x - half, base), (x + half, base + h)],
-                    color.filled(),
+                    part.color(i).filled(),
                 )))
                 .map_err(err)?;
             base += h;
@@ -99,11 +113,12 @@ pub fn split(s: &ProfStat, path: &Path) -> PlotResult {
     let total = &b.total;
     let mut entries: Vec<(String, RGBAColor, Mark)> = parts
         .iter()
-        .filter(|p| (p.2)(total) > 0)
-        .map(|(label, color, f)| {
+        .enumerate()
+        .filter(|(_, p)| p.ns(total) > 0)
+        .map(|(i, p)| {
             (
-                format!("{label} {}", eng(f(total) as f64 * 1e-9, "s")),
-                *color,
+                format!("{} {}", p.label(), eng(p.ns(total) as f64 * 1e-9, "s")),
+                p.color(i),
                 Mark::Bar,
             )
         })
