@@ -173,10 +173,86 @@ fn add(into: &mut TokenSplit, from: &TokenSplit) {
     into.kv_bytes_in += from.kv_bytes_in;
 }
 
+/// Adds graph `g`'s node spans to `t` (and to the per-op table, if given).
+fn add_graph(
+    model: &TraceModel,
+    g: &crate::model::GraphSpan,
+    t: Option<&mut TokenSplit>,
+    mut ops: Option<&mut BTreeMap<(String, String, String), BackendOpRow>>,
+) {
+    let nodes = model.nodes();
+    let backend = g.backend_name();
+    let mut t = t;
+    if let Some(t) = t.as_deref_mut() {
+        *t.splits.entry(backend.clone()).or_default() += 1;
+    }
+    for span in model.graph_node_spans(g) {
+        let n = &nodes[span.node as usize];
+        let dur = span.dur_ns();
+        if let Some(ops) = ops.as_deref_mut() {
+            let row = ops
+                .entry((n.op_name(), shape_key(n), backend.clone()))
+                .or_insert_with(|| BackendOpRow {
+                    op: n.op_name(),
+                    shape: shape_key(n),
+                    backend: backend.clone(),
+                    ..BackendOpRow::default()
+                });
+            row.count += 1;
+            row.total_ns += dur;
+        }
+        let Some(t) = t.as_deref_mut() else {
+            continue;
+        };
+        match OpType::from_u32(n.op) {
+            Some(OpType::BackendCopy) => {
+                t.copy_ns += dur;
+                t.copies += 1;
+            }
+            Some(OpType::BackendSync) => {
+                t.sync_ns += dur;
+                t.syncs += 1;
+            }
+            // KV management: its I/O is counted from the phases.
+            Some(OpType::KvFetch) => {}
+            _ => *t.compute_ns.entry(backend.clone()).or_default() += dur,
+        }
+    }
+}
+
+/// Adds a KV phase to `t`.
+fn add_kv_phase(t: &mut TokenSplit, p: &crate::model::PhaseSpan) {
+    t.kv_io_ns += p.end_ns.saturating_sub(p.start_ns);
+    match p.kind {
+        PhaseKind::KvSwapOut => t.kv_bytes_out += u64::from(p.arg),
+        PhaseKind::KvSwapIn => t.kv_bytes_in += u64::from(p.arg),
+        _ => {}
+    }
+}
+
+/// The split of one decode call (cheap: its graphs and the phases from the end; for
+/// the live view's latest token).
+pub fn token_split(model: &TraceModel, token: u32) -> TokenSplit {
+    let mut t = TokenSplit {
+        token,
+        ..TokenSplit::default()
+    };
+    for g in model.token_graphs(token) {
+        add_graph(model, g, Some(&mut t), None);
+    }
+    for p in model.phases().iter().rev() {
+        match p.token {
+            Some(x) if x == token && p.kind.is_kv() => add_kv_phase(&mut t, p),
+            Some(x) if x < token => break,
+            _ => {}
+        }
+    }
+    t
+}
+
 /// Computes the backend view.
 pub fn compute(model: &TraceModel) -> BackendStats {
     let graphs = model.graphs();
-    let nodes = model.nodes();
     let mut kinds: Vec<u32> = graphs.iter().map(|g| g.backend_kind).collect();
     kinds.sort_unstable();
     kinds.dedup();
@@ -190,50 +266,12 @@ pub fn compute(model: &TraceModel) -> BackendStats {
         .collect();
     let mut ops: BTreeMap<(String, String, String), BackendOpRow> = BTreeMap::new();
     for g in graphs {
-        let backend = g.backend_name();
-        if let Some(t) = g.token.and_then(|t| tokens.get_mut(t as usize)) {
-            *t.splits.entry(backend.clone()).or_default() += 1;
-        }
-        for span in model.graph_node_spans(g) {
-            let n = &nodes[span.node as usize];
-            let dur = span.dur_ns();
-            let row = ops
-                .entry((n.op_name(), shape_key(n), backend.clone()))
-                .or_insert_with(|| BackendOpRow {
-                    op: n.op_name(),
-                    shape: shape_key(n),
-                    backend: backend.clone(),
-                    ..BackendOpRow::default()
-                });
-            row.count += 1;
-            row.total_ns += dur;
-            let Some(t) = g.token.and_then(|t| tokens.get_mut(t as usize)) else {
-                continue;
-            };
-            match OpType::from_u32(n.op) {
-                Some(OpType::BackendCopy) => {
-                    t.copy_ns += dur;
-                    t.copies += 1;
-                }
-                Some(OpType::BackendSync) => {
-                    t.sync_ns += dur;
-                    t.syncs += 1;
-                }
-                // KV management: its I/O is counted from the phases below.
-                Some(OpType::KvFetch) => {}
-                _ => *t.compute_ns.entry(backend.clone()).or_default() += dur,
-            }
-        }
+        let t = g.token.and_then(|t| tokens.get_mut(t as usize));
+        add_graph(model, g, t, Some(&mut ops));
     }
     for p in model.phases().iter().filter(|p| p.kind.is_kv()) {
-        let Some(t) = p.token.and_then(|t| tokens.get_mut(t as usize)) else {
-            continue;
-        };
-        t.kv_io_ns += p.end_ns.saturating_sub(p.start_ns);
-        match p.kind {
-            PhaseKind::KvSwapOut => t.kv_bytes_out += u64::from(p.arg),
-            PhaseKind::KvSwapIn => t.kv_bytes_in += u64::from(p.arg),
-            _ => {}
+        if let Some(t) = p.token.and_then(|t| tokens.get_mut(t as usize)) {
+            add_kv_phase(t, p);
         }
     }
     let mut total = TokenSplit {
@@ -289,6 +327,13 @@ mod tests {
             [("accel", 3), ("cpu", 3)]
         );
         assert_eq!(m.unpaired().graph_enter, 0, "no graph was closed early");
+        for t in &st.tokens {
+            assert_eq!(
+                &token_split(&m, t.token),
+                t,
+                "the live view's split of one call"
+            );
+        }
     }
 
     /// A single-backend trace has one backend and nothing to split.

@@ -24,10 +24,17 @@ pub const HELP: &str = "q quit  1-5/o probe levels  s sort  r reverse  g type/cl
 
 /// Draws the whole view.
 pub fn ui(f: &mut Frame, app: &App) {
+    // The phase box grows with a split pass's extra parts (backends, copies, waits).
+    let parts = app
+        .shown
+        .as_ref()
+        .and_then(|s| s.latest.as_ref())
+        .map_or(0, |b| b.parts.len());
+    let middle_h = (parts as u16 + 2).clamp(7, 12);
     let [title, tokens, middle, table, status, help] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(5),
-        Constraint::Length(7),
+        Constraint::Length(middle_h),
         Constraint::Min(3),
         Constraint::Length(2),
         Constraint::Length(1),
@@ -59,6 +66,25 @@ fn render_title(f: &mut Frame, app: &App, area: Rect) {
         s.map_or(0.0, |s| s.trace_secs),
         app.trace_path
     );
+    if let Some(s) = s {
+        if !s.backends.is_empty() {
+            let b: Vec<String> = s
+                .backends
+                .iter()
+                .map(|(name, threads)| format!("{name}×{threads}"))
+                .collect();
+            text.push_str(&format!("  backends {}", b.join(" ")));
+        }
+        if let Some(kv) = s.kv {
+            text.push_str(&format!(
+                "  KV swap out {} in {} ({} / {} chunks)",
+                fmt_bytes(kv.bytes_out),
+                fmt_bytes(kv.bytes_in),
+                kv.chunks_out,
+                kv.chunks_in
+            ));
+        }
+    }
     if app.paused {
         text.push_str("  [PAUSED]");
     }
@@ -111,6 +137,20 @@ pub fn fmt_ns(ns: f64) -> String {
         format!("{:.2} ms", ns / 1e6)
     } else {
         format!("{:.2} s", ns / 1e9)
+    }
+}
+
+/// Bytes in a short unit (`512 B`, `48.0 KiB`, `3.2 MiB`, `1.10 GiB`).
+pub fn fmt_bytes(b: u64) -> String {
+    let f = b as f64;
+    if b < 1 << 10 {
+        format!("{b} B")
+    } else if b < 1 << 20 {
+        format!("{:.1} KiB", f / 1024.0)
+    } else if b < 1 << 30 {
+        format!("{:.1} MiB", f / 1048576.0)
+    } else {
+        format!("{:.2} GiB", f / 1073741824.0)
     }
 }
 

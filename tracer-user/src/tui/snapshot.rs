@@ -155,6 +155,65 @@ pub struct LiveSnapshot {
     pub drained_per_s: f64,
     /// Events the live view skipped because it fell behind (all are in the trace).
     pub view_dropped: u64,
+    /// Backends of the latest token's graph splits with the threads that computed
+    /// them, when there is more than one (`accel` with its own threads).
+    pub backends: Vec<(String, usize)>,
+    /// KV budget traffic so far, when the engine swaps its KV cache.
+    pub kv: Option<KvTraffic>,
+}
+
+/// What a KV budget moved so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KvTraffic {
+    /// Chunks written out.
+    pub chunks_out: u64,
+    /// Bytes written out.
+    pub bytes_out: u64,
+    /// Chunks read back.
+    pub chunks_in: u64,
+    /// Bytes read back.
+    pub bytes_in: u64,
+}
+
+/// The KV swap traffic so far (`None` if nothing was swapped).
+fn kv_traffic(model: &TraceModel) -> Option<KvTraffic> {
+    let mut kv = KvTraffic::default();
+    for p in model.phases() {
+        match p.kind {
+            PhaseKind::KvSwapOut => {
+                kv.chunks_out += 1;
+                kv.bytes_out += u64::from(p.arg);
+            }
+            PhaseKind::KvSwapIn => {
+                kv.chunks_in += 1;
+                kv.bytes_in += u64::from(p.arg);
+            }
+            _ => {}
+        }
+    }
+    (kv.chunks_out + kv.chunks_in > 0).then_some(kv)
+}
+
+/// The backends of decode call `token`'s graphs, with how many threads computed each
+/// (empty unless there are several).
+fn backend_threads(model: &TraceModel, token: u32) -> Vec<(String, usize)> {
+    let mut by_backend: std::collections::BTreeMap<(u32, String), std::collections::HashSet<u32>> =
+        Default::default();
+    for g in model.token_graphs(token) {
+        let threads = by_backend
+            .entry((g.backend_kind, g.backend_name()))
+            .or_default();
+        for span in model.graph_node_spans(g) {
+            threads.extend(model.span_slices(span).map(|s| s.thread));
+        }
+    }
+    if by_backend.len() < 2 {
+        return Vec::new();
+    }
+    by_backend
+        .into_iter()
+        .map(|((_, name), threads)| (name, threads.len()))
+        .collect()
 }
 
 impl LiveSnapshot {
@@ -198,6 +257,10 @@ impl LiveSnapshot {
             intervals.iter().map(|&(_, ns)| ns as f64).sum::<f64>() / intervals.len() as f64 / 1e6
         });
         let latest = latest_breakdown(model);
+        let backends = latest
+            .as_ref()
+            .map(|b| backend_threads(model, b.token))
+            .unwrap_or_default();
         let threads = latest
             .as_ref()
             .and_then(|b| tokens.get(b.token as usize))
@@ -234,6 +297,8 @@ impl LiveSnapshot {
             status: status.clone(),
             drained_per_s: 0.0,
             view_dropped: 0,
+            backends,
+            kv: kv_traffic(model),
         }
     }
 }
@@ -268,16 +333,34 @@ fn latest_breakdown(model: &TraceModel) -> Option<PhaseBreakdown> {
     let copy = by_kind[PhaseKind::CopyLogits as usize];
     // Embedding and the logits copy run inside the decode call; the rest is compute.
     let compute = tok.dur_ns().saturating_sub(embed + copy);
+    let mut parts = vec![("embedding", embed), (tok.phase.name(), compute)];
+    // A split pass or a KV budget: the compute part by backend, copies, waits, KV I/O
+    // (the backends' parts overlap in time when they run at once).
+    let split = analyzer::backends::token_split(model, tok.index);
+    if split.splits.len() > 1 || split.kv_io_ns > 0 {
+        parts.pop();
+        for (name, label) in [("cpu", "cpu compute"), ("accel", "accel comp.")] {
+            if let Some(&ns) = split.compute_ns.get(name) {
+                parts.push((label, ns));
+            }
+        }
+        if split.splits.len() > 1 {
+            parts.push(("copies", split.copy_ns));
+            parts.push(("sync waits", split.sync_ns));
+        }
+        if split.kv_io_ns > 0 {
+            parts.push(("KV I/O", split.kv_io_ns));
+        }
+    }
+    parts.extend([
+        ("copy logits", copy),
+        ("softmax", by_kind[PhaseKind::Softmax as usize]),
+        ("sampling", by_kind[PhaseKind::Sample as usize]),
+    ]);
     Some(PhaseBreakdown {
         token: tok.index,
         phase: tok.phase,
-        parts: vec![
-            ("embedding", embed),
-            (tok.phase.name(), compute),
-            ("copy logits", copy),
-            ("softmax", by_kind[PhaseKind::Softmax as usize]),
-            ("sampling", by_kind[PhaseKind::Sample as usize]),
-        ],
+        parts,
     })
 }
 
@@ -462,5 +545,25 @@ mod tests {
                 .all(|c| *c == Some(SchedState::Sleeping))
         );
         assert!(thread_strips(&m, 5, 5).is_empty());
+    }
+
+    /// A split pass: the latest token's compute shows per backend with copies and sync
+    /// waits (the split synthetic run's known times), and the title's backends.
+    #[test]
+    fn split_pass_shows_backends_and_waits() {
+        use analyzer::synthetic::{SPLIT_COPY_NS, SPLIT_MATMUL_NS, SPLIT_SYNC_NS, split_model};
+        let m = split_model(3);
+        let snap = LiveSnapshot::build(&m, &CollectorStatus::default());
+        assert_eq!(
+            snap.backends,
+            [("cpu".to_owned(), 1), ("accel".to_owned(), 1)]
+        );
+        let parts = snap.latest.expect("a finished token").parts;
+        let get = |label: &str| parts.iter().find(|p| p.0 == label).map(|p| p.1);
+        assert_eq!(get("cpu compute"), Some(SPLIT_MATMUL_NS));
+        assert_eq!(get("accel comp."), Some(SPLIT_MATMUL_NS));
+        assert_eq!(get("copies"), Some(2 * SPLIT_COPY_NS));
+        assert_eq!(get("sync waits"), Some(SPLIT_SYNC_NS));
+        assert_eq!(snap.kv, None);
     }
 }
