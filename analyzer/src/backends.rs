@@ -76,6 +76,140 @@ pub struct BackendStats {
     pub total: TokenSplit,
     /// Per op type, shape and backend, sorted by op, shape, backend.
     pub ops: Vec<BackendOpRow>,
+    /// The timeline of one decode step, for the picture (not in `stats.json`).
+    #[serde(skip)]
+    pub call: Option<CallTimeline>,
+}
+
+/// What a bar of a [`CallTimeline`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarKind {
+    /// A graph split on its backend (the span of its `engine_graph_compute`).
+    Split,
+    /// An operator computing.
+    Compute,
+    /// A `BACKEND_COPY`.
+    Copy,
+    /// A `BACKEND_SYNC`: the CPU waiting for the accel.
+    Sync,
+    /// KV-budget work (`KV_FETCH`, swap phases).
+    Kv,
+}
+
+/// One bar: a lane, a time range relative to the call's start, what it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallBar {
+    /// Index into [`CallTimeline::lanes`].
+    pub lane: usize,
+    /// Start, ns after the call began.
+    pub start_ns: u64,
+    /// End, ns after the call began.
+    pub end_ns: u64,
+    /// What it is.
+    pub kind: BarKind,
+}
+
+/// One decode step laid out by backend and thread (seed 002 Fig 7).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallTimeline {
+    /// Decode call index.
+    pub token: u32,
+    /// Its duration, ns.
+    pub dur_ns: u64,
+    /// Lanes top to bottom: (label, backend name); the CPU's first.
+    pub lanes: Vec<(String, String)>,
+    /// Bars, splits first.
+    pub bars: Vec<CallBar>,
+}
+
+/// The first decode step that was split or swapped KV, laid out per thread.
+fn call_timeline(model: &TraceModel, tokens: &[TokenSplit]) -> Option<CallTimeline> {
+    let tok = model.tokens().iter().find(|t| {
+        t.phase == crate::model::TokenPhase::Decode
+            && t.end_ns.is_some()
+            && tokens
+                .get(t.index as usize)
+                .is_some_and(|s| s.splits.len() > 1 || s.kv_io_ns > 0)
+    })?;
+    let (t0, t1) = (tok.start_ns, tok.end_ns?);
+    let threads = model.threads();
+    let nodes = model.nodes();
+    // (backend kind, tid) per lane, in order of first sight.
+    let mut lanes: Vec<(u32, u32)> = Vec::new();
+    let lane_of = |lanes: &mut Vec<(u32, u32)>, kind: u32, tid: u32| {
+        if let Some(i) = lanes.iter().position(|l| l.1 == tid) {
+            return i;
+        }
+        lanes.push((kind, tid));
+        lanes.len() - 1
+    };
+    let mut bars = Vec::new();
+    let rel = |ns: u64| ns.clamp(t0, t1) - t0;
+    // The decode thread first.
+    lane_of(&mut lanes, 0, tok.tid);
+    for g in model.token_graphs(tok.index) {
+        let lane = lane_of(&mut lanes, g.backend_kind, g.tid);
+        bars.push(CallBar {
+            lane,
+            start_ns: rel(g.start_ns),
+            end_ns: rel(g.end_ns.unwrap_or(t1)),
+            kind: BarKind::Split,
+        });
+        for span in model.graph_node_spans(g) {
+            let kind = match OpType::from_u32(nodes[span.node as usize].op) {
+                Some(OpType::BackendCopy) => BarKind::Copy,
+                Some(OpType::BackendSync) => BarKind::Sync,
+                Some(OpType::KvFetch) => BarKind::Kv,
+                _ => BarKind::Compute,
+            };
+            for sl in model.span_slices(span) {
+                let lane = lane_of(&mut lanes, g.backend_kind, threads[sl.thread as usize].tid);
+                bars.push(CallBar {
+                    lane,
+                    start_ns: rel(sl.start_ns),
+                    end_ns: rel(sl.end_ns),
+                    kind,
+                });
+            }
+        }
+    }
+    for p in model.phases() {
+        if p.token == Some(tok.index) && p.kind.is_kv() {
+            let lane = lane_of(&mut lanes, 0, p.tid);
+            bars.push(CallBar {
+                lane,
+                start_ns: rel(p.start_ns),
+                end_ns: rel(p.end_ns),
+                kind: BarKind::Kv,
+            });
+        }
+    }
+    // CPU lanes first (decode thread on top), then the other backends'.
+    let mut order: Vec<usize> = (0..lanes.len()).collect();
+    order.sort_by_key(|&i| (lanes[i].0, i));
+    let mut new_index = vec![0; lanes.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    for b in &mut bars {
+        b.lane = new_index[b.lane];
+    }
+    let label = |tid: u32| {
+        threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .filter(|t| !t.comm.is_empty())
+            .map_or_else(|| format!("tid {tid}"), |t| format!("{} {tid}", t.comm))
+    };
+    Some(CallTimeline {
+        token: tok.index,
+        dur_ns: t1 - t0,
+        lanes: order
+            .iter()
+            .map(|&i| (label(lanes[i].1), backend_name(lanes[i].0)))
+            .collect(),
+        bars,
+    })
 }
 
 impl BackendStats {
@@ -283,6 +417,7 @@ pub fn compute(model: &TraceModel) -> BackendStats {
     }
     BackendStats {
         backends: kinds.into_iter().map(backend_name).collect(),
+        call: call_timeline(model, &tokens),
         tokens,
         total,
         ops: ops.into_values().collect(),
@@ -334,6 +469,24 @@ mod tests {
                 "the live view's split of one call"
             );
         }
+        // The picture's call: two lanes (decode thread, accel driver), the sync bar as
+        // long as the generator's wait, the accel's bars on the accel lane.
+        let call = st.call.as_ref().expect("a split decode step");
+        assert_eq!(call.lanes.len(), 2);
+        assert_eq!(call.lanes[1].1, "accel");
+        let sync: Vec<&CallBar> = call
+            .bars
+            .iter()
+            .filter(|b| b.kind == BarKind::Sync)
+            .collect();
+        assert_eq!(sync.len(), 1);
+        assert_eq!(sync[0].end_ns - sync[0].start_ns, SPLIT_SYNC_NS);
+        assert_eq!(sync[0].lane, 0);
+        assert!(
+            call.bars
+                .iter()
+                .any(|b| b.lane == 1 && b.kind == BarKind::Compute)
+        );
     }
 
     /// A single-backend trace has one backend and nothing to split.

@@ -628,11 +628,18 @@ fn write_stats(
         } else {
             &[]
         };
-        let backend_plots: [(&str, &str, PlotFn); 1] = [(
-            "backends.svg",
-            "time per decode call: compute per backend, copies, sync waits, KV I/O (Fig 7)",
-            export::plot::backends::split,
-        )];
+        let backend_plots: [(&str, &str, PlotFn); 2] = [
+            (
+                "backends.svg",
+                "time per decode call: compute per backend, copies, sync waits, KV I/O",
+                export::plot::backends::split,
+            ),
+            (
+                "backend_timeline.svg",
+                "one decode step by backend and thread: splits, operators, copies, waits, KV I/O (Fig 7)",
+                export::plot::backends::timeline,
+            ),
+        ];
         let backend_plots = if s.backends.is_some() {
             &backend_plots[..]
         } else {

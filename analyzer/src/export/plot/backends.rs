@@ -131,3 +131,115 @@ pub fn split(s: &ProfStat, path: &Path) -> PlotResult {
     legend(&strip, &entries)?;
     plot.present().map_err(err)
 }
+
+/// One decode step by backend and thread (seed 002 Fig 7): graph splits as light bands,
+/// operators, copies, the CPU's waits for the accel and KV I/O as bars.
+///
+/// # Errors
+/// The plotting library's message, or no split or KV I/O in a decode step.
+pub fn timeline(s: &ProfStat, path: &Path) -> PlotResult {
+    use crate::backends::BarKind;
+    let call = s
+        .backends
+        .as_ref()
+        .and_then(|b| b.call.as_ref())
+        .ok_or("no decode step with a split or KV I/O in the trace")?;
+    let (plot, strip) = frame(
+        SVGBackend::new(path, SIZE),
+        &format!("Decode call {} by backend and thread", call.token),
+    )?;
+    let n = call.lanes.len().max(1);
+    let end = call.dur_ns.max(1) as f64 * 1e-9;
+    let mut chart = ChartBuilder::on(&plot)
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(230)
+        .build_cartesian_2d(0f64..end, 0f64..n as f64)
+        .map_err(err)?;
+    let lanes = call.lanes.clone();
+    chart
+        .configure_mesh()
+        .x_desc("time in the decode call")
+        .x_label_formatter(&|v| eng(*v, "s"))
+        .y_labels(n * 2 + 1)
+        .y_label_formatter(&|v| {
+            // Lane i spans [n-1-i, n-i): label its middle.
+            let f = n as f64 - v;
+            let i = f.floor() as usize;
+            if (f - f.floor() - 0.5).abs() < 0.26 && i < lanes.len() {
+                format!("{}: {}", lanes[i].1, lanes[i].0)
+            } else {
+                String::new()
+            }
+        })
+        .label_style(LABEL)
+        .disable_y_mesh()
+        .draw()
+        .map_err(err)?;
+    let color = |k: BarKind, backend: &str| -> RGBAColor {
+        match k {
+            BarKind::Split => RGBColor(0xe8, 0xe8, 0xe8).to_rgba(),
+            BarKind::Compute if backend == "cpu" => SERIES[0].to_rgba(),
+            BarKind::Compute => SERIES[3].to_rgba(),
+            BarKind::Copy => SERIES[1].to_rgba(),
+            BarKind::Sync => SERIES[2].to_rgba(),
+            BarKind::Kv => SERIES[6].to_rgba(),
+        }
+    };
+    for pass in [true, false] {
+        for b in call
+            .bars
+            .iter()
+            .filter(|b| (b.kind == BarKind::Split) == pass)
+        {
+            let top = (n - b.lane) as f64;
+            let (y0, y1) = if pass {
+                (top - 0.95, top - 0.05)
+            } else {
+                (top - 0.8, top - 0.2)
+            };
+            let backend = &call.lanes[b.lane].1;
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [
+                        (b.start_ns as f64 * 1e-9, y0),
+                        (b.end_ns.max(b.start_ns + 1) as f64 * 1e-9, y1),
+                    ],
+                    color(b.kind, backend).filled(),
+                )))
+                .map_err(err)?;
+        }
+    }
+    legend(
+        &strip,
+        &[
+            (
+                "graph split".to_owned(),
+                color(BarKind::Split, "cpu"),
+                Mark::Bar,
+            ),
+            (
+                "cpu operator".to_owned(),
+                color(BarKind::Compute, "cpu"),
+                Mark::Bar,
+            ),
+            (
+                "accel operator".to_owned(),
+                color(BarKind::Compute, "accel"),
+                Mark::Bar,
+            ),
+            (
+                "copy between backends".to_owned(),
+                color(BarKind::Copy, "cpu"),
+                Mark::Bar,
+            ),
+            (
+                "CPU waits for accel".to_owned(),
+                color(BarKind::Sync, "cpu"),
+                Mark::Bar,
+            ),
+            ("KV I/O".to_owned(), color(BarKind::Kv, "cpu"), Mark::Bar),
+        ],
+    )?;
+    plot.present().map_err(err)
+}
