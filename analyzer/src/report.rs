@@ -57,6 +57,8 @@ pub struct Report {
     pub omitted: usize,
     /// Target threads, by tid.
     pub threads: Vec<ThreadRow>,
+    /// The split across backends and the KV budget's I/O, when the trace has either.
+    pub backends: Option<crate::backends::BackendStats>,
 }
 
 /// Reads `trace` and builds its report with the `top` largest groups by `by`.
@@ -122,6 +124,7 @@ pub fn build(
         })
         .collect();
     Report {
+        backends: Some(crate::backends::compute(model)).filter(|b| b.is_interesting()),
         trace,
         summary,
         by,

@@ -179,12 +179,94 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         )?;
     }
 
+    if let Some(b) = &r.backends {
+        write_backends(b, &mut w)?;
+    }
+
     if !s.warnings.is_empty() {
         writeln!(w)?;
         writeln!(w, "warnings")?;
         for warning in &s.warnings {
             writeln!(w, "  {warning}")?;
         }
+    }
+    Ok(())
+}
+
+/// Rows of the side-by-side table the report shows.
+const SIDE_BY_SIDE_ROWS: usize = 8;
+
+/// The backend split: totals, then the same op and shape on each backend (Fig 12).
+fn write_backends(b: &crate::backends::BackendStats, w: &mut impl Write) -> io::Result<()> {
+    let t = &b.total;
+    let calls = b
+        .tokens
+        .iter()
+        .filter(|t| !t.splits.is_empty())
+        .count()
+        .max(1) as f64;
+    let per_call = |ns: u64| ms(ns as f64 / 1e6 / calls);
+    writeln!(w)?;
+    writeln!(
+        w,
+        "backends  {} (ms per decode call, over {} calls)",
+        b.backends.join(", "),
+        calls
+    )?;
+    for (name, ns) in &t.compute_ns {
+        writeln!(
+            w,
+            "  {name:<22} {:>9}  ({} splits)",
+            per_call(*ns),
+            t.splits.get(name).copied().unwrap_or(0)
+        )?;
+    }
+    if t.copies > 0 || t.syncs > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({} copies)",
+            "copies",
+            per_call(t.copy_ns),
+            t.copies
+        )?;
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({} syncs)",
+            "CPU waits for accel",
+            per_call(t.sync_ns),
+            t.syncs
+        )?;
+    }
+    if t.kv_io_ns > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({:.1} MiB out, {:.1} MiB in)",
+            "KV I/O",
+            per_call(t.kv_io_ns),
+            t.kv_bytes_out as f64 / 1048576.0,
+            t.kv_bytes_in as f64 / 1048576.0
+        )?;
+    }
+    let mut both = b.side_by_side();
+    if both.is_empty() {
+        return Ok(());
+    }
+    both.sort_by_key(|(_, _, rows)| {
+        std::cmp::Reverse(rows.iter().map(|r| r.total_ns).sum::<u64>())
+    });
+    writeln!(w, "  same op and shape on each backend, mean µs:")?;
+    for (op, shape, rows) in both.iter().take(SIDE_BY_SIDE_ROWS) {
+        let cells: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{} {:.1} ×{}", r.backend, r.mean_ns() / 1e3, r.count))
+            .collect();
+        writeln!(
+            w,
+            "  {:<14} {:<20} {}",
+            fit(op, 14),
+            fit(shape, 20),
+            cells.join("   ")
+        )?;
     }
     Ok(())
 }
