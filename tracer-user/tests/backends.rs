@@ -475,15 +475,109 @@ fn chunked_prefill_is_one_named_graph_per_chunk() {
     );
 }
 
-/// The analyzer's views of a two-backend trace: both backends named in the timeline,
-/// and the per-backend operator table agreeing with the operator records.
+/// The analyzer's views of a two-backend trace against the operator records: the
+/// timeline's two backend groups and sync track, `backends.csv`'s counts per op and
+/// backend, `token_split.csv`'s sync time, the ProfDAG's backends and copy edges.
 fn check_backend_views(dir: &Path, ops: &[OpRun]) {
-    let timeline = std::fs::read_to_string(dir.join("timeline.json")).expect("timeline.json");
+    // ProfTime: one process per backend, the sync track with every wait.
+    let timeline: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("timeline.json")).expect("timeline"),
+    )
+    .expect("timeline.json is JSON");
+    let events = timeline["traceEvents"].as_array().expect("events");
+    let process_names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
     assert!(
-        timeline.contains("accel"),
-        "the timeline does not name the accel backend"
+        process_names.iter().any(|n| n.ends_with("cpu backend")),
+        "{process_names:?}"
     );
-    let _ = ops;
+    assert!(
+        process_names.iter().any(|n| n.ends_with("accel backend")),
+        "{process_names:?}"
+    );
+    let syncs_thread0 = ops
+        .iter()
+        .filter(|o| op_is(o, OpType::BackendSync) && o.ith == 0)
+        .count();
+    let sync_slices = events.iter().filter(|e| e["cat"] == "sync").count();
+    assert_eq!(sync_slices, syncs_thread0, "one wait slice per sync");
+
+    // backends.csv: per op type and backend, node executions = thread-0 operator runs.
+    let csv = std::fs::read_to_string(dir.join("backends.csv")).expect("backends.csv");
+    let mut from_csv: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.rsplitn(4, ',').collect(); // mean, total, count, rest
+        let count: u64 = f[2].parse().expect("count");
+        let rest: Vec<&str> = f[3].splitn(2, ',').collect();
+        let backend = rest[1].rsplit(',').next().expect("backend").to_owned();
+        *from_csv.entry((rest[0].to_owned(), backend)).or_default() += count;
+    }
+    let mut from_trace: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for o in ops.iter().filter(|o| o.ith == 0) {
+        let op = OpType::from_u32(o.op).map_or("?", OpType::name).to_owned();
+        let backend = if o.backend_kind == ACCEL {
+            "accel"
+        } else {
+            "cpu"
+        };
+        *from_trace.entry((op, backend.to_owned())).or_default() += 1;
+    }
+    assert_eq!(
+        from_csv, from_trace,
+        "backends.csv against the operator records"
+    );
+
+    // token_split.csv: sync time per call adds up to the trace's sync spans.
+    let split = std::fs::read_to_string(dir.join("token_split.csv")).expect("token_split.csv");
+    let header: Vec<&str> = split.lines().next().expect("header").split(',').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "sync_ns")
+        .expect("sync_ns column");
+    let total: u64 = split
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.split(',')
+                .nth(col)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    let sync_ns: u64 = ops
+        .iter()
+        .filter(|o| op_is(o, OpType::BackendSync) && o.ith == 0)
+        .map(|o| o.end - o.start)
+        .sum();
+    // A sync's node time is its threads' first entry to last exit: at least thread 0's.
+    assert!(
+        total >= sync_ns,
+        "token_split sync {total} < thread-0 waits {sync_ns}"
+    );
+
+    // ProfDAG: the decode step holds both backends' nodes, and copies are marked.
+    let dag: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("dag.json")).expect("dag.json"))
+            .expect("dag.json is JSON");
+    let backends: HashSet<&str> = dag["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter_map(|n| n["backend"].as_str())
+        .filter(|b| !b.is_empty())
+        .collect();
+    assert_eq!(backends, HashSet::from(["cpu", "accel"]));
+    let dot = std::fs::read_to_string(dir.join("dag.dot")).expect("dag.dot");
+    assert!(
+        dot.contains("cluster_split1") && dot.contains("#f28e2b"),
+        "splits and copy edges in the DOT"
+    );
+    for f in ["backends.svg", "backend_timeline.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
 }
 
 /// The KV budget's totals as `engine run` prints them: (chunks out, bytes out, chunks
@@ -598,7 +692,24 @@ fn kv_budget_moves_chunks_in_phase_spans_that_add_up() {
                 "a swap outside a KV_FETCH node"
             );
         }
+        // ProfStat's KV I/O per call adds up to the engine's totals.
         let dir = run.trace.with_extension("out");
         support::analyze_into(&run.trace, &dir);
+        let split = std::fs::read_to_string(dir.join("token_split.csv")).expect("token_split.csv");
+        let header: Vec<&str> = split.lines().next().expect("header").split(',').collect();
+        let sum = |name: &str| -> u64 {
+            let col = header.iter().position(|h| *h == name).expect("column");
+            split
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split(',').nth(col)?.parse::<u64>().ok())
+                .sum()
+        };
+        assert_eq!(
+            (sum("kv_bytes_out"), sum("kv_bytes_in")),
+            (bytes_out, bytes_in)
+        );
+        assert!(sum("kv_io_ns") > 0);
+        assert!(dir.join("backend_timeline.svg").exists());
     }
 }
