@@ -261,6 +261,19 @@ fn decode_calls(run: &EngineRun) -> Vec<(u64, u64)> {
     out
 }
 
+/// `engine run` arguments of the split tests: 12 greedy tokens on `threads` CPU threads.
+fn split_run_args(threads: &str) -> [&str; 7] {
+    [
+        "-p",
+        "hello world, this is a test of the split",
+        "-n",
+        "12",
+        "-t",
+        threads,
+        "--ignore-eos",
+    ]
+}
+
 fn op_is(o: &OpRun, op: OpType) -> bool {
     o.op == op as u32
 }
@@ -269,15 +282,7 @@ fn op_is(o: &OpRun, op: OpType) -> bool {
 fn layer_split_runs_the_offloaded_layer_on_the_accel_with_copies_and_syncs() {
     require_root!();
     let model = support::gen_model("tiny-llama", "q8_0");
-    let base = [
-        "-p",
-        "hello world, this is a test of the split",
-        "-n",
-        "12",
-        "-t",
-        "2",
-        "--ignore-eos",
-    ];
+    let base = split_run_args("2");
     let (run, splits, ops) =
         record_split("layer-split", &model, &base, &["--offload-layers", "1..2"]);
 
@@ -335,15 +340,7 @@ fn layer_split_runs_the_offloaded_layer_on_the_accel_with_copies_and_syncs() {
 fn tensor_split_computes_each_product_on_both_backends_then_syncs() {
     require_root!();
     let model = support::gen_model("tiny-kq", "q8_0");
-    let base = [
-        "-p",
-        "hello world, this is a test of the split",
-        "-n",
-        "12",
-        "-t",
-        "1",
-        "--ignore-eos",
-    ];
+    let base = split_run_args("1");
     let (run, _splits, ops) = record_split(
         "tensor-split",
         &model,
