@@ -1,7 +1,7 @@
 //! End-to-end behaviour of the engine binary: results do not depend on the thread
 //! count, repacked weights compute what the file's layout computes, chunked prefill equals
-//! one-batch prefill, and `--self-profile` records every
-//! level of the probe ABI.
+//! one-batch prefill (and the bench compares chunk sizes), and `--self-profile` records
+//! every level of the probe ABI.
 
 mod common;
 
@@ -84,6 +84,43 @@ fn chunked_prefill_matches_one_batch() {
             .fold(0f32, f32::max);
         // Same math, different batching of the same f16 cache: equal to rounding.
         assert!(max_diff < 1e-3, "batch {batch}: max |Δ| {max_diff}");
+    }
+}
+
+/// `engine bench --prefill-chunk`: one result per chunk size, in the order given, with
+/// the chunk count each size implies and a latency per chunk no larger than the largest.
+#[test]
+fn bench_compares_prefill_chunk_sizes() {
+    let model = common::model("tiny-llama", "q8_0");
+    let v = common::run_json(common::engine("bench").arg("-m").arg(&model).args([
+        "-p",
+        "40",
+        "-n",
+        "0",
+        "-r",
+        "1",
+        "--prefill-chunk",
+        "8,16,40",
+        "--json",
+    ]));
+    let chunks = v["chunks"].as_array().expect("chunks");
+    let got: Vec<(u64, u64)> = chunks
+        .iter()
+        .map(|c| {
+            (
+                c["chunk"].as_u64().unwrap(),
+                c["n_chunks"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [(8, 5), (16, 3), (40, 1)]);
+    for c in chunks {
+        let (mean, max) = (
+            c["chunk_ms"].as_f64().unwrap(),
+            c["max_chunk_ms"].as_f64().unwrap(),
+        );
+        assert!(mean > 0.0 && mean <= max * 1.000_001, "{c}");
+        assert!(c["prefill_tokens_per_s"].as_f64().unwrap() > 0.0);
     }
 }
 
