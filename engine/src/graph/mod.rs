@@ -37,6 +37,32 @@ enum Storage {
     Alias { of: usize },
 }
 
+impl Storage {
+    /// Arena memory for a contiguous `dtype` tensor of shape `ne`, freed after its last
+    /// consumer.
+    fn arena(dtype: DType, ne: [i64; MAX_DIMS]) -> Storage {
+        Storage::Arena {
+            bytes: byte_size(dtype, ne),
+        }
+    }
+}
+
+/// Everything a computed node is made of, as [`Graph::push_node`] records it.
+struct NewNode<'a> {
+    op: OpType,
+    name: &'a str,
+    layer: i32,
+    dtype: DType,
+    ne: [i64; MAX_DIMS],
+    nb: [u64; MAX_DIMS],
+    src: &'a [NodeAddr],
+    params: &'a [u32],
+    storage: Storage,
+    /// Address of external memory (0 for arena and alias storage).
+    data: u64,
+    backend: BackendKind,
+}
+
 /// A graph being built or computed, plus the memory of its activations.
 pub struct Graph {
     nodes: Vec<EngineNode>,
@@ -208,21 +234,19 @@ impl Graph {
         }
         let src = self.route_sources(src, backend, layer)?;
         let nb = contiguous_strides(dtype, ne);
-        self.push_node(
+        self.push_node(NewNode {
             op,
             name,
             layer,
             dtype,
             ne,
             nb,
-            &src[..],
+            src: &src[..],
             params,
-            Storage::Arena {
-                bytes: byte_size(dtype, ne),
-            },
-            0,
+            storage: Storage::arena(dtype, ne),
+            data: 0,
             backend,
-        )
+        })
     }
 
     /// Adds a computed node that writes into external memory described by `nb`/`data`
@@ -249,43 +273,39 @@ impl Graph {
             self.push_sync(&[], layer)?;
         }
         let src = self.route_sources(src, backend, layer)?;
-        let a = self.push_node(
+        let a = self.push_node(NewNode {
             op,
             name,
             layer,
             dtype,
             ne,
             nb,
-            &src[..],
-            &[],
-            Storage::External,
-            data as u64,
+            src: &src[..],
+            params: &[],
+            storage: Storage::External,
+            data: data as u64,
             backend,
-        )?;
+        })?;
         if let Some(n) = self.nodes.last_mut() {
             n.flags |= flags;
         }
         Ok(a)
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "mirrors the node's fields one to one"
-    )]
-    fn push_node(
-        &mut self,
-        op: OpType,
-        name: &str,
-        layer: i32,
-        dtype: DType,
-        ne: [i64; MAX_DIMS],
-        nb: [u64; MAX_DIMS],
-        src: &[NodeAddr],
-        params: &[u32],
-        storage: Storage,
-        data: u64,
-        backend: BackendKind,
-    ) -> Result<NodeAddr, EngineError> {
+    fn push_node(&mut self, new: NewNode<'_>) -> Result<NodeAddr, EngineError> {
+        let NewNode {
+            op,
+            name,
+            layer,
+            dtype,
+            ne,
+            nb,
+            src,
+            params,
+            storage,
+            data,
+            backend,
+        } = new;
         if self.nodes.len() == self.nodes.capacity() {
             return Err(EngineError::GraphFull {
                 what: "nodes",
@@ -561,9 +581,7 @@ impl Graph {
             band_params[MUL_MAT_ROW_BEGIN_PARAM] = rows.start as u32;
             band_params[MUL_MAT_ROW_END_PARAM] = rows.end as u32;
             let storage = match half {
-                0 => Storage::Arena {
-                    bytes: byte_size(dtype, ne),
-                },
+                0 => Storage::arena(dtype, ne),
                 _ => Storage::Alias {
                     of: self
                         .node_index(halves[0])
@@ -571,19 +589,19 @@ impl Graph {
                 },
             };
             let src = self.route_sources(src, backend, layer)?;
-            halves[half] = self.push_node(
-                OpType::MulMat,
+            halves[half] = self.push_node(NewNode {
+                op: OpType::MulMat,
                 name,
                 layer,
                 dtype,
                 ne,
                 nb,
-                &src[..],
-                &band_params,
+                src: &src[..],
+                params: &band_params,
                 storage,
-                0,
+                data: 0,
                 backend,
-            )?;
+            })?;
         }
         let [on_accel, on_cpu] = halves;
         self.push_sync(&[on_cpu, on_accel], layer)
@@ -625,19 +643,19 @@ impl Graph {
             (Storage::External, Some(n)) => n.data,
             _ => 0,
         };
-        let a = self.push_node(
-            OpType::BackendSync,
-            &name,
+        let a = self.push_node(NewNode {
+            op: OpType::BackendSync,
+            name: &name,
             layer,
             dtype,
             ne,
             nb,
             src,
-            &[mode],
+            params: &[mode],
             storage,
             data,
-            BackendKind::Cpu,
-        )?;
+            backend: BackendKind::Cpu,
+        })?;
         self.accel_pending = false;
         Ok(a)
     }
@@ -685,21 +703,19 @@ impl Graph {
             }
             let n = self.nodes[j];
             let dtype = n.dtype().unwrap_or(DType::F32);
-            let copy = self.push_node(
-                OpType::BackendCopy,
-                &format!("to_{}.{}", backend.name(), n.name_str()),
+            let copy = self.push_node(NewNode {
+                op: OpType::BackendCopy,
+                name: &format!("to_{}.{}", backend.name(), n.name_str()),
                 layer,
                 dtype,
-                n.ne,
-                contiguous_strides(dtype, n.ne),
-                &[read_from],
-                &[],
-                Storage::Arena {
-                    bytes: byte_size(dtype, n.ne),
-                },
-                0,
+                ne: n.ne,
+                nb: contiguous_strides(dtype, n.ne),
+                src: &[read_from],
+                params: &[],
+                storage: Storage::arena(dtype, n.ne),
+                data: 0,
                 backend,
-            )?;
+            })?;
             self.copies.push((s, backend, copy));
             *slot = copy;
         }
