@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use analyzer::{
     TraceModel,
     export::{
-        chrome::{self, STATE_TID_BASE},
+        chrome::{self, STATE_TID_BASE, SYNC_TID},
         perfetto::{self, PerfettoOptions},
     },
     synthetic::{self, SynthSpec},
@@ -219,6 +219,8 @@ fn decode(bytes: &[u8]) -> Decoded {
     for (track, evs) in events {
         let tid = match (thread_tracks.get(&track), parents.get(&track)) {
             (Some(&tid), _) => tid,
+            // The CPU's waits for the accel: Chrome's pseudo-thread for them.
+            (None, _) if track == perfetto::SYNC_UUID => SYNC_TID,
             (None, Some(parent)) => {
                 STATE_TID_BASE + thread_tracks.get(parent).copied().expect("thread parent")
             }
@@ -376,6 +378,27 @@ fn synthetic_model_matches_chrome_json() {
         "every decode call"
     );
     assert_eq!(d.thread_names.len(), 3);
+}
+
+/// A split pass: the same slices in both formats (graph splits per backend, the CPU's
+/// waits for the accel), and each token slice carries its time split.
+#[test]
+fn split_model_matches_chrome_json() {
+    let model = synthetic::split_model(3);
+    let d = check_same_as_chrome(&model, "split");
+    let tokens: Vec<&Slice> = d.slices.iter().filter(|s| s.cat == "token").collect();
+    assert_eq!(tokens.len(), 3, "every decode call");
+    for t in tokens {
+        let args: Value = serde_json::from_str(&t.args).expect("args");
+        assert_eq!(
+            args["sync_wait_ns"].as_u64(),
+            Some(synthetic::SPLIT_SYNC_NS),
+            "{args}"
+        );
+        for key in ["cpu_compute_ns", "accel_compute_ns", "copy_ns"] {
+            assert!(args[key].as_u64().is_some_and(|v| v > 0), "{key}: {args}");
+        }
+    }
 }
 
 #[test]

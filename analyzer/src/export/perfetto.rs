@@ -632,8 +632,11 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
         wr.descriptor(d)?;
     }
 
+    // A split pass: each token slice carries its time split (as in the Chrome JSON).
+    let split = Some(crate::backends::compute(model)).filter(|b| b.is_interesting());
+    let token_splits = split.as_ref().map_or(&[][..], |b| &b.tokens[..]);
     for &(t, th) in &threads {
-        write_thread(model, opts, wr, t as u32, th.tid)?;
+        write_thread(model, opts, wr, t as u32, th.tid, token_splits)?;
     }
     if opts.states {
         for (_, th) in &threads {
@@ -743,13 +746,15 @@ fn graph_threads(model: &TraceModel, g: u32) -> Vec<u32> {
     v
 }
 
-/// Writes the slices of one thread's track, in time order, on a sequence of its own.
+/// Writes the slices of one thread's track, in time order, on a sequence of its own;
+/// token slices get the time split of `token_splits` (empty for a one-backend run).
 fn write_thread(
     model: &TraceModel,
     opts: &PerfettoOptions,
     wr: &mut Writer<'_>,
     thread: u32,
     tid: u32,
+    token_splits: &[crate::backends::TokenSplit],
 ) -> io::Result<()> {
     let mut tokens = model
         .tokens()
@@ -857,13 +862,25 @@ fn write_thread(
             Item::Token(i) => {
                 let t = &model.tokens()[i as usize];
                 let name = t.label();
-                let args = vec![
+                let mut args = vec![
                     wr.ann_uint("index", u64::from(t.index)),
                     wr.ann_uint("n_tokens", u64::from(t.n_tokens)),
                     wr.ann_uint("pos", u64::from(t.pos)),
                     wr.ann_str("phase", t.phase.name()),
                     wr.ann_int("ret", i64::from(t.ret)),
                 ];
+                if let Some(ts) = token_splits.get(t.index as usize) {
+                    args.extend([
+                        wr.ann_uint("sync_wait_ns", ts.sync_ns),
+                        wr.ann_uint("copy_ns", ts.copy_ns),
+                        wr.ann_uint("kv_io_ns", ts.kv_io_ns),
+                        wr.ann_uint("kv_bytes_out", ts.kv_bytes_out),
+                        wr.ann_uint("kv_bytes_in", ts.kv_bytes_in),
+                    ]);
+                    for (b, &ns) in &ts.compute_ns {
+                        args.push(wr.ann_uint(&format!("{b}_compute_ns"), ns));
+                    }
+                }
                 wr.slice_begin(
                     span.start,
                     Name::Inline(name),
