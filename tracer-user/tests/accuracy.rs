@@ -135,7 +135,7 @@ fn measure(flags: &[&str]) {
         .arg(&profile)
         .output()
         .expect("profinfer runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    support::assert_success(&o);
 
     let r = TraceReader::open(&out).expect("trace opens");
     let footer = r.footer().expect("footer").clone();

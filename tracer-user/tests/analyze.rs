@@ -64,11 +64,7 @@ fn record_then_analyze_matches_the_engine() {
         .arg(&selfprof)
         .output()
         .expect("profinfer runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let stdout = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

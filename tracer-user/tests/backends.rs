@@ -503,11 +503,7 @@ fn chunked_prefill_is_one_named_graph_per_chunk() {
         .args(["--iter", &format!("prefill:{last}")])
         .output()
         .expect("profinfer runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
 }
 
 /// The analyzer's views of a two-backend trace against the operator records: the

@@ -404,11 +404,7 @@ fn llama_bench_of_llama_cpp_0_26_is_traced_unmodified() {
         .output()
         .expect("diff");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     assert!(text.contains("MUL_MAT"), "{text}");
     for p in [a, b] {
         let _ = std::fs::remove_file(p);
@@ -473,11 +469,7 @@ fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
         .args(["--by", "layer", "--json", "-n", "40"])
         .output()
         .expect("report");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let layers = report["top"].as_array().expect("rows").len();
     assert!(layers >= 30, "{layers} layer rows: {report}");

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use common::engine_abi::{NODE_FLAG_WEIGHT, OpType};
 use common::event::LeafNodeEvent;
-use support::{engine_and_model, events, profinfer, trace_path};
+use support::{events, profinfer, trace_path};
 use trace_format::{Event, TraceReader};
 
 /// SmolLM2-135M's shapes (`engine info`, or the file's metadata).
@@ -148,7 +148,7 @@ fn record_and_analyze_smollm2() {
     std::fs::remove_dir_all(&views).ok();
 }
 
-/// Records SmolLM2 greedily continuing "The capital of France is" for `n` tokens with
+/// Records SmolLM2 greedily continuing `prompt` for `n` tokens with
 /// `threads` threads (`extra` appended to the engine's arguments); returns the trace
 /// and profinfer's output, after checking that it succeeded.
 fn record_smollm2(
@@ -159,30 +159,11 @@ fn record_smollm2(
     n: u64,
     extra: &[&str],
 ) -> (PathBuf, std::process::Output) {
-    let (engine, _) = engine_and_model();
-    let trace = trace_path(name);
-    let out = profinfer()
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--")
-        .arg(engine)
-        .args(["run", "-m"])
-        .arg(model)
-        .args(["-p", prompt, "-n"])
-        .arg(n.to_string())
-        .arg("-t")
-        .arg(threads.to_string())
-        .args(["--temp", "0", "--ignore-eos"])
-        .args(extra)
-        .output()
-        .expect("profinfer runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (trace, out)
+    let (n, threads) = (n.to_string(), threads.to_string());
+    let mut args = vec!["-p", prompt, "-n", &n, "-t", &threads];
+    args.extend(["--temp", "0", "--ignore-eos"]);
+    args.extend(extra);
+    support::record_engine(name, model, &args)
 }
 
 /// `profinfer diff` of one thread against two on a real model: the matrix products of
@@ -259,11 +240,7 @@ fn diff_of_one_thread_against_two_shows_the_matmul_speed_up() {
         .output()
         .expect("profinfer runs");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::assert_success(&out);
     eprintln!("{text}");
     let d = analyzer::diff::diff_traces(
         &t1,

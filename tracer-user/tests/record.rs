@@ -811,7 +811,7 @@ fn thread_set_has_the_targets_threads_but_not_its_child_processes() {
         .arg(&target)
         .output()
         .expect("profinfer runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    support::assert_success(&o);
     let stdout = String::from_utf8_lossy(&o.stdout);
     let id = |label: &str| -> u32 {
         stdout

@@ -109,12 +109,15 @@ pub struct EngineRun {
     pub output: std::process::Output,
 }
 
-/// Records `engine run -m model --self-profile ... run_args` (trace named `name`),
-/// asserting it succeeds.
-pub fn record_run(name: &str, model: &Path, run_args: &[&str]) -> EngineRun {
+/// Records `engine run -m model run_args` (trace named `name`), asserting it succeeds;
+/// returns the trace and the collector's (and engine's) output.
+pub fn record_engine(
+    name: &str,
+    model: &Path,
+    run_args: &[&str],
+) -> (PathBuf, std::process::Output) {
     let (engine, _) = engine_and_model();
     let trace = trace_path(name);
-    let self_profile = trace.with_extension("selfprofile.jsonl");
     let output = profinfer()
         .arg("record")
         .arg("-o")
@@ -123,13 +126,24 @@ pub fn record_run(name: &str, model: &Path, run_args: &[&str]) -> EngineRun {
         .arg(engine)
         .args(["run", "-m"])
         .arg(model)
-        .arg("--self-profile")
-        .arg(&self_profile)
         .args(run_args)
         .output()
         .expect("profinfer runs");
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "record failed");
+    assert_success(&output);
+    (trace, output)
+}
+
+/// Records `engine run -m model --self-profile ... run_args` (trace named `name`),
+/// asserting it succeeds.
+pub fn record_run(name: &str, model: &Path, run_args: &[&str]) -> EngineRun {
+    let self_profile = trace_path(name).with_extension("selfprofile.jsonl");
+    let self_profile_arg = self_profile.to_str().expect("temp paths are UTF-8");
+    let args: Vec<&str> = ["--self-profile", self_profile_arg]
+        .into_iter()
+        .chain(run_args.iter().copied())
+        .collect();
+    let (trace, output) = record_engine(name, model, &args);
     EngineRun {
         trace,
         self_profile,
@@ -137,6 +151,7 @@ pub fn record_run(name: &str, model: &Path, run_args: &[&str]) -> EngineRun {
     }
 }
 
+/// Where the trace named `name` is written (unique per test process).
 pub fn trace_path(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!(
         "profinfer-test-{}-{name}.pftrace",
@@ -144,6 +159,7 @@ pub fn trace_path(name: &str) -> PathBuf {
     ))
 }
 
+/// The `profinfer` binary built for these tests.
 pub fn profinfer() -> Command {
     Command::new(env!("CARGO_BIN_EXE_profinfer"))
 }
@@ -178,13 +194,20 @@ pub fn analyze_into(trace: &Path, dir: &Path) {
         .arg(dir)
         .output()
         .expect("profinfer runs");
+    assert_success(&out);
+}
+
+/// Asserts that a finished command succeeded, printing its stderr if it did not.
+pub fn assert_success(out: &std::process::Output) {
     assert!(
         out.status.success(),
-        "analyze failed: {}",
+        "command failed ({}): {}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
 }
 
+/// Every event of a complete trace, in file order.
 pub fn events(r: &TraceReader) -> Vec<Event> {
     r.events().collect::<Result<_, _>>().expect("trace decodes")
 }
