@@ -121,26 +121,19 @@ pub struct AccelBackend {
 impl AccelBackend {
     /// Starts the backend (its driver and pool threads) with backend id `id`.
     pub fn new(id: u32, config: &AccelConfig) -> std::io::Result<AccelBackend> {
-        let cpus = config.cpus.clone();
-        let pin = move || {
-            if let Some(cpus) = &cpus {
-                pin_current_thread(cpus);
-            }
-        };
+        // The accel's threads inherit the pinning from their birth on.
+        let _pinned = config.cpus.as_deref().map(InheritedAffinity::set);
         let speed = if config.speed.is_finite() && config.speed > 0.0 {
             config.speed.min(1.0)
         } else {
             1.0
         };
-        let pool = ThreadPool::new(
-            PoolConfig {
-                n_threads: config.n_threads,
-                name: "accel",
-                op_entry: probe::engine_accel_op_compute,
-                slowdown: 1.0 / speed,
-            },
-            pin.clone(),
-        )?;
+        let pool = ThreadPool::new(PoolConfig {
+            n_threads: config.n_threads,
+            name: "accel",
+            op_entry: probe::engine_accel_op_compute,
+            slowdown: 1.0 / speed,
+        })?;
         let shared = Arc::new(AccelShared {
             id,
             pool,
@@ -155,10 +148,7 @@ impl AccelBackend {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("accel-driver".into())
-                .spawn(move || {
-                    pin();
-                    driver_loop(&shared)
-                })?
+                .spawn(move || driver_loop(&shared))?
         };
         Ok(AccelBackend {
             shared,
@@ -265,38 +255,80 @@ fn driver_loop(s: &Arc<AccelShared>) {
 }
 
 /// Body of `engine_accel_op_compute`: the op (as at the CPU's entry point), stretched
-/// by the throttle.
+/// by the throttle: with slowdown `k` the thread spins until it has used `k` times the
+/// CPU time the op took. CPU time, not wall time, so a thread preempted mid-op is not
+/// stretched for the time it did not run.
 pub(crate) extern "C" fn op_compute_entry(
     node: *const EngineNode,
     ith: u32,
     nth: u32,
     params: *mut c_void,
 ) {
-    let started = Instant::now();
-    crate::ops::op_compute_entry(node, ith, nth, params);
     // SAFETY: the accel pool passes its own live params.
     let slowdown = unsafe { (*(params as *const ComputeParams)).slowdown };
-    if slowdown > 1.0 {
-        let target = started.elapsed().mul_f32(slowdown);
-        while started.elapsed() < target {
-            std::hint::spin_loop();
+    if slowdown <= 1.0 {
+        crate::ops::op_compute_entry(node, ith, nth, params);
+        return;
+    }
+    let started = thread_cpu_time();
+    crate::ops::op_compute_entry(node, ith, nth, params);
+    let target = started + (thread_cpu_time().saturating_sub(started)).mul_f32(slowdown);
+    while thread_cpu_time() < target {
+        std::hint::spin_loop();
+    }
+}
+
+/// CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for clock_gettime to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The calling thread's CPU affinity, set to a CPU list until dropped. Threads spawned
+/// meanwhile inherit the set at creation, so they never run elsewhere, not even before
+/// their first instruction (a thread that pins itself can be scheduled on another CPU
+/// first). Best effort: an invalid set leaves the affinity as it was.
+struct InheritedAffinity {
+    saved: Option<libc::cpu_set_t>,
+}
+
+impl InheritedAffinity {
+    fn set(cpus: &[usize]) -> InheritedAffinity {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it for
+        // indices below CPU_SETSIZE (checked); sched_{get,set}affinity(0, ...) read or
+        // write only the calling thread's mask and the given set.
+        unsafe {
+            let size = size_of::<libc::cpu_set_t>();
+            let mut saved: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, size, &mut saved) != 0 {
+                return InheritedAffinity { saved: None };
+            }
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus {
+                if c < libc::CPU_SETSIZE as usize {
+                    libc::CPU_SET(c, &mut set);
+                }
+            }
+            let ok = libc::sched_setaffinity(0, size, &set) == 0;
+            InheritedAffinity {
+                saved: ok.then_some(saved),
+            }
         }
     }
 }
 
-/// Pins the calling thread to `cpus` (best effort: an invalid set leaves it unpinned).
-fn pin_current_thread(cpus: &[usize]) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it for
-    // indices below CPU_SETSIZE (checked); sched_setaffinity(0, ...) affects only the
-    // calling thread and reads the set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            if c < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
+impl Drop for InheritedAffinity {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            // SAFETY: restores the calling thread's own mask from a set the kernel
+            // filled.
+            unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), saved) };
         }
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
     }
 }
 

@@ -25,15 +25,12 @@ pub struct CpuBackend {
 impl CpuBackend {
     /// Starts a backend with `n_threads` threads (the caller's thread counts as one).
     pub fn new(id: u32, n_threads: u32) -> std::io::Result<CpuBackend> {
-        let pool = ThreadPool::new(
-            PoolConfig {
-                n_threads,
-                name: "engine",
-                op_entry: probe::engine_op_compute,
-                slowdown: 1.0,
-            },
-            || {},
-        )?;
+        let pool = ThreadPool::new(PoolConfig {
+            n_threads,
+            name: "engine",
+            op_entry: probe::engine_op_compute,
+            slowdown: 1.0,
+        })?;
         Ok(CpuBackend {
             id,
             pool,

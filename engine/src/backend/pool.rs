@@ -66,12 +66,8 @@ impl std::fmt::Debug for ThreadPool {
 }
 
 impl ThreadPool {
-    /// Starts `config.n_threads - 1` workers, each first running `on_start` (CPU
-    /// pinning).
-    pub fn new(
-        config: PoolConfig,
-        on_start: impl Fn() + Clone + Send + 'static,
-    ) -> std::io::Result<ThreadPool> {
+    /// Starts `config.n_threads - 1` workers (with the calling thread's CPU affinity).
+    pub fn new(config: PoolConfig) -> std::io::Result<ThreadPool> {
         let config = PoolConfig {
             n_threads: config.n_threads.max(1),
             ..config
@@ -91,13 +87,9 @@ impl ThreadPool {
         let mut workers = Vec::new();
         for ith in 1..config.n_threads {
             let s = shared.clone();
-            let on_start = on_start.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("{}-worker-{ith}", config.name))
-                .spawn(move || {
-                    on_start();
-                    worker_loop(&s, ith)
-                })?;
+                .spawn(move || worker_loop(&s, ith))?;
             workers.push(handle);
         }
         Ok(ThreadPool { shared, workers })
