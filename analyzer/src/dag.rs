@@ -61,6 +61,10 @@ pub struct DagNode {
     /// ([`leaf_name`]: `blk.0.attn_q.weight` for `src0` of `Qcur-0`, else
     /// `src0 of <consumer>`).
     pub name: String,
+    /// What the node is in every layer: its name without the layer (`ffn_up` for
+    /// `ffn_up-3`; `flash_attn_ext` for llama.cpp's unnamed `node_21`); the name for
+    /// leaves.
+    pub class: String,
     /// Op type name; `LEAF` for leaves.
     pub op: String,
     /// Transformer layer or -1.
@@ -251,6 +255,11 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
             addr: info.addr,
             order: Some(info.index),
             name: info.name.clone(),
+            class: model
+                .classes()
+                .get(info.class as usize)
+                .cloned()
+                .unwrap_or_else(|| info.name.clone()),
             op: info.op_name(),
             layer: info.layer,
             shape: info.shape(),
@@ -290,10 +299,12 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
                 Some(&f) => f,
                 None => {
                     let recorded = model.leaf(src);
+                    let name = leaf_label(recorded, &info.name, info.layer, slot);
                     let leaf = dag.add_node(DagNode {
                         addr: src,
                         order: None,
-                        name: leaf_label(recorded, &info.name, info.layer, slot),
+                        class: name.clone(),
+                        name,
                         op: "LEAF".to_owned(),
                         layer: info.layer,
                         shape: recorded
@@ -346,7 +357,8 @@ impl ProfDag {
 /// A node of the per-layer view: one node class across all layers.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LayerNode {
-    /// Class (`ffn_up`) or the node name outside layers.
+    /// Class (`ffn_up`; `norm #2` for a class's second node in a block) or the node
+    /// name outside layers.
     pub class: String,
     /// Op type name.
     pub op: String,
@@ -370,26 +382,41 @@ pub struct LayerDag {
     pub dag: DiGraph<LayerNode, bool>,
 }
 
-/// Collapses every layer's copy of a node class into one node.
+/// Collapses every layer's copy of a node into one node. A node is known across layers
+/// by its class and, where a class occurs more than once in a layer (llama.cpp names
+/// both RMS norms of a block `norm-N`, a product and its RoPE `Qcur-N`), by which
+/// occurrence it is: the second becomes `norm #2`. Nodes outside the blocks stay apart.
 pub fn collapse_layers(p: &ProfDag) -> LayerDag {
-    let mut key_of: HashMap<NodeIndex, String> = HashMap::new();
-    let mut nodes: BTreeMap<String, LayerNode> = BTreeMap::new();
+    let mut computed: Vec<NodeIndex> = p
+        .dag
+        .node_indices()
+        .filter(|&i| p.dag[i].order.is_some())
+        .collect();
+    computed.sort_by_key(|&i| p.dag[i].order);
+    // (in a block, label) per node; occurrences of (layer, class) so far.
+    let mut key_of: HashMap<NodeIndex, (bool, String)> = HashMap::new();
+    let mut seen_in_layer: HashMap<(i32, &str), u32> = HashMap::new();
+    let mut nodes: HashMap<(bool, String), LayerNode> = HashMap::new();
     let mut layers = std::collections::BTreeSet::new();
-    for idx in p.dag.node_indices() {
+    for &idx in &computed {
         let n = &p.dag[idx];
-        let Some(order) = n.order else { continue };
+        let order = n.order.unwrap_or(0);
         let in_block = n.layer >= 0;
-        if in_block {
+        let label = if in_block {
             layers.insert(n.layer);
-        }
-        let key = if in_block {
-            crate::model::class_of(&n.name).to_owned()
+            let k = seen_in_layer.entry((n.layer, &n.class)).or_insert(0);
+            *k += 1;
+            match *k {
+                1 => n.class.clone(),
+                k => format!("{} #{k}", n.class),
+            }
         } else {
             n.name.clone()
         };
+        let key = (in_block, label);
         key_of.insert(idx, key.clone());
         let e = nodes.entry(key.clone()).or_insert_with(|| LayerNode {
-            class: key,
+            class: key.1,
             op: n.op.clone(),
             in_block,
             layers: 0,
@@ -400,15 +427,25 @@ pub fn collapse_layers(p: &ProfDag) -> LayerDag {
         e.time_ns += n.time_ns;
         e.first_order = e.first_order.min(order);
     }
-    let mut ordered: Vec<LayerNode> = nodes.into_values().collect();
-    ordered.sort_by_key(|n| n.first_order);
-    let mut dag = DiGraph::new();
-    let mut idx_of: HashMap<String, NodeIndex> = HashMap::new();
-    for n in ordered {
-        let c = n.class.clone();
-        idx_of.insert(c, dag.add_node(n));
+    // llama.cpp names the final norm `norm`, like the blocks' `norm-N`: one label each.
+    let block_labels: std::collections::HashSet<String> = nodes
+        .keys()
+        .filter(|(in_block, _)| *in_block)
+        .map(|(_, l)| l.clone())
+        .collect();
+    for ((in_block, label), n) in nodes.iter_mut() {
+        if !*in_block && block_labels.contains(label) {
+            n.class = format!("{label} (outside the blocks)");
+        }
     }
-    let mut seen = std::collections::HashSet::new();
+    let mut ordered: Vec<((bool, String), LayerNode)> = nodes.into_iter().collect();
+    ordered.sort_by_key(|(_, n)| n.first_order);
+    let mut dag = DiGraph::new();
+    let mut idx_of: HashMap<(bool, String), NodeIndex> = HashMap::new();
+    for (key, n) in ordered {
+        idx_of.insert(key, dag.add_node(n));
+    }
+    let mut edges = std::collections::HashSet::new();
     for e in p.dag.edge_indices() {
         let Some((a, b)) = p.dag.edge_endpoints(e) else {
             continue;
@@ -417,7 +454,7 @@ pub fn collapse_layers(p: &ProfDag) -> LayerDag {
             continue;
         };
         let cross = p.dag[a].layer != p.dag[b].layer;
-        if ka != kb && seen.insert((ka.clone(), kb.clone(), cross)) {
+        if ka != kb && edges.insert((ka, kb, cross)) {
             dag.add_edge(idx_of[ka], idx_of[kb], cross);
         }
     }

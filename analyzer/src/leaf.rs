@@ -8,7 +8,7 @@
 //! `cache_k_l3`). A heuristic (documented in `docs/views.md`): consumers not in
 //! [`LEAF_NAMES`] give `src<slot> of <consumer>`.
 
-use crate::model::{LeafInfo, class_of};
+use crate::model::{LeafInfo, class_of, node_name::parse};
 
 /// How a leaf's name is formed from the consumer's layer `L`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,11 +51,7 @@ pub const LEAF_NAMES: &[(&str, usize, LeafPattern)] = &[
 
 /// The layer in a node name's `-<digits>` suffix.
 fn name_layer(name: &str) -> Option<u32> {
-    let base = class_of(name);
-    if base.len() == name.len() {
-        return None;
-    }
-    name[base.len() + 1..].parse().ok()
+    u32::try_from(parse(name).layer?).ok()
 }
 
 /// The name of the leaf read as source `slot` by the node `consumer` of layer

@@ -57,12 +57,14 @@ pub struct GgmlLayout {
     pub batch_ext_token_size: u32,
     /// `llama_batch_ext::token.pos` (`llama_pos[4]`; the first is the position).
     pub batch_ext_token_pos: u32,
-    /// Zero.
-    pub _pad: u32,
+    /// `ggml_tensor.view_src` (the tensor a view shares memory with; ggml resolves
+    /// views of views, so this is always a non-view tensor).
+    pub tensor_view_src: u32,
 }
 const _: () = assert!(size_of::<GgmlLayout>() == 64);
 const _: () = assert!(offset_of!(GgmlLayout, tensor_type) == 0);
 const _: () = assert!(offset_of!(GgmlLayout, batch_passing) == 44);
+const _: () = assert!(offset_of!(GgmlLayout, tensor_view_src) == 60);
 
 impl GgmlLayout {
     /// The layout of ggml 0.25 and 0.26 (libllama 0.5/0.6) on a 64-bit target with
@@ -84,7 +86,7 @@ impl GgmlLayout {
         batch_ext_tokens: 64,
         batch_ext_token_size: 96,
         batch_ext_token_pos: 80,
-        _pad: 0,
+        tensor_view_src: 232,
     };
 }
 

@@ -473,7 +473,68 @@ fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let layers = report["top"].as_array().expect("rows").len();
     assert!(layers >= 30, "{layers} layer rows: {report}");
+    per_layer_dag_folds_the_blocks(&trace);
     let _ = std::fs::remove_file(&trace);
+}
+
+/// The per-layer DAG of a SmolLM2 trace is one transformer block: the nodes llama.cpp
+/// leaves unnamed (`node_<n>`: FLASH_ATTN_EXT) and its KV-cache stores
+/// (`cache_k_l<n> (view)`) are placed in their layer, the two nodes a block names alike
+/// (`norm-N`, the product and RoPE of `Qcur-N`) stay apart, and edges cross views
+/// (the attention reads `Qcur`'s RoPE through a permuted view).
+fn per_layer_dag_folds_the_blocks(trace: &std::path::Path) {
+    let dir = trace.with_extension("analysis");
+    let _ = std::fs::remove_dir_all(&dir);
+    support::analyze_into(trace, &dir);
+    let layers: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("dag_layers.json")).expect("dag_layers.json"),
+    )
+    .expect("JSON");
+    assert_eq!(layers["n_layers"], 30, "{layers}");
+    let nodes = layers["nodes"].as_array().expect("nodes");
+    let node = |class: &str| {
+        nodes
+            .iter()
+            .find(|n| n["class"] == class)
+            .unwrap_or_else(|| panic!("no {class} in {layers}"))
+    };
+    for (class, op) in [
+        ("flash_attn_ext", "FLASH_ATTN_EXT"),
+        ("cache_k (view)", "SET_ROWS"),
+        ("cache_v (view)", "SET_ROWS"),
+        ("Qcur", "MUL_MAT"),
+        ("Qcur #2", "ROPE"),
+        ("norm", "RMS_NORM"),
+        ("norm #2", "RMS_NORM"),
+        ("l_out", "ADD"),
+    ] {
+        let n = node(class);
+        assert_eq!(
+            (&n["op"], &n["in_block"], &n["layers"]),
+            (&op.into(), &true.into(), &30.into()),
+            "{n}"
+        );
+    }
+    assert!(
+        !nodes
+            .iter()
+            .any(|n| n["class"].as_str().is_some_and(|c| c.starts_with("node_"))),
+        "unnamed nodes left: {layers}"
+    );
+    let in_block = nodes.iter().filter(|n| n["in_block"] == true).count();
+    assert!(in_block <= 25, "{in_block} block nodes: {layers}");
+    let edges: Vec<(String, String)> =
+        serde_json::from_value(layers["edges"].clone()).expect("(from, to) pairs");
+    assert!(
+        edges.contains(&("norm".into(), "attn_norm".into()))
+            && edges.contains(&("l_out".into(), "norm (outside the blocks)".into())),
+        "the blocks' norm and the final one apart: {edges:?}"
+    );
+    assert!(
+        edges.contains(&("Qcur #2".into(), "flash_attn_ext".into())),
+        "the attention's edge through Qcur's view: {edges:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A build whose ggml version has no known struct layout is refused before anything

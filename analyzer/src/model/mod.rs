@@ -14,19 +14,23 @@ mod graph;
 mod latency;
 mod leaf;
 mod marks;
+pub mod node_name;
 mod op;
 mod thread;
 mod token;
 
 use std::collections::HashMap;
 
-use common::event::{EventKind, MAX_PMC, OP_DETAIL_PMC, OpEvent, OpExitEvent, PmcReading};
+use common::event::{
+    EventKind, MAX_PMC, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent, OpExitEvent, PmcReading,
+};
 pub use expert::LayerRoute;
 pub use graph::{GraphSpan, backend_name};
 pub use leaf::LeafInfo;
 pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
+pub use node_name::class_of;
 pub use op::{
-    MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, class_of, op_name,
+    MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, op_name,
 };
 pub use thread::{SchedState, StateSlice, StateTimeline, ThreadInfo};
 pub use token::{PhaseKind, PhaseSpan, TokenPhase, TokenSpan};
@@ -83,6 +87,8 @@ struct OpenGraph {
 #[derive(Clone, Debug, Default)]
 struct Pairing {
     op: Option<OpenOp>,
+    /// Layer of the last node with a layer this thread entered.
+    last_layer: Option<i32>,
     token: Option<u32>,
     graph: Option<u32>,
     phase: [Option<(u64, u32)>; PhaseKind::COUNT],
@@ -446,9 +452,13 @@ impl TraceModel {
         let Some(t) = self.thread(h.tid, Some(h.pid)) else {
             return;
         };
-        let Some(node) = self.intern_node(e) else {
+        let Some(node) = self.intern_node(e, self.pairing[t].last_layer) else {
             return;
         };
+        let layer = self.nodes[node as usize].layer;
+        if layer >= 0 {
+            self.pairing[t].last_layer = Some(layer);
+        }
         let open = OpenOp {
             start_ns: h.ts_ns,
             node,
@@ -608,7 +618,9 @@ impl TraceModel {
         graph.nodes = first_span..self.node_spans.len() as u32;
     }
 
-    fn intern_node(&mut self, e: &OpEvent) -> Option<u32> {
+    /// The description of the node `e` enters (interned on first sight); `prev_layer` is
+    /// the layer of the last node its thread entered, where an unnamed node may sit.
+    fn intern_node(&mut self, e: &OpEvent, prev_layer: Option<i32>) -> Option<u32> {
         if let Some(ids) = self.node_by_addr.get(&e.node_addr) {
             for &id in ids.iter().rev() {
                 if self.nodes[id as usize].matches(e) {
@@ -620,13 +632,19 @@ impl TraceModel {
             self.counts.over_limit += 1;
             return None;
         }
-        let class_name = class_of(e.name_str());
-        let class = match self.class_ids.get(class_name) {
+        let parts = node_name::parse(e.name_str());
+        let class_name = if parts.unnamed {
+            // ggml's `node_<n>`: one class per op (`flash_attn_ext`).
+            std::borrow::Cow::Owned(op_name(e.op).to_ascii_lowercase())
+        } else {
+            parts.class
+        };
+        let class = match self.class_ids.get(class_name.as_ref()) {
             Some(&c) => c,
             None if self.classes.len() < MAX_CLASSES => {
                 let c = self.classes.len() as u32;
-                self.classes.push(class_name.to_owned());
-                self.class_ids.insert(class_name.to_owned(), c);
+                self.classes.push(class_name.clone().into_owned());
+                self.class_ids.insert(class_name.into_owned(), c);
                 c
             }
             None => {
@@ -634,10 +652,38 @@ impl TraceModel {
                 return None;
             }
         };
+        let layer = if e.layer >= 0 {
+            e.layer
+        } else if let Some(l) = parts.layer {
+            l
+        } else if parts.unnamed {
+            // Inside a block if it reads one, and then in the block being computed: the
+            // last layer's `get_rows` of the residual reads the layer before's output.
+            self.layer_of_sources(e)
+                .map_or(-1, |l| l.max(prev_layer.unwrap_or(-1)))
+        } else {
+            -1
+        };
         let id = self.nodes.len() as u32;
-        self.nodes.push(NodeInfo::from_event(e, class));
+        self.nodes.push(NodeInfo::from_event(e, class, layer));
         self.node_by_addr.entry(e.node_addr).or_default().push(id);
         Some(id)
+    }
+
+    /// The deepest layer among the computed nodes `e` reads (sources recorded with the
+    /// structure; each address's latest description): where an unnamed node sits.
+    fn layer_of_sources(&self, e: &OpEvent) -> Option<i32> {
+        if OP_DETAIL_STRUCTURE & e.detail == 0 {
+            return None;
+        }
+        e.structure
+            .src
+            .iter()
+            .filter(|&&a| a != 0)
+            .filter_map(|a| self.node_by_addr.get(a)?.last())
+            .map(|&id| self.nodes[id as usize].layer)
+            .filter(|&l| l >= 0)
+            .max()
     }
 
     /// Index of thread `tid`, created on first sight (`None` over [`MAX_THREADS`]).

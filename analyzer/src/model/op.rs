@@ -27,19 +27,6 @@ pub fn op_name(op: u32) -> String {
     format!("OP_{op}")
 }
 
-/// The layer of a node: the probe's, or where the probe had none (llama.cpp keeps it in
-/// the name only), the name's `-<layer>` suffix (`ffn_up-3`).
-fn layer_of(e: &OpEvent) -> i32 {
-    if e.layer >= 0 {
-        return e.layer;
-    }
-    e.name_str()
-        .rsplit_once('-')
-        .filter(|(base, _)| !base.is_empty())
-        .and_then(|(_, l)| l.parse::<u16>().ok())
-        .map_or(e.layer, i32::from)
-}
-
 /// A computed node as seen at operator entry (nodes with the same address but a
 /// different shape, name or sources are different `NodeInfo`s).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -94,15 +81,16 @@ impl MatMulDims {
 }
 
 impl NodeInfo {
-    /// Builds the description from an entry record.
-    pub(crate) fn from_event(e: &OpEvent, class: u32) -> NodeInfo {
+    /// Builds the description from an entry record, with the node's class and layer
+    /// (the probe's layer, else the one its name or sources tell).
+    pub(crate) fn from_event(e: &OpEvent, class: u32, layer: i32) -> NodeInfo {
         let s = OP_DETAIL_STRUCTURE & e.detail != 0;
         let p = s && OP_DETAIL_OP_PARAMS & e.detail != 0;
         NodeInfo {
             addr: e.node_addr,
             op: e.op,
             index: e.index,
-            layer: layer_of(e),
+            layer,
             name: e.name_str().to_owned(),
             class,
             has_structure: s,
@@ -125,7 +113,8 @@ impl NodeInfo {
         self.addr == e.node_addr
             && self.op == e.op
             && self.index == e.index
-            && self.layer == layer_of(e)
+            // Without the probe's layer, equal names (below) mean equal layers.
+            && (e.layer < 0 || self.layer == e.layer)
             && self.has_structure == s
             && (!s
                 || (self.dtype == e.structure.dtype
@@ -180,20 +169,6 @@ impl NodeInfo {
             return 0;
         }
         self.ne.iter().map(|&d| d.max(0) as u64).product()
-    }
-}
-
-/// The class of a node name: the name without a `-<digits>` suffix.
-pub fn class_of(name: &str) -> &str {
-    match name.rsplit_once('-') {
-        Some((base, layer))
-            if !base.is_empty()
-                && !layer.is_empty()
-                && layer.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            base
-        }
-        _ => name,
     }
 }
 
@@ -310,16 +285,6 @@ impl OpAggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn class_strips_only_a_numeric_layer_suffix() {
-        assert_eq!(class_of("ffn_up-3"), "ffn_up");
-        assert_eq!(class_of("kq_soft_max-12"), "kq_soft_max");
-        assert_eq!(class_of("result_output"), "result_output");
-        assert_eq!(class_of("a-b"), "a-b");
-        assert_eq!(class_of("-3"), "-3");
-        assert_eq!(class_of("x-"), "x-");
-    }
 
     #[test]
     fn aggregate_idle_share_is_one_minus_busy_over_available() {
