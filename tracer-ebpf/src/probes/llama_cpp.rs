@@ -122,11 +122,18 @@ fn emit_node_entry<C: aya_ebpf::EbpfContext>(
             let dtype = read_at::<u32>(tensor, l.tensor_type);
             let ne = read_at::<[i64; MAX_DIMS]>(tensor, l.tensor_ne);
             let nb = read_at::<[u64; MAX_DIMS]>(tensor, l.tensor_nb);
-            let src = read_at::<[u64; MAX_SRC]>(tensor, l.tensor_src).map(|mut src| {
+            let src = read_at::<[u64; MAX_SRC]>(tensor, l.tensor_src);
+            let params = read_at::<[u32; MAX_OP_PARAMS]>(tensor, l.tensor_op_params);
+            if let (Ok(dtype), Ok(ne), Ok(nb), Ok(src), Ok(params)) = (dtype, ne, nb, src, params) {
+                ev.structure.dtype = dtype;
+                ev.structure.ne = ne;
+                ev.structure.nb = nb;
                 // A source that is a view (`Qcur-0 (permuted)`, a KV-cache slice) is
-                // never computed: name the tensor it views, so the DAG's edges reach
-                // the node that wrote the data.
-                for s in src.iter_mut() {
+                // never computed: record the tensor it views, so the DAG's edges reach
+                // the node that wrote the data. (`src` keeps the views: MUL_MAT's K
+                // below is the view's row length.)
+                ev.structure.src = src;
+                for s in ev.structure.src.iter_mut() {
                     if *s != 0
                         && let Ok(base) = read_at::<u64>(*s, l.tensor_view_src)
                         && base != 0
@@ -134,14 +141,6 @@ fn emit_node_entry<C: aya_ebpf::EbpfContext>(
                         *s = base;
                     }
                 }
-                src
-            });
-            let params = read_at::<[u32; MAX_OP_PARAMS]>(tensor, l.tensor_op_params);
-            if let (Ok(dtype), Ok(ne), Ok(nb), Ok(src), Ok(params)) = (dtype, ne, nb, src, params) {
-                ev.structure.dtype = dtype;
-                ev.structure.ne = ne;
-                ev.structure.nb = nb;
-                ev.structure.src = src;
                 ev.structure.op_params = params;
                 detail |= OP_DETAIL_STRUCTURE;
                 if op == OpType::MulMat as u32 {
