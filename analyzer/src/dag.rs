@@ -383,9 +383,11 @@ pub struct LayerDag {
 }
 
 /// Collapses every layer's copy of a node into one node. A node is known across layers
-/// by its class and, where a class occurs more than once in a layer (llama.cpp names
-/// both RMS norms of a block `norm-N`, a product and its RoPE `Qcur-N`), by which
-/// occurrence it is: the second becomes `norm #2`. Nodes outside the blocks stay apart.
+/// by its class and, where a class occurs more than once in a layer on one backend
+/// (llama.cpp names both RMS norms of a block `norm-N`, a product and its RoPE
+/// `Qcur-N`), by which occurrence it is: the second becomes `norm #2`. (The two bands
+/// of a tensor split, one per backend, stay one node.) Nodes outside the blocks stay
+/// apart.
 pub fn collapse_layers(p: &ProfDag) -> LayerDag {
     let mut computed: Vec<NodeIndex> = p
         .dag
@@ -393,10 +395,11 @@ pub fn collapse_layers(p: &ProfDag) -> LayerDag {
         .filter(|&i| p.dag[i].order.is_some())
         .collect();
     computed.sort_by_key(|&i| p.dag[i].order);
-    // (in a block, label) per node; occurrences of (layer, class) so far.
+    // (in a block, label) per node; occurrences of (layer, class, backend) so far.
     let mut key_of: HashMap<NodeIndex, (bool, String)> = HashMap::new();
-    let mut seen_in_layer: HashMap<(i32, &str), u32> = HashMap::new();
+    let mut seen_in_layer: HashMap<(i32, &str, &str), u32> = HashMap::new();
     let mut nodes: HashMap<(bool, String), LayerNode> = HashMap::new();
+    let mut counted: std::collections::HashSet<((bool, String), i32)> = Default::default();
     let mut layers = std::collections::BTreeSet::new();
     for &idx in &computed {
         let n = &p.dag[idx];
@@ -404,7 +407,9 @@ pub fn collapse_layers(p: &ProfDag) -> LayerDag {
         let in_block = n.layer >= 0;
         let label = if in_block {
             layers.insert(n.layer);
-            let k = seen_in_layer.entry((n.layer, &n.class)).or_insert(0);
+            let k = seen_in_layer
+                .entry((n.layer, &n.class, &n.backend))
+                .or_insert(0);
             *k += 1;
             match *k {
                 1 => n.class.clone(),
@@ -416,14 +421,17 @@ pub fn collapse_layers(p: &ProfDag) -> LayerDag {
         let key = (in_block, label);
         key_of.insert(idx, key.clone());
         let e = nodes.entry(key.clone()).or_insert_with(|| LayerNode {
-            class: key.1,
+            class: key.1.clone(),
             op: n.op.clone(),
             in_block,
             layers: 0,
             time_ns: 0,
             first_order: order,
         });
-        e.layers += u32::from(in_block);
+        // A layer counts once (a tensor split's two bands are one node in one layer).
+        if in_block && counted.insert((key.clone(), n.layer)) {
+            e.layers += 1;
+        }
         e.time_ns += n.time_ns;
         e.first_order = e.first_order.min(order);
     }
