@@ -452,6 +452,13 @@ pub mod symbols {
     /// Operator level on the accel backend: same signature as [`OP_COMPUTE`]; `params`
     /// is the accel backend's per-thread state.
     pub const ACCEL_OP_COMPUTE: &str = "engine_accel_op_compute";
+    /// Operator level: `void engine_op_done(const EngineNode *, u32 ith, u32 nth, u32
+    /// backend_kind)`, called by thread `ith` when it has finished its share of the node
+    /// and goes on to wait at the barrier (either backend): the node's end on that thread.
+    pub const OP_DONE: &str = "engine_op_done";
+    /// Operator level: `void engine_graph_thread(const EngineGraph *, u32 ith, u32 nth)`,
+    /// called by thread `ith` when it begins its walk over a graph: its first node's start.
+    pub const GRAPH_THREAD: &str = "engine_graph_thread";
     /// Phase: `void engine_phase_kv_compress(swap *, u32 layer, u32 chunk, u32 bytes)`.
     pub const PHASE_KV_COMPRESS: &str = "engine_phase_kv_compress";
     /// Phase: `i32 engine_phase_kv_swap_out(swap *, u32 layer, u32 chunk, u32 bytes)`.
@@ -469,11 +476,13 @@ pub mod symbols {
     /// Phase: `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`.
     pub const PHASE_SAMPLE: &str = "engine_phase_sample";
     /// Every probe entry point, in level order.
-    pub const ALL: [&str; 12] = [
+    pub const ALL: [&str; 14] = [
         DECODE,
         GRAPH_COMPUTE,
         OP_COMPUTE,
         ACCEL_OP_COMPUTE,
+        OP_DONE,
+        GRAPH_THREAD,
         PHASE_EMBED,
         PHASE_COPY_LOGITS,
         PHASE_SOFTMAX,

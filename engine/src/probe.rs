@@ -72,6 +72,23 @@ probe_entry! {
 }
 
 probe_entry! {
+    /// Operator level: thread `ith` of `nth` of a backend of kind `backend_kind` has
+    /// finished its share of `node` and goes on to wait at the barrier for the others.
+    /// A tracer takes the node's end on this thread here (one uprobe on a 5-byte nop),
+    /// and its next node's start where the last thread arrives.
+    fn engine_op_done(node: *const EngineNode, ith: u32, nth: u32, backend_kind: u32)
+        => crate::backend::pool::op_done_entry
+}
+
+probe_entry! {
+    /// Operator level: thread `ith` of `nth` begins its walk over `graph` (a worker that
+    /// slept between graphs starts here, after its wake-up): the start of its first
+    /// node. Every later node starts when the barrier after the one before releases.
+    fn engine_graph_thread(graph: *const EngineGraph, ith: u32, nth: u32)
+        => crate::backend::pool::graph_thread_entry
+}
+
+probe_entry! {
     /// Phase: look up the embeddings of `n_tokens` tokens into `out` (`n_embd` floats each).
     fn engine_phase_embed(ctx: *const c_void, tokens: *const i32, n_tokens: u32, out: *mut f32)
         => crate::context::embed_entry
@@ -152,7 +169,9 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn entry_points_start_with_a_five_byte_nop() {
-        let entries: [(&str, *const u8); 13] = [
+        let entries: [(&str, *const u8); 15] = [
+            ("engine_op_done", engine_op_done as *const u8),
+            ("engine_graph_thread", engine_graph_thread as *const u8),
             ("engine_decode", engine_decode as *const u8),
             ("engine_graph_compute", engine_graph_compute as *const u8),
             ("engine_op_compute", engine_op_compute as *const u8),

@@ -88,6 +88,18 @@ pub fn run(calls: u64) -> Vec<ProbeCost> {
             // SAFETY: a live NONE node (nothing to compute) and live single-thread params.
             unsafe { probe::engine_op_compute(black_box(np), 0, 1, pp) }
         }),
+        time("engine_op_done", calls, || {
+            // SAFETY: the body reads nothing.
+            unsafe { probe::engine_op_done(black_box(np), 0, 1, 0) }
+        }),
+        // A node as the pool runs it: its start, then its end on this thread.
+        time("engine_op_compute+done", calls, || {
+            // SAFETY: as above.
+            unsafe {
+                probe::engine_op_compute(black_box(np), 0, 1, pp);
+                probe::engine_op_done(black_box(np), 0, 1, 0);
+            }
+        }),
         time("engine_phase_embed", calls, || {
             // SAFETY: a null model and zero tokens return before any dereference.
             unsafe {

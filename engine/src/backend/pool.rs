@@ -172,6 +172,20 @@ fn worker_loop(s: &Shared, ith: u32) {
     }
 }
 
+/// Body of `engine_op_done`: nothing to do; the call marks where a thread's share of a
+/// node ends and its wait at the barrier begins.
+pub(crate) extern "C" fn op_done_entry(
+    _node: *const EngineNode,
+    _ith: u32,
+    _nth: u32,
+    _backend_kind: u32,
+) {
+}
+
+/// Body of `engine_graph_thread`: nothing to do; the call marks where a thread begins
+/// its walk over a graph.
+pub(crate) extern "C" fn graph_thread_entry(_graph: *const EngineGraph, _ith: u32, _nth: u32) {}
+
 /// Thread `ith`'s walk over the graph: its share of every node, a barrier after each.
 fn compute_thread(
     s: &Shared,
@@ -194,6 +208,9 @@ fn compute_thread(
         fence,
         slowdown: s.config.slowdown,
     };
+    let backend_kind = graph.backend_kind;
+    // SAFETY: the probe point's body reads nothing.
+    unsafe { crate::probe::engine_graph_thread(graph, ith, s.config.n_threads) };
     let nodes = graph.nodes as *const EngineNode;
     for i in 0..graph.n_nodes as usize {
         // SAFETY: `nodes` points to `n_nodes` contiguous nodes (EngineGraph contract).
@@ -213,6 +230,8 @@ fn compute_thread(
                 &params as *const ComputeParams as *mut c_void,
             )
         };
+        // SAFETY: the probe point's body reads nothing.
+        unsafe { crate::probe::engine_op_done(node, ith, s.config.n_threads, backend_kind) };
         s.barrier.wait();
     }
 }
