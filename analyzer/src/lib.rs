@@ -30,6 +30,7 @@ pub mod report;
 mod run;
 pub mod stats;
 pub mod synthetic;
+pub mod windows;
 
 pub use common::engine_abi::OpType;
 pub use dag::IterSelector;

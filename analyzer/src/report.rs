@@ -59,6 +59,9 @@ pub struct Report {
     pub threads: Vec<ThreadRow>,
     /// The split across backends and the KV budget's I/O, when the trace has either.
     pub backends: Option<crate::backends::BackendStats>,
+    /// Traced against untraced decode steps, when operators were recorded in sampled
+    /// windows.
+    pub windows: Option<crate::windows::WindowStats>,
 }
 
 /// Reads `trace` and builds its report with the `top` largest groups by `by`.
@@ -125,6 +128,7 @@ pub fn build(
         .collect();
     Report {
         backends: Some(crate::backends::compute(model)).filter(|b| b.is_interesting()),
+        windows: crate::windows::window_stats(model),
         trace,
         summary,
         by,

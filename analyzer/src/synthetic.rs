@@ -2,17 +2,43 @@
 //! (the first a prefill of 4 tokens), each with one graph of `nodes` chained nodes run
 //! by `threads` threads, every operator `op_ns` long on thread 0 and shorter on the
 //! others, plus a sample phase per call.
+//!
+//! The operators are recorded as entry/exit pairs (trace formats 1 to 3, the default) or
+//! as the compact records of format 4 ([`SynthRecords`]): one span per node and thread at
+//! its end, and a node description whenever a node address's description changes.
 
-use std::path::Path;
+use std::{collections::HashMap, path::Path};
 
 use common::{
     engine_abi::OpType,
     event::{
-        DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GraphEvent, OP_DETAIL_NAME,
-        OP_DETAIL_STRUCTURE, OpEvent, OpExitEvent, PhaseEvent,
+        DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GraphEvent, GraphThreadEvent,
+        NodeDescEvent, OP_DETAIL_NAME, OP_DETAIL_STRUCTURE, OP_SPAN_START_AT_RELEASE, OpEvent,
+        OpExitEvent, OpSpanEvent, PhaseEvent,
     },
 };
 use trace_format::{TraceError, TraceFooter, TraceHeader, TraceWriter, event_kind_table};
+
+use crate::ingest::OrderKey;
+
+/// How a synthetic run records its operators.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SynthRecords {
+    /// An [`OpEvent`] at each thread's entry of each node and an [`OpExitEvent`] at its
+    /// exit (trace formats 1 to 3).
+    #[default]
+    Entries,
+    /// Trace format 4 with both ends probed: one [`OpSpanEvent`] (end and duration) per
+    /// node and thread, at its end, and a [`NodeDescEvent`] (at thread 0's start of the
+    /// node) whenever the description of the node's address changed.
+    Spans,
+    /// Trace format 4 with only the ends probed: [`OpSpanEvent`]s with
+    /// `OP_SPAN_START_AT_RELEASE` and no duration, the same [`NodeDescEvent`]s, and one
+    /// [`GraphThreadEvent`] per thread and graph where the thread starts its first node.
+    /// Threads start every later node where the barrier before it releases (see
+    /// [`SynthSpec::starts_at_release`]), so the starts the analyzer infers are exact.
+    Ends,
+}
 
 /// Shape of a synthetic run.
 #[derive(Clone, Copy, Debug)]
@@ -26,6 +52,15 @@ pub struct SynthSpec {
     pub threads: u32,
     /// Operator duration on thread 0, ns.
     pub op_ns: u64,
+    /// How operators are recorded.
+    pub records: SynthRecords,
+    /// Threads start each node after a graph's first where the barrier after the node
+    /// before releases (the latest end among its threads), as ggml's workers do, and
+    /// thread `k` computes for `op_ns · (1 − k / 2·threads)`. Otherwise (the default)
+    /// thread `k` starts every node `50·k` ns after thread 0, which starts it 200 ns after
+    /// its end of the node before, and ends it `1000·k` ns before thread 0. Always on
+    /// with [`SynthRecords::Ends`].
+    pub at_release: bool,
 }
 
 impl Default for SynthSpec {
@@ -35,6 +70,8 @@ impl Default for SynthSpec {
             nodes: 8,
             threads: 2,
             op_ns: 10_000,
+            records: SynthRecords::Entries,
+            at_release: false,
         }
     }
 }
@@ -50,9 +87,60 @@ impl SynthSpec {
         }
     }
 
+    /// The same run with its operators recorded as `records`.
+    pub fn with_records(self, records: SynthRecords) -> SynthSpec {
+        SynthSpec { records, ..self }
+    }
+
+    /// The same run with threads starting nodes at barrier releases (`at` true) or
+    /// staggered (see [`SynthSpec::at_release`]).
+    pub fn with_starts_at_release(self, at: bool) -> SynthSpec {
+        SynthSpec {
+            at_release: at,
+            ..self
+        }
+    }
+
+    /// Whether threads start each node after the first at the barrier's release (set,
+    /// or implied by [`SynthRecords::Ends`]).
+    pub fn starts_at_release(&self) -> bool {
+        self.at_release || self.records == SynthRecords::Ends
+    }
+
+    /// Thread `th`'s start and end of a node whose thread 0 starts at `t`; `first`: the
+    /// graph's first node (threads begin the graph staggered, whatever the timing).
+    /// Staggered, a thread `k > op_ns / 1050` ends before it starts: its exit record
+    /// keeps that (the model clamps it), its span ends where it starts.
+    fn thread_times(&self, t: u64, th: u32, first: bool) -> (u64, u64) {
+        let th = u64::from(th);
+        let release = self.starts_at_release();
+        let start = if release && !first { t } else { t + th * 50 };
+        let end = if release {
+            let threads = u64::from(self.threads.max(1));
+            start + self.op_ns - self.op_ns * th / (2 * threads)
+        } else {
+            t + self.op_ns - th * 1000
+        };
+        (start, end)
+    }
+
     /// Number of events [`write_trace`] writes.
     pub fn event_count(&self) -> u64 {
-        u64::from(self.tokens) * (4 + 2 + u64::from(self.nodes) * u64::from(self.threads) * 2)
+        let (tokens, nodes, threads) = (
+            u64::from(self.tokens),
+            u64::from(self.nodes),
+            u64::from(self.threads),
+        );
+        // Decode, graph and sample phase entries and exits.
+        let fixed = tokens * 6;
+        // Nodes are described in the prefill's graph and again (a new shape) in the first
+        // decode step's.
+        let descs = nodes * tokens.min(2);
+        match self.records {
+            SynthRecords::Entries => fixed + tokens * nodes * threads * 2,
+            SynthRecords::Spans => fixed + tokens * nodes * threads + descs,
+            SynthRecords::Ends => fixed + tokens * (nodes + 1) * threads + descs,
+        }
     }
 }
 
@@ -66,6 +154,8 @@ pub const SYNTH_CHUNK_BYTES: usize = 64 << 10;
 pub const SYNTH_NODE_BASE: u64 = 0x10_0000;
 /// Address of the weight leaf every node reads as `src1`.
 pub const SYNTH_WEIGHT: u64 = 0x90_0000;
+/// Address of the graph of synthetic traces.
+const SYNTH_GRAPH: u64 = 0xABC;
 
 fn header(kind: EventKind, exit: bool, ts: u64, tid: u32) -> EventHeader {
     EventHeader {
@@ -77,6 +167,12 @@ fn header(kind: EventKind, exit: bool, ts: u64, tid: u32) -> EventHeader {
         cpu: tid - SYNTH_MAIN_TID,
         _pad: 0,
     }
+}
+
+/// The place of a record with this header in the analyzer's total order (as
+/// [`crate::ingest::Ordered`] gives it).
+fn order_key(h: &EventHeader) -> OrderKey {
+    (h.ts_ns, h.tid, h.kind, h.flags, h.cpu)
 }
 
 /// The trace header of synthetic traces.
@@ -114,12 +210,19 @@ pub fn model(spec: &SynthSpec, upto: Option<usize>) -> crate::TraceModel {
     m
 }
 
-/// Writes the run's events in timestamp order to `push`.
+/// Writes the run's events to `push`: in timestamp order, except that with
+/// [`SynthRecords::Entries`] each node's exits follow all its entries, thread by thread
+/// (records of one thread are always in order). Format-4 records of a graph come in the
+/// order the analyzer sorts them in (time, thread, kind).
 pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
     use trace_format::record_bytes;
     let mut t = 1_000_000u64;
     let main = SYNTH_MAIN_TID;
     let mut op = OpEvent::zeroed();
+    // Format 4: the description last sent for each node address (header zeroed), and the
+    // records of the graph being generated, sorted before they go out.
+    let mut sent: HashMap<u64, NodeDescEvent> = HashMap::new();
+    let mut graph_records: Vec<(OrderKey, Vec<u8>)> = Vec::new();
     for tok in 0..spec.tokens {
         let (n_tokens, pos) = if tok == 0 { (4, 0) } else { (1, 3 + tok) };
         let d = |exit, ts| DecodeEvent {
@@ -133,7 +236,7 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
         t += 100;
         let g = |exit, ts| GraphEvent {
             header: header(EventKind::GraphCompute, exit, ts, main),
-            graph_addr: 0xABC,
+            graph_addr: SYNTH_GRAPH,
             graph_id: u64::from(tok) + 1,
             n_nodes: spec.nodes,
             backend_id: 0,
@@ -144,6 +247,18 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
         };
         push(record_bytes(&g(false, t)));
         t += 100;
+        if spec.records == SynthRecords::Ends {
+            for th in 0..spec.threads {
+                let (begin, _) = spec.thread_times(t, th, true);
+                let e = GraphThreadEvent {
+                    header: header(EventKind::GraphThread, false, begin, main + th),
+                    graph_addr: SYNTH_GRAPH,
+                    ith: th,
+                    nth: spec.threads,
+                };
+                graph_records.push((order_key(&e.header), record_bytes(&e).to_vec()));
+            }
+        }
         for i in 0..spec.nodes {
             let addr = SYNTH_NODE_BASE + 224 * u64::from(i);
             let layer = i32::try_from(i / 4).unwrap_or(0);
@@ -163,23 +278,62 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
             op.structure.dtype = 0;
             op.structure.ne = [64, i64::from(n_tokens), 1, 1];
             op.structure.src = [if i == 0 { 0 } else { addr - 224 }, SYNTH_WEIGHT, 0, 0];
-            for th in 0..spec.threads {
-                op.header = header(
-                    EventKind::OpCompute,
-                    false,
-                    t + u64::from(th) * 50,
-                    main + th,
-                );
-                op.ith = th;
-                push(record_bytes(&op));
+            let times = |th| spec.thread_times(t, th, i == 0);
+            match spec.records {
+                SynthRecords::Entries => {
+                    for th in 0..spec.threads {
+                        op.header = header(EventKind::OpCompute, false, times(th).0, main + th);
+                        op.ith = th;
+                        push(record_bytes(&op));
+                    }
+                    for th in 0..spec.threads {
+                        let mut exit = OpExitEvent::zeroed();
+                        exit.header =
+                            header(EventKind::OpComputeExit, true, times(th).1, main + th);
+                        push(record_bytes(&exit));
+                    }
+                }
+                SynthRecords::Spans | SynthRecords::Ends => {
+                    let desc = node_desc(&op, addr);
+                    if sent.get(&addr) != Some(&desc) {
+                        sent.insert(addr, desc);
+                        let mut d = desc;
+                        d.header = header(EventKind::NodeDesc, false, times(0).0, main);
+                        graph_records.push((order_key(&d.header), record_bytes(&d).to_vec()));
+                    }
+                    for th in 0..spec.threads {
+                        let (start, end) = times(th);
+                        let end = end.max(start);
+                        let flags = OpSpanEvent::flags_for(th, 0);
+                        let s = if spec.records == SynthRecords::Ends {
+                            OpSpanEvent::new(
+                                main + th,
+                                addr,
+                                end,
+                                0,
+                                flags | OP_SPAN_START_AT_RELEASE,
+                            )
+                        } else {
+                            OpSpanEvent::new(main + th, addr, end, end - start, flags)
+                        };
+                        let key = order_key(&trace_format::Event::OpSpan(s).header());
+                        graph_records.push((key, record_bytes(&s).to_vec()));
+                    }
+                }
             }
-            for th in 0..spec.threads {
-                let end = t + spec.op_ns - u64::from(th) * 1000;
-                let mut exit = OpExitEvent::zeroed();
-                exit.header = header(EventKind::OpComputeExit, true, end, main + th);
-                push(record_bytes(&exit));
-            }
-            t += spec.op_ns + 200;
+            t = if spec.starts_at_release() {
+                // The barrier after the node releases when its last thread arrives.
+                (0..spec.threads).map(|th| times(th).1).max().unwrap_or(t)
+            } else {
+                t + spec.op_ns + 200
+            };
+        }
+        if spec.starts_at_release() && spec.nodes > 0 {
+            t += 200;
+        }
+        graph_records.sort_by_key(|(k, _)| *k);
+        for (_, rec) in graph_records.drain(..) {
+            push(&rec);
         }
         push(record_bytes(&g(true, t)));
         t += 100;
@@ -194,6 +348,23 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
         t += 500;
         push(record_bytes(&p(true, t)));
         t += 1000;
+    }
+}
+
+/// The description an operator entry carries, as a format-4 node description (header
+/// zeroed: the caller stamps it).
+fn node_desc(op: &OpEvent, addr: u64) -> NodeDescEvent {
+    NodeDescEvent {
+        node_addr: addr,
+        op: op.op,
+        index: op.index,
+        layer: op.layer,
+        detail: op.detail,
+        nth: op.nth,
+        backend_kind: op.backend_kind,
+        name: op.name,
+        structure: op.structure,
+        ..NodeDescEvent::zeroed()
     }
 }
 
@@ -379,15 +550,191 @@ pub fn write_trace(path: &Path, spec: &SynthSpec) -> Result<u64, TraceError> {
     Ok(n)
 }
 
+/// Single records for hand-made test traces (synthetic pid and thread ids).
+#[cfg(test)]
+pub(crate) mod records {
+    use common::event::{
+        DecodeEvent, EventKind, GraphEvent, GraphThreadEvent, NodeDescEvent, OP_DETAIL_NAME,
+        OpSpanEvent, OpWindowEvent,
+    };
+    use trace_format::Event;
+
+    use super::{SYNTH_GRAPH, SYNTH_MAIN_TID, header, synth_header};
+    use crate::TraceModel;
+
+    /// Decode call entry (`exit` false) or exit of `n_tokens` at `pos` on the main thread.
+    pub fn decode(ts: u64, exit: bool, n_tokens: u32, pos: u32) -> Event {
+        Event::Decode(DecodeEvent {
+            header: header(EventKind::Decode, exit, ts, SYNTH_MAIN_TID),
+            n_tokens,
+            pos,
+            ret: 0,
+            _pad: 0,
+        })
+    }
+
+    /// CPU graph entry or exit on the main thread.
+    pub fn graph(ts: u64, exit: bool) -> Event {
+        Event::Graph(GraphEvent {
+            header: header(EventKind::GraphCompute, exit, ts, SYNTH_MAIN_TID),
+            graph_addr: SYNTH_GRAPH,
+            n_tokens: 1,
+            ..GraphEvent::default()
+        })
+    }
+
+    /// Thread `tid` begins its walk over the graph.
+    pub fn graph_thread(tid: u32, ts: u64) -> Event {
+        Event::GraphThread(GraphThreadEvent {
+            header: header(EventKind::GraphThread, false, ts, tid),
+            graph_addr: SYNTH_GRAPH,
+            ith: tid - SYNTH_MAIN_TID,
+            nth: 2,
+        })
+    }
+
+    /// The description of node `addr` (op `op`, graph index `index`, no layer), sent by
+    /// the main thread.
+    pub fn desc(ts: u64, addr: u64, index: u32, op: u32, name: &str) -> Event {
+        let mut d = NodeDescEvent {
+            header: header(EventKind::NodeDesc, false, ts, SYNTH_MAIN_TID),
+            node_addr: addr,
+            op,
+            index,
+            layer: -1,
+            detail: OP_DETAIL_NAME,
+            nth: 2,
+            ..NodeDescEvent::zeroed()
+        };
+        d.name[..name.len()].copy_from_slice(name.as_bytes());
+        Event::NodeDesc(Box::new(d))
+    }
+
+    /// Thread `tid`'s span of node `addr` ending at `end` (`flags`: `OP_SPAN_*` bits).
+    pub fn span(tid: u32, addr: u64, end: u64, dur: u64, flags: u32) -> Event {
+        let flags = flags | OpSpanEvent::flags_for(tid - SYNTH_MAIN_TID, 0);
+        Event::OpSpan(OpSpanEvent::new(tid, addr, end, dur, flags))
+    }
+
+    /// A sampled window began (`traced`) or ended at `ts`, settled at `settled`.
+    pub fn op_window(ts: u64, traced: bool, settled: u64) -> Event {
+        Event::OpWindow(OpWindowEvent {
+            header: header(EventKind::OpWindow, false, ts, SYNTH_MAIN_TID),
+            traced: u32::from(traced),
+            decode_steps: 0,
+            settled_ns: settled,
+        })
+    }
+
+    /// The finished model of these events, applied in the order given.
+    pub fn build(events: &[Event]) -> TraceModel {
+        let mut m = TraceModel::new(&synth_header());
+        for e in events {
+            m.apply(e);
+        }
+        m.finish(None);
+        m
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const ALL: [SynthRecords; 3] = [
+        SynthRecords::Entries,
+        SynthRecords::Spans,
+        SynthRecords::Ends,
+    ];
+
+    fn records(spec: &SynthSpec) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        generate(spec, |rec| v.push(rec.to_vec()));
+        v
+    }
+
+    fn kind_of(rec: &[u8]) -> Option<EventKind> {
+        EventKind::from_u32(u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]))
+    }
+
     #[test]
     fn event_count_matches_generate() {
-        let spec = SynthSpec::sized(3, 5, 3);
-        let mut n = 0;
-        generate(&spec, |_| n += 1);
-        assert_eq!(n, spec.event_count());
+        for records in ALL {
+            for at_release in [false, true] {
+                for (tokens, nodes, threads) in [(3, 5, 3), (1, 4, 2), (4, 0, 2), (0, 3, 2)] {
+                    let spec = SynthSpec::sized(tokens, nodes, threads)
+                        .with_records(records)
+                        .with_starts_at_release(at_release);
+                    let mut n = 0;
+                    generate(&spec, |_| n += 1);
+                    assert_eq!(n, spec.event_count(), "{spec:?}");
+                }
+            }
+        }
+    }
+
+    /// The default records stay the entry/exit pairs: every operator record is one.
+    #[test]
+    fn entries_are_the_default() {
+        let spec = SynthSpec::sized(2, 3, 2);
+        assert_eq!(spec.records, SynthRecords::Entries);
+        assert!(!spec.starts_at_release());
+        let kinds: Vec<_> = records(&spec).iter().filter_map(|r| kind_of(r)).collect();
+        assert_eq!(
+            kinds.iter().filter(|&&k| k == EventKind::OpCompute).count(),
+            12
+        );
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|&&k| k == EventKind::OpComputeExit)
+                .count(),
+            12
+        );
+        assert!(!kinds.iter().any(|k| matches!(
+            k,
+            EventKind::OpSpan | EventKind::NodeDesc | EventKind::GraphThread
+        )));
+    }
+
+    /// Format-4 records come in the analyzer's order (time, thread, kind, ...), and a
+    /// node is described in the prefill's graph and again (a new shape) in the first
+    /// decode step's, never after.
+    #[test]
+    fn span_records_are_ordered_and_described_on_change() {
+        for records in [SynthRecords::Spans, SynthRecords::Ends] {
+            let spec = SynthSpec::sized(4, 6, 3).with_records(records);
+            let events: Vec<_> = self::records(&spec)
+                .iter()
+                .map(|r| {
+                    kind_of(r)
+                        .and_then(|k| trace_format::decode_record(k, r))
+                        .expect("record decodes")
+                })
+                .collect();
+            let keys: Vec<OrderKey> = events.iter().map(|e| order_key(&e.header())).collect();
+            assert!(keys.is_sorted(), "{records:?}");
+            let mut graphs = 0;
+            let mut descs_per_graph = Vec::new();
+            for e in &events {
+                match e {
+                    trace_format::Event::Graph(g) if !g.header.is_exit() => {
+                        graphs += 1;
+                        descs_per_graph.push(0);
+                    }
+                    trace_format::Event::NodeDesc(_) => {
+                        *descs_per_graph.last_mut().expect("inside a graph") += 1;
+                    }
+                    trace_format::Event::OpSpan(s) => {
+                        let release = s.flags & OP_SPAN_START_AT_RELEASE != 0;
+                        assert_eq!(release, records == SynthRecords::Ends);
+                        assert_eq!(s.dur == 0, release);
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(graphs, 4);
+            assert_eq!(descs_per_graph, [6, 6, 0, 0]);
+        }
     }
 }

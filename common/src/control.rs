@@ -20,6 +20,13 @@ pub const LEVEL_ALL: u32 = LEVEL_TOKEN | LEVEL_GRAPH | LEVEL_OP | LEVEL_PHASE | 
 pub const DETAIL_STRUCTURE: u32 = 1 << 0;
 /// [`TracerControl::op_detail`]: read the per-thread counters at operator entry and exit.
 pub const DETAIL_PMC: u32 = 1 << 1;
+/// [`TracerControl::op_detail`]: both bounds of every operator span are probed on each
+/// thread: the engine's node starts (`engine_op_compute`, besides its ends at
+/// `engine_op_done`), llama.cpp's barrier waits (`ggml_barrier`, besides its nodes'
+/// dispatches). Without it, one bound is probed and the other is where the barrier
+/// between two nodes released: an engine node starts there, a llama.cpp node's span
+/// runs to the thread's next node (its wait at the barrier included).
+pub const DETAIL_EXACT_SPANS: u32 = 1 << 2;
 
 /// [`TracerControl::output`]: events go to the BPF ring buffer.
 pub const OUTPUT_RING_BUF: u32 = 0;
@@ -42,10 +49,17 @@ pub const STAT_ABI_SEEN: u32 = 3;
 /// Number of per-CPU statistics slots.
 pub const STAT_COUNT: u32 = 4;
 
+/// Ring buffers the probes write (`EVENTS_0` ...): CPU `c` writes ring `c % RINGS`, so on
+/// machines with up to `RINGS` CPUs no two CPUs share a ring's lock and producer line.
+pub const RINGS: u32 = 8;
+
 /// Maximum number of target threads with their own counters.
 pub const MAX_PMC_THREADS: u32 = 256;
 /// Maximum number of threads in the scheduler thread set.
 pub const MAX_TRACED_THREADS: u32 = 4096;
+/// Node addresses whose last description the probes remember (an LRU map): a graph has
+/// a few thousand nodes.
+pub const MAX_DESCRIBED_NODES: u32 = 1 << 16;
 
 /// What the probes should record; written by the collector, read by every probe.
 #[repr(C)]

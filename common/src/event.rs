@@ -13,6 +13,12 @@ use core::mem::{offset_of, size_of};
 
 use crate::engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, NODE_NAME_LEN};
 
+mod op_span;
+pub use op_span::{
+    NodeDescEvent, OP_SPAN_BACKEND_SHIFT, OP_SPAN_DUR_US, OP_SPAN_END_APPROX, OP_SPAN_FUSED,
+    OP_SPAN_ITH_MASK, OP_SPAN_START_AT_RELEASE, OpSpanEvent, OpSpanPmcEvent,
+};
+
 /// [`EventHeader::flags`]: the record is the exit (return) side of a probe.
 pub const EVENT_FLAG_EXIT: u32 = 1 << 0;
 
@@ -31,6 +37,8 @@ pub enum EventKind {
     Decode = 1,
     /// `engine_graph_compute` entry/exit ([`GraphEvent`]).
     GraphCompute = 10,
+    /// A thread begins its walk over a graph ([`GraphThreadEvent`], `engine_graph_thread`).
+    GraphThread = 11,
     /// `engine_op_compute` entry ([`OpEvent`]); in traces of format 1 and 2 also the
     /// exit (with `EVENT_FLAG_EXIT`), which readers convert to [`OpExitEvent`].
     OpCompute = 20,
@@ -39,6 +47,13 @@ pub enum EventKind {
     /// The experts an expert-indexed product (`MUL_MAT_ID`) uses, read at its entry
     /// ([`ExpertRouteEvent`]).
     ExpertRoute = 22,
+    /// One thread's execution of one node, recorded at its end ([`OpSpanEvent`], trace
+    /// format 4 on).
+    OpSpan = 23,
+    /// A node's description, sent when it changed ([`NodeDescEvent`], format 4 on).
+    NodeDesc = 24,
+    /// An [`OpSpanEvent`] with counter deltas ([`OpSpanPmcEvent`], format 4 on).
+    OpSpanPmc = 25,
     /// `engine_phase_embed` entry/exit ([`PhaseEvent`]).
     PhaseEmbed = 30,
     /// `engine_phase_copy_logits` entry/exit ([`PhaseEvent`]).
@@ -75,16 +90,23 @@ pub enum EventKind {
     /// Collector: a source node that is not a computed node (weight, KV-cache view,
     /// graph input), read from the target's memory ([`LeafNodeEvent`]).
     LeafNode = 63,
+    /// Collector: a sampled window of operator recording began or ended
+    /// ([`OpWindowEvent`]).
+    OpWindow = 64,
 }
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 22] = [
+    pub const ALL: [EventKind; 27] = [
         EventKind::Decode,
         EventKind::GraphCompute,
+        EventKind::GraphThread,
         EventKind::OpCompute,
         EventKind::OpComputeExit,
         EventKind::ExpertRoute,
+        EventKind::OpSpan,
+        EventKind::NodeDesc,
+        EventKind::OpSpanPmc,
         EventKind::PhaseEmbed,
         EventKind::PhaseCopyLogits,
         EventKind::PhaseSoftmax,
@@ -102,6 +124,7 @@ impl EventKind {
         EventKind::Loss,
         EventKind::PmcOpen,
         EventKind::LeafNode,
+        EventKind::OpWindow,
     ];
 
     /// The kind for a stored number.
@@ -109,9 +132,13 @@ impl EventKind {
         Some(match v {
             1 => EventKind::Decode,
             10 => EventKind::GraphCompute,
+            11 => EventKind::GraphThread,
             20 => EventKind::OpCompute,
             21 => EventKind::OpComputeExit,
             22 => EventKind::ExpertRoute,
+            23 => EventKind::OpSpan,
+            24 => EventKind::NodeDesc,
+            25 => EventKind::OpSpanPmc,
             30 => EventKind::PhaseEmbed,
             31 => EventKind::PhaseCopyLogits,
             32 => EventKind::PhaseSoftmax,
@@ -129,6 +156,7 @@ impl EventKind {
             61 => EventKind::Loss,
             62 => EventKind::PmcOpen,
             63 => EventKind::LeafNode,
+            64 => EventKind::OpWindow,
             _ => return None,
         })
     }
@@ -138,9 +166,13 @@ impl EventKind {
         match self {
             EventKind::Decode => size_of::<DecodeEvent>(),
             EventKind::GraphCompute => size_of::<GraphEvent>(),
+            EventKind::GraphThread => size_of::<GraphThreadEvent>(),
             EventKind::OpCompute => size_of::<OpEvent>(),
             EventKind::OpComputeExit => size_of::<OpExitEvent>(),
             EventKind::ExpertRoute => size_of::<ExpertRouteEvent>(),
+            EventKind::OpSpan => size_of::<OpSpanEvent>(),
+            EventKind::NodeDesc => size_of::<NodeDescEvent>(),
+            EventKind::OpSpanPmc => size_of::<OpSpanPmcEvent>(),
             EventKind::PhaseEmbed
             | EventKind::PhaseCopyLogits
             | EventKind::PhaseSoftmax
@@ -156,6 +188,7 @@ impl EventKind {
             EventKind::Loss => size_of::<LossEvent>(),
             EventKind::PmcOpen => size_of::<PmcOpenEvent>(),
             EventKind::LeafNode => size_of::<LeafNodeEvent>(),
+            EventKind::OpWindow => size_of::<OpWindowEvent>(),
         }
     }
 
@@ -164,9 +197,13 @@ impl EventKind {
         match self {
             EventKind::Decode => "decode",
             EventKind::GraphCompute => "graph_compute",
+            EventKind::GraphThread => "graph_thread",
             EventKind::OpCompute => "op_compute",
             EventKind::OpComputeExit => "op_compute_exit",
             EventKind::ExpertRoute => "expert_route",
+            EventKind::OpSpan => "op_span",
+            EventKind::NodeDesc => "node_desc",
+            EventKind::OpSpanPmc => "op_span_pmc",
             EventKind::PhaseEmbed => "phase_embed",
             EventKind::PhaseCopyLogits => "phase_copy_logits",
             EventKind::PhaseSoftmax => "phase_softmax",
@@ -184,8 +221,15 @@ impl EventKind {
             EventKind::Loss => "loss",
             EventKind::PmcOpen => "pmc_open",
             EventKind::LeafNode => "leaf_node",
+            EventKind::OpWindow => "op_window",
         }
     }
+}
+
+/// A NUL-padded node name up to its first NUL ("" if not UTF-8).
+pub fn name_str(name: &[u8; NODE_NAME_LEN]) -> &str {
+    let len = name.iter().position(|&b| b == 0).unwrap_or(NODE_NAME_LEN);
+    core::str::from_utf8(&name[..len]).unwrap_or("")
 }
 
 /// Size of the largest record of any kind: the size of a ring-buffer scratch slot.
@@ -294,6 +338,24 @@ pub struct GraphEvent {
 const _: () = assert!(size_of::<GraphEvent>() == 72);
 const _: () = assert!(offset_of!(GraphEvent, graph_addr) == 32);
 
+/// Graph level, per thread: thread `ith` of `nth` begins its walk over the graph at
+/// `graph_addr` (`engine_graph_thread`): where its first node starts when only nodes'
+/// ends are probed (`OP_SPAN_START_AT_RELEASE`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphThreadEvent {
+    /// Common header.
+    pub header: EventHeader,
+    /// Address of the `EngineGraph`.
+    pub graph_addr: u64,
+    /// The thread's index among the graph's workers.
+    pub ith: u32,
+    /// Number of workers.
+    pub nth: u32,
+}
+const _: () = assert!(size_of::<GraphThreadEvent>() == 48);
+const _: () = assert!(offset_of!(GraphThreadEvent, graph_addr) == 32);
+
 /// [`OpEvent::detail`]: `name` is filled.
 pub const OP_DETAIL_NAME: u32 = 1 << 0;
 /// [`OpEvent::detail`]: `structure` is filled (structure parsing was on).
@@ -339,6 +401,18 @@ const _: () = assert!(offset_of!(OpStructure, ne) == 8);
 const _: () = assert!(offset_of!(OpStructure, nb) == 40);
 const _: () = assert!(offset_of!(OpStructure, src) == 72);
 const _: () = assert!(offset_of!(OpStructure, op_params) == 104);
+
+impl OpStructure {
+    /// All zero.
+    pub const ZERO: OpStructure = OpStructure {
+        dtype: 0,
+        node_flags: 0,
+        ne: [0; MAX_DIMS],
+        nb: [0; MAX_DIMS],
+        src: [0; MAX_SRC],
+        op_params: [0; MAX_OP_PARAMS],
+    };
+}
 
 /// One counter reading: the layout of the kernel's `struct bpf_perf_event_value`.
 #[repr(C)]
@@ -436,26 +510,14 @@ impl OpEvent {
             pmc_ok: 0,
             backend_kind: 0,
             name: [0; NODE_NAME_LEN],
-            structure: OpStructure {
-                dtype: 0,
-                node_flags: 0,
-                ne: [0; MAX_DIMS],
-                nb: [0; MAX_DIMS],
-                src: [0; MAX_SRC],
-                op_params: [0; MAX_OP_PARAMS],
-            },
+            structure: OpStructure::ZERO,
             pmc: [PmcReading::ZERO; MAX_PMC],
         }
     }
 
     /// The name up to its first NUL ("" if not UTF-8).
     pub fn name_str(&self) -> &str {
-        let len = self
-            .name
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(NODE_NAME_LEN);
-        core::str::from_utf8(&self.name[..len]).unwrap_or("")
+        name_str(&self.name)
     }
 }
 
@@ -588,6 +650,25 @@ pub struct QosSwitchEvent {
 }
 const _: () = assert!(size_of::<QosSwitchEvent>() == 56);
 
+/// Collector-made: a sampled window of operator recording (`--op-windows`) began
+/// (`traced` 1: the operator probes were attached from `settled_ns` on, then switched on
+/// at `ts_ns`) or ended (`traced` 0: they were switched off at `ts_ns` and were detached
+/// at `settled_ns`). Between the two they trapped without recording.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpWindowEvent {
+    /// Common header (pid = target, tid = 0, cpu = u32::MAX).
+    pub header: EventHeader,
+    /// 1: operators are recorded from here on; 0: no longer.
+    pub traced: u32,
+    /// Decode steps the collector had seen at the switch.
+    pub decode_steps: u32,
+    /// When the probes began to be attached (window start, before `ts_ns`) or were
+    /// detached (window end, after `ts_ns`).
+    pub settled_ns: u64,
+}
+const _: () = assert!(size_of::<OpWindowEvent>() == 48);
+
 /// Collector-made: events lost on one CPU (cumulative, at the time of the record).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -650,12 +731,7 @@ const _: () = assert!(offset_of!(LeafNodeEvent, name) == 88);
 impl LeafNodeEvent {
     /// The name up to its first NUL ("" if not UTF-8).
     pub fn name_str(&self) -> &str {
-        let len = self
-            .name
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(NODE_NAME_LEN);
-        core::str::from_utf8(&self.name[..len]).unwrap_or("")
+        name_str(&self.name)
     }
 }
 
@@ -747,10 +823,13 @@ mod tests {
             let v = k as u32;
             let level_ok = match k {
                 EventKind::Decode => (1..10).contains(&v),
-                EventKind::GraphCompute => (10..20).contains(&v),
-                EventKind::OpCompute | EventKind::OpComputeExit | EventKind::ExpertRoute => {
-                    (20..30).contains(&v)
-                }
+                EventKind::GraphCompute | EventKind::GraphThread => (10..20).contains(&v),
+                EventKind::OpCompute
+                | EventKind::OpComputeExit
+                | EventKind::ExpertRoute
+                | EventKind::OpSpan
+                | EventKind::NodeDesc
+                | EventKind::OpSpanPmc => (20..30).contains(&v),
                 EventKind::PhaseEmbed
                 | EventKind::PhaseCopyLogits
                 | EventKind::PhaseSoftmax
@@ -767,7 +846,8 @@ mod tests {
                 EventKind::QosSwitch
                 | EventKind::Loss
                 | EventKind::PmcOpen
-                | EventKind::LeafNode => (60..80).contains(&v),
+                | EventKind::LeafNode
+                | EventKind::OpWindow => (60..80).contains(&v),
             };
             assert!(level_ok, "{k:?}");
         }

@@ -1,7 +1,6 @@
 //! What the probes need to know about a llama.cpp (ggml) build: where the fields of its
 //! `struct ggml_tensor`, `struct ggml_cgraph`, `struct ggml_compute_params` and
-//! `struct llama_batch` are ([`GgmlLayout`]), and the per-thread state of the operator
-//! probes ([`GgmlThread`]).
+//! `struct llama_batch` are ([`GgmlLayout`]).
 //!
 //! Unlike the engine's ABI (`engine_abi`, fixed and asserted at compile time), these
 //! layouts belong to somebody else's build and change between llama.cpp versions, so the
@@ -12,6 +11,10 @@ use core::mem::{offset_of, size_of};
 
 /// Largest ggml op number the op map holds (`GGML_OP_COUNT` is 101 in ggml 0.26).
 pub const MAX_GGML_OPS: u32 = 256;
+/// Most threads of one ggml graph computation whose last spans the graph's end closes
+/// (`GGML_WORKERS`; a bound the verifier can walk); threads beyond close theirs when they
+/// start their next node.
+pub const MAX_GGML_WORKERS: u32 = 32;
 
 /// [`GgmlLayout::batch_passing`]: `llama_decode`'s `llama_batch` argument (56 bytes) is
 /// copied onto the stack, just above the return address (x86-64 System V: a struct over
@@ -60,8 +63,18 @@ pub struct GgmlLayout {
     /// `ggml_tensor.view_src` (the tensor a view shares memory with; ggml resolves
     /// views of views, so this is always a non-view tensor).
     pub tensor_view_src: u32,
+    /// Bytes of `struct ggml_tensor` the probes read in one piece to tell whether a node
+    /// changed (from its start to the end of `name`).
+    pub tensor_read_len: u32,
+    /// Words of that piece (bits 0..32) left out of the node's fingerprint: fields that
+    /// are not part of its description (`buffer`, `view_src`, `view_offs`, `data`).
+    pub tensor_skip_lo: u32,
+    /// Bits 32..64 of the same mask.
+    pub tensor_skip_hi: u32,
+    /// Zero.
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<GgmlLayout>() == 64);
+const _: () = assert!(size_of::<GgmlLayout>() == 80);
 const _: () = assert!(offset_of!(GgmlLayout, tensor_type) == 0);
 const _: () = assert!(offset_of!(GgmlLayout, batch_passing) == 44);
 const _: () = assert!(offset_of!(GgmlLayout, tensor_view_src) == 60);
@@ -87,37 +100,13 @@ impl GgmlLayout {
         batch_ext_token_size: 96,
         batch_ext_token_pos: 80,
         tensor_view_src: 232,
+        tensor_read_len: 320,
+        // buffer (8), view_src (232), view_offs (240), data (248).
+        tensor_skip_lo: 1 << 1 | 1 << 29 | 1 << 30 | 1 << 31,
+        tensor_skip_hi: 0,
+        _pad: 0,
     };
 }
-
-/// Per-thread state of the llama.cpp operator probes (the `GGML_THREADS` map).
-///
-/// A node's span on a thread starts at the first probe of its dispatch (the extra-buffer
-/// hook, the per-op forward function, or the fused entry) and ends when the outermost of
-/// them returns: `depth` counts the probed functions active on the thread, so nested
-/// forward functions (`mul_mat` → `mul_mat_tiled`) are folded into their caller.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GgmlThread {
-    /// Probed forward functions active on the thread.
-    pub depth: u32,
-    /// 1 while a node's span is open (its entry emitted, no exit yet).
-    pub open: u32,
-    /// The open node's tensor.
-    pub node: u64,
-    /// The second node of a fused pair (`rms_norm_mul_fused`'s MUL), recorded at return.
-    pub fused: u64,
-    /// The fused call's `ggml_compute_params` (for the second node's `ith`/`nth`).
-    pub fused_params: u64,
-    /// The graph generation (the `GGML_GRAPH_SEQ` map, bumped at every graph) `index`
-    /// counts in.
-    pub graph_seq: u64,
-    /// Nodes this thread started in the current graph: the next node's index.
-    pub index: u32,
-    /// Zero.
-    pub _pad: u32,
-}
-const _: () = assert!(size_of::<GgmlThread>() == 48);
 
 #[cfg(feature = "user")]
 // SAFETY: `#[repr(C)]`, only `u32` fields, no padding (size asserted above).

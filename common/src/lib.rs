@@ -11,5 +11,6 @@ pub mod engine_abi;
 pub mod event;
 pub mod ggml_abi;
 pub mod op_catalog;
+pub mod op_thread;
 
 pub use engine_abi::{BackendKind, DType, EngineGraph, EngineNode, OpType};

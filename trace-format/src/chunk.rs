@@ -7,8 +7,11 @@ pub const FILE_MAGIC: [u8; 8] = *b"PFTRACE\0";
 /// Current format version (preamble bytes 8..12, little-endian). Version 2 added
 /// `op_params` to operator records (464 bytes instead of 432) and the `leaf_node` kind;
 /// version 3 records operator exits as compact `op_compute_exit` records (232 bytes)
-/// instead of full `op_compute` records with the exit flag.
-pub const FORMAT_VERSION: u32 = 3;
+/// instead of full `op_compute` records with the exit flag; version 4 records each
+/// operator run as one 32-byte `op_span` (its end and duration), the node's description
+/// as a `node_desc` only when the node changes, and adds `graph_thread`, `op_span_pmc`
+/// and `op_window` (earlier versions' records are still read).
+pub const FORMAT_VERSION: u32 = 4;
 /// Oldest format version this reader reads (format-1 operator records are converted,
 /// their `op_params` zero-filled).
 pub const MIN_FORMAT_VERSION: u32 = 1;

@@ -27,6 +27,14 @@ pub struct ProbeCost {
     pub collector_cpu_ns: u64,
     /// Wall time of the recording, ns.
     pub wall_ns: u64,
+    /// CPU time (user + system, all threads) of the target over its whole life, ns, when
+    /// the recorder started it and saw it end; absent otherwise and in older traces.
+    #[serde(default)]
+    pub target_cpu_ns: Option<u64>,
+    /// Share of the recording (‰) the kernel's statistics were on: program counts and
+    /// times are scaled up from it; absent (older traces) means always on.
+    #[serde(default)]
+    pub stats_permille: Option<u32>,
 }
 
 impl ProbeCost {
@@ -69,6 +77,13 @@ impl std::fmt::Display for ProbeCost {
             if !self.programs.is_empty() {
                 write!(f, "]; ")?;
             }
+            if let Some(p) = self.stats_permille.filter(|&p| p < 1000) {
+                write!(
+                    f,
+                    "(statistics on for {:.1} % of the recording, counts scaled); ",
+                    f64::from(p) / 10.0
+                )?;
+            }
         } else {
             write!(
                 f,
@@ -107,6 +122,8 @@ mod tests {
             ],
             collector_cpu_ns: 50_000_000,
             wall_ns: 2_000_000_000,
+            target_cpu_ns: None,
+            stats_permille: None,
         };
         assert_eq!(c.hits(), 1010);
         assert_eq!(c.run_ns(), 302_000);

@@ -1,8 +1,9 @@
 //! Typed view of the packed event records.
 
 use common::event::{
-    DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GraphEvent, LeafNodeEvent, LossEvent,
-    OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, PhaseEvent, PmcOpenEvent,
+    DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GraphEvent, GraphThreadEvent,
+    LeafNodeEvent, LossEvent, NodeDescEvent, OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent,
+    OpExitEvent, OpSpanEvent, OpSpanPmcEvent, OpWindowEvent, PhaseEvent, PmcOpenEvent,
     QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
 };
 
@@ -13,6 +14,8 @@ pub enum Event {
     Decode(DecodeEvent),
     /// Graph level (`engine_graph_compute`).
     Graph(GraphEvent),
+    /// A thread begins its walk over a graph (`engine_graph_thread`).
+    GraphThread(GraphThreadEvent),
     /// Operator entry (`engine_op_compute`); boxed, it is large.
     Op(Box<OpEvent>),
     /// Operator exit: closes the last [`Event::Op`] entry on the same thread (format-1
@@ -20,6 +23,12 @@ pub enum Event {
     OpExit(OpExitEvent),
     /// The experts an expert-indexed product uses.
     ExpertRoute(ExpertRouteEvent),
+    /// One thread's execution of one node (format 4 on).
+    OpSpan(OpSpanEvent),
+    /// An [`Event::OpSpan`] with counter deltas (format 4 on).
+    OpSpanPmc(OpSpanPmcEvent),
+    /// A node's description (format 4 on); boxed, it is large.
+    NodeDesc(Box<NodeDescEvent>),
     /// A phase; `header.kind` says which one.
     Phase(PhaseEvent),
     /// A context switch involving a target thread.
@@ -36,6 +45,8 @@ pub enum Event {
     PmcOpen(PmcOpenEvent),
     /// A leaf node (weight, KV-cache view, input) read from the target's memory.
     LeafNode(LeafNodeEvent),
+    /// A sampled window of operator recording began or ended.
+    OpWindow(OpWindowEvent),
     /// A kind this reader does not know, skipped by the size in the header's table.
     Unknown {
         /// Its header.
@@ -46,29 +57,60 @@ pub enum Event {
 }
 
 impl Event {
-    /// The common header.
-    pub fn header(&self) -> &EventHeader {
+    /// The common header (an operator span's made from its fields: see
+    /// [`span_header`]).
+    pub fn header(&self) -> EventHeader {
         match self {
-            Event::Decode(e) => &e.header,
-            Event::Graph(e) => &e.header,
-            Event::Op(e) => &e.header,
-            Event::OpExit(e) => &e.header,
-            Event::ExpertRoute(e) => &e.header,
-            Event::Phase(e) => &e.header,
-            Event::SchedSwitch(e) => &e.header,
-            Event::SchedWakeup(e) => &e.header,
-            Event::Task(e) => &e.header,
-            Event::QosSwitch(e) => &e.header,
-            Event::Loss(e) => &e.header,
-            Event::PmcOpen(e) => &e.header,
-            Event::LeafNode(e) => &e.header,
-            Event::Unknown { header, .. } => header,
+            Event::Decode(e) => e.header,
+            Event::Graph(e) => e.header,
+            Event::GraphThread(e) => e.header,
+            Event::Op(e) => e.header,
+            Event::OpExit(e) => e.header,
+            Event::ExpertRoute(e) => e.header,
+            Event::OpSpan(e) => span_header(e),
+            Event::OpSpanPmc(e) => span_header(&e.span),
+            Event::NodeDesc(e) => e.header,
+            Event::Phase(e) => e.header,
+            Event::SchedSwitch(e) => e.header,
+            Event::SchedWakeup(e) => e.header,
+            Event::Task(e) => e.header,
+            Event::QosSwitch(e) => e.header,
+            Event::Loss(e) => e.header,
+            Event::PmcOpen(e) => e.header,
+            Event::LeafNode(e) => e.header,
+            Event::OpWindow(e) => e.header,
+            Event::Unknown { header, .. } => *header,
         }
     }
 
     /// The event's kind, if known.
     pub fn kind(&self) -> Option<EventKind> {
         EventKind::from_u32(self.header().kind)
+    }
+
+    /// The record's wire bytes (as written to a trace).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            Event::Decode(x) => record_bytes(x).to_vec(),
+            Event::Graph(x) => record_bytes(x).to_vec(),
+            Event::GraphThread(x) => record_bytes(x).to_vec(),
+            Event::Op(x) => record_bytes(x.as_ref()).to_vec(),
+            Event::OpExit(x) => record_bytes(x).to_vec(),
+            Event::ExpertRoute(x) => record_bytes(x).to_vec(),
+            Event::OpSpan(x) => record_bytes(x).to_vec(),
+            Event::OpSpanPmc(x) => record_bytes(x).to_vec(),
+            Event::NodeDesc(x) => record_bytes(x.as_ref()).to_vec(),
+            Event::Phase(x) => record_bytes(x).to_vec(),
+            Event::SchedSwitch(x) => record_bytes(x).to_vec(),
+            Event::SchedWakeup(x) => record_bytes(x).to_vec(),
+            Event::Task(x) => record_bytes(x).to_vec(),
+            Event::QosSwitch(x) => record_bytes(x).to_vec(),
+            Event::Loss(x) => record_bytes(x).to_vec(),
+            Event::PmcOpen(x) => record_bytes(x).to_vec(),
+            Event::LeafNode(x) => record_bytes(x).to_vec(),
+            Event::OpWindow(x) => record_bytes(x).to_vec(),
+            Event::Unknown { bytes, .. } => bytes.clone(),
+        }
     }
 }
 
@@ -91,6 +133,7 @@ wire_records!(
     EventHeader,
     DecodeEvent,
     GraphEvent,
+    GraphThreadEvent,
     OpEvent,
     OpExitEvent,
     ExpertRouteEvent,
@@ -101,8 +144,27 @@ wire_records!(
     QosSwitchEvent,
     LossEvent,
     PmcOpenEvent,
-    LeafNodeEvent
+    LeafNodeEvent,
+    OpWindowEvent,
+    OpSpanEvent,
+    OpSpanPmcEvent,
+    NodeDescEvent
 );
+
+/// The header an operator span stands for (it has none of its own): its kind, flags,
+/// end time and thread; `pid` 0 (the trace header names the target) and `cpu`
+/// `u32::MAX` (not recorded).
+pub fn span_header(span: &OpSpanEvent) -> EventHeader {
+    EventHeader {
+        kind: span.kind,
+        flags: span.flags,
+        ts_ns: span.end_ns,
+        pid: 0,
+        tid: span.tid,
+        cpu: u32::MAX,
+        _pad: 0,
+    }
+}
 
 /// Reads a `T` from the start of `bytes`, or `None` if too short.
 pub(crate) fn read<T: WireRecord>(bytes: &[u8]) -> Option<T> {
@@ -128,9 +190,13 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
     Some(match kind {
         EventKind::Decode => Event::Decode(read(bytes)?),
         EventKind::GraphCompute => Event::Graph(read(bytes)?),
+        EventKind::GraphThread => Event::GraphThread(read(bytes)?),
         EventKind::OpCompute => op_event(read(bytes)?),
         EventKind::OpComputeExit => Event::OpExit(read(bytes)?),
         EventKind::ExpertRoute => Event::ExpertRoute(read(bytes)?),
+        EventKind::OpSpan => Event::OpSpan(read(bytes)?),
+        EventKind::OpSpanPmc => Event::OpSpanPmc(read(bytes)?),
+        EventKind::NodeDesc => Event::NodeDesc(Box::new(read(bytes)?)),
         EventKind::PhaseEmbed
         | EventKind::PhaseCopyLogits
         | EventKind::PhaseSoftmax
@@ -146,6 +212,7 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::Loss => Event::Loss(read(bytes)?),
         EventKind::PmcOpen => Event::PmcOpen(read(bytes)?),
         EventKind::LeafNode => Event::LeafNode(read(bytes)?),
+        EventKind::OpWindow => Event::OpWindow(read(bytes)?),
     })
 }
 
@@ -175,7 +242,12 @@ pub(crate) fn op_event(op: OpEvent) -> Event {
     }
 }
 
-/// The header at the start of `bytes`, if there are enough bytes.
+/// The header at the start of `bytes`, if there are enough bytes (for an operator span,
+/// the one it stands for: [`span_header`]).
 pub(crate) fn peek_header(bytes: &[u8]) -> Option<EventHeader> {
-    read(bytes)
+    let h: EventHeader = read(bytes)?;
+    if h.kind == EventKind::OpSpan as u32 || h.kind == EventKind::OpSpanPmc as u32 {
+        return read::<OpSpanEvent>(bytes).map(|s| span_header(&s));
+    }
+    Some(h)
 }

@@ -40,7 +40,7 @@ pub use chunk::{
 };
 pub use cost::{ProbeCost, ProgramCost};
 pub use error::TraceError;
-pub use event::{Event, WireRecord, decode_op_v1, decode_record, record_bytes};
+pub use event::{Event, WireRecord, decode_op_v1, decode_record, record_bytes, span_header};
 pub use header::{
     CounterInfo, EventKindInfo, ProbeInfo, TargetInfo, TraceFooter, TraceHeader, event_kind_table,
 };

@@ -117,6 +117,15 @@ impl<'a> RecordRef<'a> {
         }
     }
 
+    /// The operator span (format 4), if this is one without counters: a copy on the
+    /// stack.
+    pub fn op_span(&self) -> Option<common::event::OpSpanEvent> {
+        if self.kind != Some(EventKind::OpSpan) {
+            return None;
+        }
+        read(self.bytes)
+    }
+
     /// The operator entry record, if this is one: a copy on the stack, no heap
     /// allocation (format-1 records converted).
     pub fn op(&self) -> Option<OpEvent> {

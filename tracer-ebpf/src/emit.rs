@@ -2,6 +2,8 @@
 
 use core::ffi::c_void;
 
+use aya_ebpf::maps::RingBuf;
+
 use aya_ebpf::{
     EbpfContext,
     bindings::{
@@ -12,7 +14,6 @@ use aya_ebpf::{
         bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
         generated::{bpf_perf_event_output, bpf_perf_event_read, bpf_perf_event_read_value},
     },
-    maps::{Array, HashMap},
 };
 use common::{
     control::{
@@ -20,10 +21,12 @@ use common::{
         TracerControl,
     },
     engine_abi::ENGINE_ABI_VERSION,
-    event::{EventHeader, EventKind, MAX_PMC, OpEvent, PmcReading},
+    event::{EventHeader, EventKind, PmcReading},
 };
 
-use crate::maps::{CONTROL, COUNTERS, EVENTS, PERF_EVENTS, PMC_SLOTS, STATS};
+use crate::maps::{
+    CONTROL, COUNTERS, LARGE_BLOCK_BYTES, LARGE_SCRATCH, LARGE_ZERO, PERF_EVENTS, PMC_SLOTS, STATS,
+};
 
 /// Failure of a probe body (an errno-style code; the probe just returns).
 pub type ProbeResult = Result<(), i64>;
@@ -122,9 +125,9 @@ pub fn abi_ok(abi_version: u32) -> bool {
 /// scheduler event that wakes the collector again: on a 2-core board that loop cost the
 /// engine more than half its decode speed.
 #[inline(always)]
-fn ring_wakeup_flags() -> u64 {
-    let avail = EVENTS.query(BPF_RB_AVAIL_DATA as u64);
-    let size = EVENTS.query(BPF_RB_RING_SIZE as u64);
+fn ring_wakeup_flags(ring: &RingBuf) -> u64 {
+    let avail = ring.query(BPF_RB_AVAIL_DATA as u64);
+    let size = ring.query(BPF_RB_RING_SIZE as u64);
     if avail > size / 4 {
         BPF_RB_FORCE_WAKEUP as u64
     } else {
@@ -132,11 +135,54 @@ fn ring_wakeup_flags() -> u64 {
     }
 }
 
+/// Runs `$body` with `$ring` bound to this CPU's ring buffer (`maps::EVENTS_*`): one arm
+/// per ring, since a helper's map argument must be a constant the verifier knows.
+macro_rules! on_ring {
+    (|$ring:ident| $body:expr) => {{
+        // SAFETY: helper without preconditions.
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        match cpu % common::control::RINGS {
+            0 => {
+                let $ring = &crate::maps::EVENTS_0;
+                $body
+            }
+            1 => {
+                let $ring = &crate::maps::EVENTS_1;
+                $body
+            }
+            2 => {
+                let $ring = &crate::maps::EVENTS_2;
+                $body
+            }
+            3 => {
+                let $ring = &crate::maps::EVENTS_3;
+                $body
+            }
+            4 => {
+                let $ring = &crate::maps::EVENTS_4;
+                $body
+            }
+            5 => {
+                let $ring = &crate::maps::EVENTS_5;
+                $body
+            }
+            6 => {
+                let $ring = &crate::maps::EVENTS_6;
+                $body
+            }
+            _ => {
+                let $ring = &crate::maps::EVENTS_7;
+                $body
+            }
+        }
+    }};
+}
+
 /// Emits `ev` (a whole record) to the configured output and counts it as produced, or as
 /// lost when the buffer is full.
 #[inline(always)]
 pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
-    emit_with(ctx, ev, ring_wakeup_flags());
+    emit_with(ctx, ev, false);
 }
 
 /// Like [`emit`], and wakes the collector at once when the control map's `flags` has
@@ -149,16 +195,11 @@ pub fn emit_waking_if<C: EbpfContext, T>(ctx: &C, ev: &T, flag: u32) {
     let wake = CONTROL
         .get(CONTROL_INDEX)
         .is_some_and(|c| c.flags & flag != 0);
-    let ring_flags = if wake {
-        BPF_RB_FORCE_WAKEUP as u64
-    } else {
-        ring_wakeup_flags()
-    };
-    emit_with(ctx, ev, ring_flags);
+    emit_with(ctx, ev, wake);
 }
 
 #[inline(always)]
-fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, ring_flags: u64) {
+fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake: bool) {
     bump(STAT_PRODUCED);
     let ok = if output_kind() == OUTPUT_PERF_BUF {
         // SAFETY: `PERF_EVENTS` is a perf event array map (its address is the map
@@ -174,117 +215,124 @@ fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, ring_flags: u64) {
             ) == 0
         }
     } else {
-        EVENTS.output::<T>(ev, ring_flags).is_ok()
+        on_ring!(|ring| {
+            let flags = if wake {
+                BPF_RB_FORCE_WAKEUP as u64
+            } else {
+                ring_wakeup_flags(ring)
+            };
+            ring.output::<T>(ev, flags).is_ok()
+        })
     };
     if !ok {
         bump(STAT_LOST);
     }
 }
 
-/// Emits an operator record: reserved in place in the ring buffer, or built in the
-/// calling thread's scratch slot (`OP_SCRATCH`) for the perf buffer. `fill` writes the
-/// record.
-#[inline(always)]
-pub fn emit_op<C: EbpfContext, F: FnOnce(&mut OpEvent)>(ctx: &C, fill: F) {
-    emit_large(
-        ctx,
-        &crate::maps::OP_ZERO,
-        &crate::maps::OP_SCRATCH,
-        OpEvent::zeroed,
-        fill,
-    );
-}
-
 /// Emits a record too large for the 512-byte BPF stack next to a probe's other locals:
 /// reserved in place in the ring buffer, or, for the perf buffer, built in the calling
-/// thread's slot of `scratch` (reset from the all-zero `zero` template first). `zeroed`
-/// makes the ring-buffer record's starting value; `fill` writes the record.
+/// thread's `LARGE_SCRATCH` block. Either way it starts all zero; `fill` writes it.
 #[inline(always)]
-pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T)>(
-    ctx: &C,
-    zero: &Array<T>,
-    scratch: &HashMap<u32, T>,
-    zeroed: fn() -> T,
-    fill: F,
-) {
+pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T)>(ctx: &C, fill: F) {
+    const { assert!(size_of::<T>() <= LARGE_BLOCK_BYTES && align_of::<T>() <= 8) };
     bump(STAT_PRODUCED);
-    if output_kind() == OUTPUT_PERF_BUF {
+    let perf = output_kind() == OUTPUT_PERF_BUF;
+    // Where the record is built: a ring-buffer reservation, or this thread's scratch.
+    let (p, entry) = if perf {
         let tid = current_tid();
-        // Reset (or create) this thread's slot from the zero template, then fill it.
-        let reset = zero.get(0).map(|z| scratch.insert(tid, z, 0));
-        let p = match reset {
-            Some(Ok(())) => scratch.get_ptr_mut(tid),
-            _ => None,
+        let p = match LARGE_SCRATCH.get_ptr_mut(tid) {
+            Some(p) => Some(p),
+            None => LARGE_ZERO
+                .get(0)
+                .and_then(|z| LARGE_SCRATCH.insert(tid, z, 0).ok())
+                .and_then(|()| LARGE_SCRATCH.get_ptr_mut(tid)),
         };
-        let Some(p) = p else {
-            bump(STAT_LOST);
-            return;
-        };
-        // SAFETY: `p` is this thread's slot, valid and aligned for a `T`; only this
-        // thread uses it, and it runs one probe at a time.
-        let ev = unsafe { &mut *p };
-        fill(ev);
-        // SAFETY: as in `emit`.
-        let ret = unsafe {
-            bpf_perf_event_output(
-                ctx.as_ptr(),
-                core::ptr::addr_of!(PERF_EVENTS).cast_mut().cast::<c_void>(),
-                BPF_F_CURRENT_CPU,
-                p.cast::<c_void>(),
-                size_of::<T>() as u64,
-            )
-        };
-        if ret != 0 {
-            bump(STAT_LOST);
+        (p.map(|p| p.cast::<T>()), None)
+    } else {
+        match on_ring!(|ring| ring.reserve::<T>(0)) {
+            Some(mut e) => (Some(e.as_mut_ptr()), Some(e)),
+            None => (None, None),
         }
-        return;
-    }
-    let Some(mut entry) = EVENTS.reserve::<T>(0) else {
+    };
+    let Some(p) = p else {
         bump(STAT_LOST);
         return;
     };
-    let ev = entry.write(zeroed());
+    // SAFETY: `p` is a ring-buffer reservation of `size_of::<T>()` bytes, or this
+    // thread's scratch block, 8-byte aligned and large enough for a `T` (asserted above;
+    // only this thread uses it, one probe at a time). All-zero bytes are a valid wire
+    // record.
+    let ev = unsafe {
+        zero_words(p.cast::<u64>(), size_of::<T>() / 8);
+        &mut *p
+    };
     fill(ev);
-    entry.submit(ring_wakeup_flags());
+    if let Some(entry) = entry {
+        entry.submit(on_ring!(|ring| ring_wakeup_flags(ring)));
+        return;
+    }
+    // SAFETY: as in `emit`.
+    let ret = unsafe {
+        bpf_perf_event_output(
+            ctx.as_ptr(),
+            core::ptr::addr_of!(PERF_EVENTS).cast_mut().cast::<c_void>(),
+            BPF_F_CURRENT_CPU,
+            p.cast::<c_void>(),
+            size_of::<T>() as u64,
+        )
+    };
+    if ret != 0 {
+        bump(STAT_LOST);
+    }
 }
 
-/// Reads this thread's counters into `pmc` and returns the mask of successful reads.
-/// Counters in `control.pmc_scaled` (hardware, may be multiplexed) are read with their
-/// enabled/running times; the others as a bare count, which is cheaper.
+/// Zeroes `n` words at `p` with one store each. Volatile stores: plain ones become a
+/// `memset` call, which bpf-linker emits as a byte loop that the verifier walks byte by
+/// byte at every call site (a program with a few large records exceeded its budget of a
+/// million instructions).
+///
+/// # Safety
+/// `p` must be valid for writes of `n` aligned words.
 #[inline(always)]
-pub fn read_pmcs(pmc: &mut [PmcReading; MAX_PMC], control: &TracerControl, tid: u32) -> u32 {
-    // SAFETY: plain lookup; the value is copied out.
-    let Some(slot) = (unsafe { PMC_SLOTS.get(tid) }).copied() else {
-        return 0;
-    };
-    let map = core::ptr::addr_of!(COUNTERS).cast_mut().cast::<c_void>();
-    let mut ok = 0u32;
-    for (i, reading) in pmc.iter_mut().enumerate() {
-        if i as u32 >= control.n_pmc {
-            break;
-        }
-        let index = u64::from(slot * control.n_pmc + i as u32);
-        let read = if control.pmc_scaled & (1 << i) != 0 {
-            // SAFETY: `COUNTERS` is a perf event array map; the destination is a
-            // `PmcReading`, which has the layout of `bpf_perf_event_value` (24 bytes).
-            unsafe {
-                bpf_perf_event_read_value(
-                    map,
-                    index,
-                    core::ptr::from_mut(reading).cast::<bpf_perf_event_value>(),
-                    size_of::<bpf_perf_event_value>() as u32,
-                ) == 0
-            }
-        } else {
-            // SAFETY: `COUNTERS` is a perf event array map. The helper returns the count,
-            // or a negative errno in the same word (a count never reaches 2^63).
-            let v = unsafe { bpf_perf_event_read(map, index) };
-            reading.counter = v;
-            (v as i64) >= 0
-        };
-        if read {
-            ok |= 1 << i;
-        }
+unsafe fn zero_words(p: *mut u64, n: usize) {
+    for i in 0..n {
+        // SAFETY: the caller guarantees `p..p + n` is writable and aligned.
+        unsafe { core::ptr::write_volatile(p.add(i), 0) };
     }
-    ok
+}
+
+/// The counter slot of thread `tid` (`PMC_SLOTS`), if counters were opened for it.
+#[inline(always)]
+pub fn pmc_slot(tid: u32) -> Option<u32> {
+    // SAFETY: plain lookup; the value is copied out.
+    unsafe { PMC_SLOTS.get(tid) }.copied()
+}
+
+/// Reads counter `i` of the thread at counter slot `slot`. Counters in
+/// `control.pmc_scaled` (hardware, may be multiplexed) are read with their enabled/running
+/// times; the others as a bare count, which is cheaper.
+#[inline(always)]
+pub fn read_pmc(i: u32, control: &TracerControl, slot: u32) -> Option<PmcReading> {
+    let map = core::ptr::addr_of!(COUNTERS).cast_mut().cast::<c_void>();
+    let index = u64::from(slot * control.n_pmc + i);
+    let mut reading = PmcReading::ZERO;
+    let read = if control.pmc_scaled & (1 << i) != 0 {
+        // SAFETY: `COUNTERS` is a perf event array map; the destination is a
+        // `PmcReading`, which has the layout of `bpf_perf_event_value` (24 bytes).
+        unsafe {
+            bpf_perf_event_read_value(
+                map,
+                index,
+                core::ptr::from_mut(&mut reading).cast::<bpf_perf_event_value>(),
+                size_of::<bpf_perf_event_value>() as u32,
+            ) == 0
+        }
+    } else {
+        // SAFETY: `COUNTERS` is a perf event array map. The helper returns the count,
+        // or a negative errno in the same word (a count never reaches 2^63).
+        let v = unsafe { bpf_perf_event_read(map, index) };
+        reading.counter = v;
+        (v as i64) >= 0
+    };
+    read.then_some(reading)
 }

@@ -6,18 +6,46 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, PerfEventArray, RingBuf},
 };
 use common::{
-    control::{MAX_PMC_THREADS, MAX_TRACED_THREADS, STAT_COUNT, TracerControl},
-    event::{DecodeEvent, ExpertRouteEvent, GraphEvent, MAX_PMC, OpEvent},
-    ggml_abi::{GgmlLayout, GgmlThread, MAX_GGML_OPS},
+    control::{
+        MAX_DESCRIBED_NODES, MAX_PMC_THREADS, MAX_TRACED_THREADS, STAT_COUNT, TracerControl,
+    },
+    event::{DecodeEvent, GraphEvent, MAX_PMC},
+    ggml_abi::{GgmlLayout, MAX_GGML_OPS, MAX_GGML_WORKERS},
+    op_thread::OpThread,
 };
 
 /// The single control record (target tgid, levels on, details on, output kind).
 #[map]
 pub static CONTROL: Array<TracerControl> = Array::with_max_entries(1, 0);
 
-/// Ring buffer output; the loader sets its size.
+/// Ring-buffer output, one ring per CPU (`control::RINGS`; CPU `c` writes ring
+/// `c % RINGS`, see `emit::on_ring`): two CPUs recording at once would otherwise bounce
+/// one ring's lock and producer position between them on every record. The loader sizes
+/// the rings of the online CPUs and gives the others one page.
 #[map]
-pub static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 22, 0);
+pub static EVENTS_0: RingBuf = RingBuf::with_byte_size(4096, 0);
+/// Ring of CPUs `1 + k·RINGS`.
+#[map]
+pub static EVENTS_1: RingBuf = RingBuf::with_byte_size(4096, 0);
+/// Ring of CPUs `2 + k·RINGS`.
+#[map]
+pub static EVENTS_2: RingBuf = RingBuf::with_byte_size(4096, 0);
+/// Ring of CPUs `3 + k·RINGS`.
+#[map]
+pub static EVENTS_3: RingBuf = RingBuf::with_byte_size(4096, 0);
+/// Ring of CPUs `4 + k·RINGS`.
+#[map]
+pub static EVENTS_4: RingBuf = RingBuf::with_byte_size(4096, 0);
+/// Ring of CPUs `5 + k·RINGS`.
+#[map]
+pub static EVENTS_5: RingBuf = RingBuf::with_byte_size(4096, 0);
+/// Ring of CPUs `6 + k·RINGS`.
+#[map]
+pub static EVENTS_6: RingBuf = RingBuf::with_byte_size(4096, 0);
+/// Ring of CPUs `7 + k·RINGS`.
+#[map]
+pub static EVENTS_7: RingBuf = RingBuf::with_byte_size(4096, 0);
+const _: () = assert!(common::control::RINGS == 8);
 
 /// Perf-buffer output (one buffer per CPU, opened by the collector).
 #[map]
@@ -27,29 +55,64 @@ pub static PERF_EVENTS: PerfEventArray<u8> = PerfEventArray::new(0);
 #[map]
 pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(STAT_COUNT, 0);
 
-/// One all-zero operator record (never written): the template `OP_SCRATCH` entries are
-/// reset from (an `OpEvent` is too large for the 512-byte BPF stack next to the rest).
-#[map]
-pub static OP_ZERO: Array<OpEvent> = Array::with_max_entries(1, 0);
+/// Bytes of the largest record built outside the ring buffer ([`LargeBlock`]).
+pub const LARGE_BLOCK_BYTES: usize = 512;
 
-/// tid → scratch record for operator events in perf-buffer mode. Per *thread*, not per
-/// CPU: uprobe programs run with migration disabled but, on a preemptible kernel, not
-/// with preemption disabled (`bpf_prog_run_array_uprobe` only calls
-/// `migrate_disable()`), so a per-CPU slot could be overwritten by another thread's op
-/// probe on the same CPU while the first is still filling it. One thread never runs two
-/// op probes at once, so a per-thread slot cannot race.
-#[map]
-pub static OP_SCRATCH: HashMap<u32, OpEvent> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+/// Room for any record too large for the 512-byte BPF stack next to a probe's other
+/// locals (operator descriptions, expert routes, spans with counters).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct LargeBlock {
+    /// The bytes, as words (8-byte aligned).
+    pub words: [u64; LARGE_BLOCK_BYTES / 8],
+}
 
-/// One all-zero expert-route record, the template `ROUTE_SCRATCH` entries are reset from.
+/// One all-zero block (never written): the value `LARGE_SCRATCH` slots are created from.
 #[map]
-pub static ROUTE_ZERO: Array<ExpertRouteEvent> = Array::with_max_entries(1, 0);
+pub static LARGE_ZERO: Array<LargeBlock> = Array::with_max_entries(1, 0);
 
-/// tid → scratch record for expert-route events in perf-buffer mode (per thread, like
-/// `OP_SCRATCH`).
+/// tid → scratch block for large records in perf-buffer mode (the ring buffer reserves
+/// them in place). Per *thread*, not per CPU: uprobe programs run with migration
+/// disabled but, on a preemptible kernel, not with preemption disabled
+/// (`bpf_prog_run_array_uprobe` only calls `migrate_disable()`), so a per-CPU slot could
+/// be overwritten by another thread's probe on the same CPU while the first is still
+/// filling it. One thread never runs two probes at once, so a per-thread slot cannot
+/// race.
 #[map]
-pub static ROUTE_SCRATCH: HashMap<u32, ExpertRouteEvent> =
+pub static LARGE_SCRATCH: HashMap<u32, LargeBlock> =
     HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// tid → the thread's operator-probe state: the node it has open and since when.
+#[map]
+pub static OP_THREADS: HashMap<u32, OpThread> = HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// Fingerprint of the description last sent for the node at each position of a graph
+/// (slot `index % MAX_DESCRIBED_NODES`; the fingerprint covers the node's address too):
+/// `NodeDescEvent`s go out only when it changes. An array indexed by position, not a
+/// hash map keyed by address: the checks of a graph walk it in order, one inlined lookup
+/// each (a hash lookup of a cold table cost more than the rest of the probe).
+#[map]
+pub static DESC_SEEN: Array<u64> = Array::with_max_entries(MAX_DESCRIBED_NODES, 0);
+
+/// Per-CPU scratch: a node read in one piece to fingerprint it. The first word holds the
+/// reading thread's tid, checked after the read (another thread's program could run on
+/// the same CPU in between on a preemptible kernel; its read then wins and this one
+/// skips the description, which the node's next start sends).
+#[map]
+pub static NODE_BLOB: PerCpuArray<NodeBlob> = PerCpuArray::with_max_entries(1, 0);
+
+/// Words of [`NodeBlob`] after its tid word.
+pub const NODE_BLOB_WORDS: usize = 48;
+
+/// A node's bytes as read from the target.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NodeBlob {
+    /// Tid of the thread that filled it.
+    pub tid: u64,
+    /// The node.
+    pub words: [u64; NODE_BLOB_WORDS],
+}
 
 /// tid → the entry record of the decode call in flight on that thread.
 #[map]
@@ -90,11 +153,12 @@ pub static GGML_LAYOUT: Array<GgmlLayout> = Array::with_max_entries(1, 0);
 #[map]
 pub static GGML_OPS: Array<u32> = Array::with_max_entries(MAX_GGML_OPS, 0);
 
-/// llama.cpp targets: tid → operator-probe state (open node, nesting depth, node index).
-#[map]
-pub static GGML_THREADS: HashMap<u32, GgmlThread> =
-    HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
-
 /// llama.cpp targets: graphs started so far (the node index restarts with each).
 #[map]
 pub static GGML_GRAPH_SEQ: Array<u64> = Array::with_max_entries(1, 0);
+
+/// llama.cpp targets: `ith` → tid of the threads computing the current graph, so that
+/// the graph's end (on thread 0) can close every thread's last span: nothing on a worker
+/// marks its last node's end but the barrier it then waits at.
+#[map]
+pub static GGML_WORKERS: Array<u32> = Array::with_max_entries(MAX_GGML_WORKERS, 0);

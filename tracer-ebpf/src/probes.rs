@@ -4,6 +4,7 @@ mod expert;
 mod graph;
 mod llama_cpp;
 mod op;
+mod op_span;
 mod phase;
 mod sched;
 mod token;

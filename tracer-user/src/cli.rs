@@ -90,7 +90,23 @@ struct CaptureArgs {
     /// Do not parse operator structure.
     #[arg(long)]
     no_structure: bool,
-    /// Read performance counters in operator probes.
+    /// Probe both bounds of every operator span on every thread (implied by --pmc): the
+    /// engine's starts, llama.cpp's barrier waits. Two or more probe hits per node and
+    /// thread instead of one; by default the unprobed bound is where the barrier between
+    /// nodes released (exact up to a waiting thread's leaving it).
+    #[arg(long)]
+    exact_spans: bool,
+    /// Record operators in sampled windows of ON decode steps in every PERIOD (`8/32`):
+    /// their probes are detached in between, so the recording costs about ON/PERIOD of a
+    /// full one; every view marks which tokens were traced.
+    #[arg(long, value_name = "ON/PERIOD")]
+    op_windows: Option<String>,
+    /// Keep the kernel's eBPF run-time statistics on for the whole recording: exact
+    /// per-program run counts in the cost line, at ~45 ns more per probe hit (by default
+    /// they are on 0.5 s in every 5 s and the counts are scaled).
+    #[arg(long)]
+    probe_stats_always: bool,
+    /// Read performance counters in operator probes (at each operator's start and end).
     #[arg(long, overrides_with = "no_pmc")]
     pmc: bool,
     /// Do not read performance counters.
@@ -142,6 +158,9 @@ impl CaptureArgs {
             levels: self.levels.clone(),
             structure: flag(self.structure, self.no_structure),
             pmc: flag(self.pmc, self.no_pmc),
+            exact_spans: self.exact_spans.then_some(true),
+            op_windows: self.op_windows.clone(),
+            stats_always: self.probe_stats_always.then_some(true),
             counters: self.counters.clone(),
             buffer: self.buffer.clone(),
             ring_bytes: self.ring_bytes,
@@ -299,36 +318,27 @@ fn print_llama_probes(plan: &LlamaCppPlan) {
             unknown.join(", ")
         );
     }
-    let unprobeable: Vec<&str> = b
-        .op_points
-        .iter()
-        .filter(|p| p.attach_cost == probe_points::CostClass::Unsupported)
-        .map(|p| p.symbol.as_str())
-        .collect();
-    println!(
-        "  not probed, nested in the dispatched ones: {}",
-        b.nested_points
-            .iter()
-            .map(|p| p.symbol.trim_start_matches("ggml_compute_forward_"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if !unprobeable.is_empty() {
+    if b.barrier_point.is_none() {
         println!(
-            "  not probed (first instruction is VEX-encoded; the kernel refuses uprobes there): {}",
-            unprobeable.join(", ")
+            "  ggml_barrier cannot be probed: a node's span on a thread runs to its next node's start (barrier wait included)"
         );
     }
     println!(
         "{:<6} {:<48} {:<10} {:<28} cost",
         "level", "symbol", "attach", "instruction"
     );
-    for (site, point, _, level) in plan.sites(common::control::LEVEL_ALL) {
+    let all = common::control::DETAIL_EXACT_SPANS;
+    for (site, point, _, level) in plan.sites(common::control::LEVEL_ALL, all) {
         let entry = site.attach_kind() == "uprobe";
+        let symbol = if site.offset > 0 {
+            format!("{}+{:#x}", site.symbol, site.offset)
+        } else {
+            site.symbol.clone()
+        };
         println!(
             "{:<6} {:<48} {:<10} {:<28} {}",
             level,
-            site.symbol,
+            symbol,
             site.attach_kind(),
             if entry {
                 point.attach_insn.as_str()

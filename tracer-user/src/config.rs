@@ -81,6 +81,11 @@ pub struct OpSection {
     pub structure: Option<bool>,
     /// Read counters at operator entry and exit.
     pub pmc: Option<bool>,
+    /// Probe both bounds of every operator span.
+    pub exact_spans: Option<bool>,
+    /// Sampled windows, `ON/PERIOD` decode steps (operators recorded in ON of every
+    /// PERIOD steps).
+    pub windows: Option<String>,
     /// Counter names; empty = hardware where available + software.
     pub counters: Option<Vec<String>>,
 }
@@ -176,6 +181,12 @@ pub struct Overrides {
     pub structure: Option<bool>,
     /// `--pmc` / `--no-pmc`.
     pub pmc: Option<bool>,
+    /// `--exact-spans`.
+    pub exact_spans: Option<bool>,
+    /// `--op-windows ON/PERIOD`.
+    pub op_windows: Option<String>,
+    /// `--probe-stats-always`.
+    pub stats_always: Option<bool>,
     /// `--counters a,b`.
     pub counters: Option<Vec<String>>,
     /// `--buffer ring|perf`.
@@ -214,8 +225,18 @@ pub struct TracerConfig {
     pub levels: u32,
     /// Parse operator structure.
     pub structure: bool,
-    /// Read counters in operator probes.
+    /// Read counters in operator probes (at each operator's start and end).
     pub pmc: bool,
+    /// Probe both bounds of every operator span (implied by `pmc`): two probe hits per
+    /// node and thread (llama.cpp: more, its barrier also runs inside some ops) instead
+    /// of one; otherwise the unprobed bound is where the barrier between nodes released
+    /// (`common::control::DETAIL_EXACT_SPANS`).
+    pub exact_spans: bool,
+    /// Sampled windows: operators recorded in `on` of every `period` decode steps.
+    pub op_windows: Option<crate::windows::WindowSettings>,
+    /// Keep the kernel's eBPF run-time statistics on for the whole recording (exact
+    /// program counts) instead of sampled windows (`probe_cost`).
+    pub stats_always: bool,
     /// Counter names (empty = automatic).
     pub counters: Vec<String>,
     /// Output buffer.
@@ -355,10 +376,26 @@ impl TracerConfig {
                 reason: "must be between 1 KiB and 16 MiB",
             });
         }
+        let op_windows = match cli.op_windows.as_ref().or(file.op.windows.as_ref()) {
+            None => None,
+            Some(w) => Some(crate::windows::WindowSettings::parse(w).ok_or_else(|| {
+                ConfigError::Invalid {
+                    key: "op.windows",
+                    value: w.clone(),
+                    reason: "expected ON/PERIOD decode steps with 1 <= ON < PERIOD (8/32)",
+                }
+            })?),
+        };
+        // Counters are read where asked: per-thread perf events cost every context switch
+        // of the target's threads, and two reads per operator (docs/performance.md).
+        let pmc = cli.pmc.or(file.op.pmc).unwrap_or(false);
         Ok(TracerConfig {
             levels,
             structure: cli.structure.or(file.op.structure).unwrap_or(true),
-            pmc: cli.pmc.or(file.op.pmc).unwrap_or(true),
+            pmc,
+            exact_spans: pmc || cli.exact_spans.or(file.op.exact_spans).unwrap_or(false),
+            op_windows,
+            stats_always: cli.stats_always.unwrap_or(false),
             counters: cli
                 .counters
                 .clone()
@@ -377,6 +414,11 @@ impl TracerConfig {
         m.insert("levels".into(), format!("{:#x}", self.levels));
         m.insert("structure".into(), self.structure.to_string());
         m.insert("pmc".into(), self.pmc.to_string());
+        m.insert("exact_spans".into(), self.exact_spans.to_string());
+        m.insert(
+            "op_windows".into(),
+            self.op_windows.map_or("off".into(), |w| w.to_string()),
+        );
         m.insert("buffer".into(), format!("{:?}", self.buffer));
         m.insert(
             "qos".into(),
@@ -396,7 +438,7 @@ mod tests {
     fn defaults_enable_everything_with_a_ring_buffer() {
         let c = TracerConfig::build(&FileConfig::default(), &Overrides::default()).expect("valid");
         assert_eq!(c.levels, LEVEL_ALL);
-        assert!(c.structure && c.pmc && c.qos.is_none());
+        assert!(c.structure && !c.pmc && !c.exact_spans && c.qos.is_none());
         assert_eq!(c.buffer, BufferKind::Ring { bytes: 8 << 20 });
     }
 

@@ -41,21 +41,89 @@ pub enum DrainError {
 
 /// Where events come from.
 pub enum EventSource {
-    /// The BPF ring buffer, woken through its fd.
-    Ring(Box<AsyncFd<RingBuf<MapData>>>),
+    /// The BPF ring buffers (one per CPU, `common::control::RINGS`), each woken through
+    /// its fd.
+    Rings(RingSet),
     /// One perf buffer per CPU, polled.
     Perf(Vec<PerfEventArrayBuffer<MapData>>),
 }
 
+/// The per-CPU ring buffers and the buffers their records are merged in.
+pub struct RingSet {
+    fds: Vec<AsyncFd<RingBuf<MapData>>>,
+    /// Each ring's records of one drain, back to back.
+    bytes: Vec<Vec<u8>>,
+    /// Each ring's records of one drain: (time, offset, length) into `bytes`.
+    records: Vec<Vec<(u64, u32, u32)>>,
+}
+
+/// Offset of every record's time (`EventHeader::ts_ns`, `OpSpanEvent::end_ns`).
+const TS_OFFSET: usize = 8;
+
+impl RingSet {
+    /// Hands every available record to `f`, in time order across the rings: each ring is
+    /// read out first (its records are in the order its CPU wrote them), then the rings'
+    /// records are merged. Drained ring by ring, one CPU's records would otherwise reach
+    /// the file a whole drain interval after another's of the same moment, beyond the
+    /// analyzer's reordering window whenever the collector was held up (attaching or
+    /// detaching probes takes a few hundred ms).
+    fn drain(&mut self, f: &mut impl FnMut(&[u8])) -> u64 {
+        for ((fd, bytes), records) in self
+            .fds
+            .iter_mut()
+            .zip(&mut self.bytes)
+            .zip(&mut self.records)
+        {
+            bytes.clear();
+            records.clear();
+            let ring = fd.get_mut();
+            while let Some(item) = ring.next() {
+                let ts = item
+                    .get(TS_OFFSET..TS_OFFSET + 8)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                records.push((ts, bytes.len() as u32, item.len() as u32));
+                bytes.extend_from_slice(&item);
+            }
+        }
+        let mut next = vec![0usize; self.records.len()];
+        let mut n = 0;
+        loop {
+            let mut pick: Option<(usize, u64)> = None;
+            for (r, recs) in self.records.iter().enumerate() {
+                if let Some(&(ts, _, _)) = recs.get(next[r])
+                    && pick.is_none_or(|(_, best)| ts < best)
+                {
+                    pick = Some((r, ts));
+                }
+            }
+            let Some((r, _)) = pick else { break };
+            let (_, at, len) = self.records[r][next[r]];
+            f(&self.bytes[r][at as usize..(at + len) as usize]);
+            next[r] += 1;
+            n += 1;
+        }
+        n
+    }
+}
+
 impl EventSource {
-    /// Wraps the ring buffer map (call inside a tokio runtime context).
-    pub fn ring(ring: RingBuf<MapData>) -> Result<EventSource, DrainError> {
-        // SAFETY: the ring buffer owns its map fd, which stays open and unchanged until the
-        // `RingBuf` (owned by the `AsyncFd`) is dropped.
-        let fd = unsafe { AsyncFd::register(ring) }.map_err(|e| DrainError::RegisterRing {
-            source: std::io::Error::from(e),
-        })?;
-        Ok(EventSource::Ring(Box::new(fd)))
+    /// Wraps the ring buffer maps (call inside a tokio runtime context).
+    pub fn rings(rings: Vec<RingBuf<MapData>>) -> Result<EventSource, DrainError> {
+        let mut fds = Vec::with_capacity(rings.len());
+        for ring in rings {
+            // SAFETY: the ring buffer owns its map fd, which stays open and unchanged
+            // until the `RingBuf` (owned by the `AsyncFd`) is dropped.
+            let fd = unsafe { AsyncFd::register(ring) }.map_err(|e| DrainError::RegisterRing {
+                source: std::io::Error::from(e),
+            })?;
+            fds.push(fd);
+        }
+        let n = fds.len();
+        Ok(EventSource::Rings(RingSet {
+            fds,
+            bytes: vec![Vec::new(); n],
+            records: vec![Vec::new(); n],
+        }))
     }
 
     /// Opens a perf buffer of `pages` pages on every online CPU.
@@ -77,10 +145,19 @@ impl EventSource {
     /// polls on its tick).
     pub async fn readable(&mut self) {
         match self {
-            EventSource::Ring(fd) => {
-                if let Ok(mut guard) = fd.readable_mut().await {
-                    guard.clear_ready();
-                }
+            EventSource::Rings(set) => {
+                std::future::poll_fn(|cx| {
+                    for fd in set.fds.iter_mut() {
+                        if let std::task::Poll::Ready(r) = fd.poll_read_ready_mut(cx) {
+                            if let Ok(mut guard) = r {
+                                guard.clear_ready();
+                            }
+                            return std::task::Poll::Ready(());
+                        }
+                    }
+                    std::task::Poll::Pending
+                })
+                .await;
             }
             EventSource::Perf(_) => std::future::pending::<()>().await,
         }
@@ -90,13 +167,7 @@ impl EventSource {
     pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> u64 {
         let mut n = 0;
         match self {
-            EventSource::Ring(fd) => {
-                let ring = fd.get_mut();
-                while let Some(item) = ring.next() {
-                    f(&item);
-                    n += 1;
-                }
-            }
+            EventSource::Rings(set) => n = set.drain(&mut f),
             EventSource::Perf(bufs) => {
                 let mut joined = Vec::new();
                 for buf in bufs.iter_mut() {
@@ -122,7 +193,10 @@ impl EventSource {
     /// Raw fd (for diagnostics).
     pub fn raw_fd(&self) -> i32 {
         match self {
-            EventSource::Ring(fd) => fd.get_ref().as_fd().as_raw_fd(),
+            EventSource::Rings(set) => set
+                .fds
+                .first()
+                .map_or(-1, |fd| fd.get_ref().as_fd().as_raw_fd()),
             EventSource::Perf(b) => b.first().map_or(-1, |b| b.as_raw_fd()),
         }
     }

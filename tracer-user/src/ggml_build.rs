@@ -15,17 +15,14 @@ use common::ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout};
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
 
-use crate::probe_points::{self, MAX_BINARY_BYTES, ProbePoint};
+use crate::probe_points::{self, ArgUse, MAX_BINARY_BYTES, ProbePoint};
 
 /// The function every node's dispatch starts with (ggml's CPU backend).
 pub const EXTRA_FORWARD: &str = "ggml_cpu_extra_compute_forward";
-/// Prefix of the per-op forward functions.
-pub const FORWARD_PREFIX: &str = "ggml_compute_forward_";
 /// The fused RMS_NORM + MUL entry point (called instead of the dispatcher).
 pub const FUSED_FORWARD: &str = "ggml_compute_forward_rms_norm_mul_fused";
-/// Dispatched forward functions not named after their op (GATED_LINEAR_ATTN,
-/// SOFT_MAX_BACK, IM2COL_BACK in ggml 0.25/0.26).
-const FORWARD_ALIASES: [&str; 3] = ["gla", "soft_max_ext_back", "im2col_back_f32"];
+/// Where every thread waits for the others, after each node and inside some.
+pub const BARRIER: &str = "ggml_barrier";
 /// The graph computation of the CPU backend.
 pub const GRAPH_COMPUTE: &str = "ggml_graph_compute";
 /// The token-level entry point of libllama.
@@ -124,12 +121,12 @@ pub struct GgmlBuild {
     pub op_names: Vec<String>,
     /// Field offsets for the probes.
     pub layout: GgmlLayout,
-    /// Operator-level probe points in `cpu_lib`: the extra hook, the fused entry and the
-    /// `ggml_compute_forward_<op>` of every op of the table.
-    pub op_points: Vec<ProbePoint>,
-    /// The other exported `ggml_compute_forward_*` functions, which run nested inside the
-    /// dispatched ones and are not probed.
-    pub nested_points: Vec<ProbePoint>,
+    /// Where nodes start in `cpu_lib`: the extra hook every dispatch begins with and the
+    /// fused entry.
+    pub start_points: Vec<ProbePoint>,
+    /// `ggml_barrier` in `cpu_lib`, where a thread's node ends (its wait begins); without
+    /// it, nodes end where the thread's next one starts.
+    pub barrier_point: Option<ProbePoint>,
     /// `ggml_graph_compute` in `cpu_lib`.
     pub graph_point: ProbePoint,
     /// `llama_decode` and, where exported, `llama_process` in `llama_lib`.
@@ -160,14 +157,23 @@ impl GgmlBuild {
                     .any(|s| s.is_definition() && s.name() == Ok(name))
             };
             if cpu.is_none() && has(GRAPH_COMPUTE) && has(EXTRA_FORWARD) {
-                let op_points = probe_points::points_matching(&file, |n| {
-                    n == EXTRA_FORWARD || n.starts_with(FORWARD_PREFIX)
+                // What each probe reads: (params, tensor), (params, rms_norm, mul), nothing.
+                let start_points = probe_points::points_matching(&file, |n| match n {
+                    EXTRA_FORWARD => Some(ArgUse::Registers(2)),
+                    FUSED_FORWARD => Some(ArgUse::Registers(3)),
+                    _ => None,
                 });
-                let graph = probe_points::points_matching(&file, |n| n == GRAPH_COMPUTE);
+                let barrier = probe_points::points_matching(&file, |n| {
+                    (n == BARRIER).then_some(ArgUse::Registers(0))
+                });
+                let graph = probe_points::points_matching(&file, |n| {
+                    (n == GRAPH_COMPUTE).then_some(ArgUse::Registers(1))
+                });
                 cpu = Some((
                     path.clone(),
                     probe_points::build_id(&file),
-                    op_points,
+                    start_points,
+                    barrier.into_iter().next(),
                     graph,
                 ));
             }
@@ -178,14 +184,21 @@ impl GgmlBuild {
                 base = Some((path.clone(), version, commit, ops));
             }
             if llama.is_none() && has(LLAMA_DECODE) {
-                let points = probe_points::points_matching(&file, |n| {
-                    n == LLAMA_DECODE || n == LLAMA_PROCESS
+                // llama_decode's batch is on the stack (x86-64): probed at its entry.
+                let points = probe_points::points_matching(&file, |n| match n {
+                    LLAMA_DECODE => Some(ArgUse::Stack),
+                    LLAMA_PROCESS => Some(ArgUse::Registers(3)),
+                    _ => None,
                 });
-                let sample = probe_points::points_matching(&file, |n| n == LLAMA_SAMPLE);
+                let sample = probe_points::points_matching(&file, |n| {
+                    (n == LLAMA_SAMPLE).then_some(ArgUse::Registers(0))
+                });
                 llama = Some((path.clone(), points, sample.into_iter().next()));
             }
         }
-        let (Some((cpu_lib, cpu_build_id, op_points, graph)), Some(base)) = (cpu, base) else {
+        let (Some((cpu_lib, cpu_build_id, start_points, barrier_point, graph)), Some(base)) =
+            (cpu, base)
+        else {
             return Err(GgmlBuildError::NotFound {
                 searched: files.to_vec(),
             });
@@ -208,22 +221,13 @@ impl GgmlBuild {
         let op_names = ops.ok_or_else(|| GgmlBuildError::NoOpTable {
             lib: base_lib.clone(),
         })?;
-        // The dispatcher calls `ggml_compute_forward_<op>` with <op> the op's name in lower
-        // case; the other exported forward functions run nested inside those (mul_mat →
-        // mul_mat_tiled, unary → silu, add → add_non_quantized). Probing them would only
-        // double the traps on the hottest nodes, so they are left out.
-        let dispatched: BTreeSet<String> = op_names
-            .iter()
-            .map(|n| n.to_ascii_lowercase())
-            .chain(FORWARD_ALIASES.iter().map(|a| (*a).to_owned()))
-            .map(|n| format!("{FORWARD_PREFIX}{n}"))
+        // A start point the kernel cannot probe (VEX-encoded start) is left out.
+        let start_points = start_points
+            .into_iter()
+            .filter(|p| p.attach_cost != probe_points::CostClass::Unsupported)
             .collect();
-        let (op_points, nested): (Vec<ProbePoint>, Vec<ProbePoint>) =
-            op_points.into_iter().partition(|p| {
-                p.symbol == EXTRA_FORWARD
-                    || p.symbol == FUSED_FORWARD
-                    || dispatched.contains(&p.symbol)
-            });
+        let barrier_point =
+            barrier_point.filter(|p| p.attach_cost != probe_points::CostClass::Unsupported);
         let graph_point = graph
             .into_iter()
             .next()
@@ -243,8 +247,8 @@ impl GgmlBuild {
             commit,
             op_names,
             layout,
-            op_points,
-            nested_points: nested,
+            start_points,
+            barrier_point,
             graph_point,
             decode_points,
             sample_point,

@@ -4,8 +4,8 @@
 //! `docs/trace-format.md`), so the analyzer names DAG leaves after the engine's own
 //! tensors instead of guessing.
 //!
-//! Cost: the drain loop only looks at one operator entry per node and graph (thread 0's)
-//! and does a few hash lookups on its addresses ([`LeafResolver::observe`]). The reads
+//! Cost: the drain loop only looks at node descriptions (`node_desc` records, sent once
+//! per node and graph shape) and does a few hash lookups on their addresses ([`LeafResolver::observe`]). The reads
 //! happen outside the drain, batched ([`LeafResolver::due`]): at the first graph
 //! boundary (graph or decode exit) after new addresses appeared — by then every source
 //! of the graph has been seen — then at most every [`RESOLVE_INTERVAL`], and once more
@@ -25,7 +25,7 @@ use std::{
 
 use common::{
     engine_abi::{ENGINE_ABI_VERSION, EngineNode, MAX_DIMS, NODE_NAME_LEN, OpType},
-    event::{EVENT_FLAG_EXIT, EventHeader, EventKind, LeafNodeEvent, OP_DETAIL_STRUCTURE, OpEvent},
+    event::{EventHeader, EventKind, LeafNodeEvent, NodeDescEvent, OP_DETAIL_STRUCTURE},
 };
 
 /// Least time between two batches of reads (the first batch waits only for a graph
@@ -70,11 +70,11 @@ pub struct LeafStats {
     pub unread: u64,
 }
 
-/// Offsets of the fields read from raw operator records.
-const OP_NODE_ADDR: usize = offset_of!(OpEvent, node_addr);
-const OP_ITH: usize = offset_of!(OpEvent, ith);
-const OP_DETAIL: usize = offset_of!(OpEvent, detail);
-const OP_SRC: usize = offset_of!(OpEvent, structure) + offset_of!(common::event::OpStructure, src);
+/// Offsets of the fields read from raw node descriptions.
+const DESC_NODE_ADDR: usize = offset_of!(NodeDescEvent, node_addr);
+const DESC_DETAIL: usize = offset_of!(NodeDescEvent, detail);
+const DESC_SRC: usize =
+    offset_of!(NodeDescEvent, structure) + offset_of!(common::event::OpStructure, src);
 
 /// Finds the leaf addresses in operator records and reads their nodes from the target.
 #[derive(Debug)]
@@ -124,22 +124,20 @@ impl LeafResolver {
         }
     }
 
-    /// Looks at one drained record: an operator entry of thread 0 with structure gives
-    /// its node address (a computed node) and its sources (leaf candidates). Other
-    /// records cost a length and kind check.
+    /// Looks at one drained record: a node description with structure gives its node
+    /// address (a computed node) and its sources (leaf candidates). Other records cost a
+    /// length and kind check.
     #[inline]
     pub fn observe(&mut self, record: &[u8], now: Instant) {
-        if record.len() < size_of::<OpEvent>()
-            || u32_at(record, 0) != EventKind::OpCompute as u32
-            || u32_at(record, 4) & EVENT_FLAG_EXIT != 0
-            || u32_at(record, OP_ITH) != 0
-            || u32_at(record, OP_DETAIL) & OP_DETAIL_STRUCTURE == 0
+        if record.len() < size_of::<NodeDescEvent>()
+            || u32_at(record, 0) != EventKind::NodeDesc as u32
+            || u32_at(record, DESC_DETAIL) & OP_DETAIL_STRUCTURE == 0
         {
             return;
         }
-        self.op_nodes.insert(u64_at(record, OP_NODE_ADDR));
+        self.op_nodes.insert(u64_at(record, DESC_NODE_ADDR));
         for slot in 0..common::engine_abi::MAX_SRC {
-            let src = u64_at(record, OP_SRC + 8 * slot);
+            let src = u64_at(record, DESC_SRC + 8 * slot);
             if src != 0 && !self.gone && self.queued.insert(src) {
                 self.pending.push(src);
                 self.pending_since.get_or_insert(now);
@@ -353,35 +351,33 @@ mod tests {
         assert!(leaf_record(&node_bytes(&other_abi), 0x77, h).is_none());
     }
 
-    fn op_record(node: u64, ith: u32, exit: bool, src: [u64; 4]) -> OpEvent {
-        let mut op = OpEvent::zeroed();
-        op.header.kind = EventKind::OpCompute as u32;
-        op.header.flags = if exit { EVENT_FLAG_EXIT } else { 0 };
-        op.node_addr = node;
-        op.ith = ith;
-        op.detail = OP_DETAIL_NAME | OP_DETAIL_STRUCTURE;
-        op.structure.src = src;
-        op
+    fn desc(node: u64, src: [u64; 4]) -> NodeDescEvent {
+        let mut d = NodeDescEvent::zeroed();
+        d.header.kind = EventKind::NodeDesc as u32;
+        d.node_addr = node;
+        d.detail = OP_DETAIL_NAME | OP_DETAIL_STRUCTURE;
+        d.structure.src = src;
+        d
     }
 
-    fn bytes(op: &OpEvent) -> &[u8] {
-        trace_format::record_bytes(op)
+    fn bytes(d: &NodeDescEvent) -> &[u8] {
+        trace_format::record_bytes(d)
     }
 
     #[test]
-    fn sources_are_queued_once_from_thread_0_entries_and_batched() {
+    fn sources_are_queued_once_from_descriptions_and_batched() {
         let t0 = Instant::now();
         let mut r = LeafResolver::new(u32::MAX);
         assert!(!r.due(t0, true), "nothing pending");
-        r.observe(bytes(&op_record(0x100, 0, false, [0xA0, 0xB0, 0, 0])), t0);
-        // Other threads, exits and records without structure are not looked at.
-        r.observe(bytes(&op_record(0x200, 1, false, [0xC0, 0, 0, 0])), t0);
-        r.observe(bytes(&op_record(0x200, 0, true, [0xC0, 0, 0, 0])), t0);
-        let mut bare = op_record(0x300, 0, false, [0xD0, 0, 0, 0]);
+        r.observe(bytes(&desc(0x100, [0xA0, 0xB0, 0, 0])), t0);
+        // Other records and descriptions without structure are not looked at.
+        let span = common::event::OpSpanEvent::new(1, 0x200, 5, 1, 0);
+        r.observe(trace_format::record_bytes(&span), t0);
+        let mut bare = desc(0x300, [0xD0, 0, 0, 0]);
         bare.detail = OP_DETAIL_NAME;
         r.observe(bytes(&bare), t0);
         // A computed node that is also a source; a repeated source.
-        r.observe(bytes(&op_record(0xB0, 0, false, [0xA0, 0x100, 0, 0])), t0);
+        r.observe(bytes(&desc(0xB0, [0xA0, 0x100, 0, 0])), t0);
         assert_eq!(r.pending(), 3, "0xA0, 0xB0, 0x100 once each");
         // The first batch waits for a graph boundary or the interval.
         assert!(!r.due(t0, false));
@@ -395,7 +391,7 @@ mod tests {
         assert_eq!(r.pending(), 0);
         // After a batch, the next one waits for the interval even at a boundary.
         r.gone = false;
-        r.observe(bytes(&op_record(0x400, 0, false, [0xE0, 0, 0, 0])), t0);
+        r.observe(bytes(&desc(0x400, [0xE0, 0, 0, 0])), t0);
         assert!(!r.due(t0 + RESOLVE_INTERVAL / 2, true));
         assert!(r.due(t0 + RESOLVE_INTERVAL, true));
     }
@@ -410,10 +406,7 @@ mod tests {
         let computed_addr = std::ptr::from_ref::<EngineNode>(&computed) as u64;
         let t0 = Instant::now();
         let mut r = LeafResolver::new(std::process::id());
-        r.observe(
-            bytes(&op_record(0x100, 0, false, [addr, computed_addr, 8, 0])),
-            t0,
-        );
+        r.observe(bytes(&desc(0x100, [addr, computed_addr, 8, 0])), t0);
         let got = r.resolve(t0, EventHeader::default);
         assert_eq!(got.len(), 1, "{:?}", r.stats());
         assert_eq!(got[0].name_str(), "blk.3.attn_q.weight");

@@ -24,3 +24,4 @@ pub mod record;
 pub mod report;
 pub mod target;
 pub mod tui;
+pub mod windows;

@@ -10,7 +10,9 @@ use aya::{
     },
 };
 use common::{
-    control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED, LEVEL_TOKEN, MAX_PMC_THREADS},
+    control::{
+        LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED, LEVEL_TOKEN, MAX_PMC_THREADS, RINGS,
+    },
     engine_abi::symbols,
     event::{EventKind, MAX_PMC},
 };
@@ -101,21 +103,22 @@ pub enum LoadError {
     },
 }
 
-/// One uprobe/uretprobe pair of the engine probe ABI.
+/// The probes on one symbol of the engine probe ABI: a uprobe and, for the levels whose
+/// end is the function's return, a uretprobe.
 struct UprobeSpec {
     symbol: &'static str,
     enter: &'static str,
-    exit: &'static str,
+    exit: Option<&'static str>,
     level: u32,
     level_name: &'static str,
     kind: EventKind,
 }
 
-const UPROBES: [UprobeSpec; 12] = [
+const UPROBES: [UprobeSpec; 14] = [
     UprobeSpec {
         symbol: symbols::DECODE,
         enter: "engine_decode",
-        exit: "engine_decode_ret",
+        exit: Some("engine_decode_ret"),
         level: LEVEL_TOKEN,
         level_name: "token",
         kind: EventKind::Decode,
@@ -123,32 +126,53 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::GRAPH_COMPUTE,
         enter: "engine_graph_compute",
-        exit: "engine_graph_compute_ret",
+        exit: Some("engine_graph_compute_ret"),
         level: LEVEL_GRAPH,
         level_name: "graph",
         kind: EventKind::GraphCompute,
     },
+    // A node's span ends at `engine_op_done` and, by default, starts where the barrier
+    // before it released (one uprobe per node and thread, on a 5-byte nop); with
+    // `DETAIL_EXACT_SPANS` it opens at either backend's entry point (`OP_START_SYMBOLS`).
+    // An engine without `engine_op_done` is closed at `engine_op_compute`'s return
+    // instead (`attach`). In order of hits per token: detaching (QoS, sampled windows)
+    // waits for the kernel's grace period probe by probe, so the busiest go first.
     UprobeSpec {
         symbol: symbols::OP_COMPUTE,
         enter: "engine_op_compute",
-        exit: "engine_op_compute_ret",
+        exit: None,
         level: LEVEL_OP,
         level_name: "op",
-        kind: EventKind::OpCompute,
+        kind: EventKind::OpSpan,
     },
     UprobeSpec {
         symbol: symbols::ACCEL_OP_COMPUTE,
         enter: "engine_accel_op_compute",
-        // One return program for both operator entry points (it records time only).
-        exit: "engine_op_compute_ret",
+        exit: None,
         level: LEVEL_OP,
         level_name: "op",
-        kind: EventKind::OpCompute,
+        kind: EventKind::OpSpan,
+    },
+    UprobeSpec {
+        symbol: symbols::OP_DONE,
+        enter: "engine_op_done",
+        exit: None,
+        level: LEVEL_OP,
+        level_name: "op",
+        kind: EventKind::OpSpan,
+    },
+    UprobeSpec {
+        symbol: symbols::GRAPH_THREAD,
+        enter: "engine_graph_thread",
+        exit: None,
+        level: LEVEL_OP,
+        level_name: "op",
+        kind: EventKind::GraphThread,
     },
     UprobeSpec {
         symbol: symbols::PHASE_EMBED,
         enter: "engine_phase_embed",
-        exit: "engine_phase_embed_ret",
+        exit: Some("engine_phase_embed_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseEmbed,
@@ -156,7 +180,7 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::PHASE_COPY_LOGITS,
         enter: "engine_phase_copy_logits",
-        exit: "engine_phase_copy_logits_ret",
+        exit: Some("engine_phase_copy_logits_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseCopyLogits,
@@ -164,7 +188,7 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::PHASE_SOFTMAX,
         enter: "engine_phase_softmax",
-        exit: "engine_phase_softmax_ret",
+        exit: Some("engine_phase_softmax_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseSoftmax,
@@ -172,7 +196,7 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::PHASE_SAMPLE,
         enter: "engine_phase_sample",
-        exit: "engine_phase_sample_ret",
+        exit: Some("engine_phase_sample_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseSample,
@@ -180,7 +204,7 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::PHASE_KV_COMPRESS,
         enter: "engine_phase_kv_compress",
-        exit: "engine_phase_kv_compress_ret",
+        exit: Some("engine_phase_kv_compress_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvCompress,
@@ -188,7 +212,7 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::PHASE_KV_SWAP_OUT,
         enter: "engine_phase_kv_swap_out",
-        exit: "engine_phase_kv_swap_out_ret",
+        exit: Some("engine_phase_kv_swap_out_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvSwapOut,
@@ -196,7 +220,7 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::PHASE_KV_SWAP_IN,
         enter: "engine_phase_kv_swap_in",
-        exit: "engine_phase_kv_swap_in_ret",
+        exit: Some("engine_phase_kv_swap_in_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvSwapIn,
@@ -204,12 +228,15 @@ const UPROBES: [UprobeSpec; 12] = [
     UprobeSpec {
         symbol: symbols::PHASE_KV_DECOMPRESS,
         enter: "engine_phase_kv_decompress",
-        exit: "engine_phase_kv_decompress_ret",
+        exit: Some("engine_phase_kv_decompress_ret"),
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvDecompress,
     },
 ];
+
+/// The operator entry points probed only for exact starts (`DETAIL_EXACT_SPANS`).
+const OP_START_SYMBOLS: [&str; 2] = [symbols::OP_COMPUTE, symbols::ACCEL_OP_COMPUTE];
 
 /// Tracepoints: (program, category, name, event kind). New-thread/exit are always attached
 /// (they keep the thread set and counters current).
@@ -265,11 +292,10 @@ pub fn load(buffer: BufferKind) -> Result<Ebpf, LoadError> {
     })?;
     let mut loader = EbpfLoader::new();
     loader.map_pin_path("COUNTERS", pin.as_path());
-    let ring = match buffer {
-        BufferKind::Ring { bytes } => bytes,
-        BufferKind::Perf { .. } => 4096,
-    };
-    loader.map_max_entries("EVENTS", ring);
+    let sizes = ring_sizes(buffer, &online_cpus());
+    for (name, size) in RING_NAMES.iter().zip(sizes) {
+        loader.map_max_entries(name, size);
+    }
     let ebpf = loader
         .load(crate::EBPF_OBJECT)
         .map_err(|source| LoadError::Object {
@@ -277,6 +303,37 @@ pub fn load(buffer: BufferKind) -> Result<Ebpf, LoadError> {
         });
     let _ = std::fs::remove_file(&pin);
     ebpf
+}
+
+/// The ring-buffer maps, ring `i` written by CPUs `i + k·RINGS`.
+pub const RING_NAMES: [&str; RINGS as usize] = [
+    "EVENTS_0", "EVENTS_1", "EVENTS_2", "EVENTS_3", "EVENTS_4", "EVENTS_5", "EVENTS_6", "EVENTS_7",
+];
+
+/// Smallest ring (one page).
+const MIN_RING: u32 = 4096;
+
+/// Online CPU ids (just CPU 0 if they cannot be listed).
+pub fn online_cpus() -> Vec<u32> {
+    aya::util::online_cpus().unwrap_or_else(|_| vec![0])
+}
+
+/// Bytes of each ring: `buffer`'s total shared by the rings the online CPUs write, each
+/// a power of two of at least one page; the rings no CPU writes get one page.
+pub fn ring_sizes(buffer: BufferKind, cpus: &[u32]) -> [u32; RINGS as usize] {
+    let mut used = [false; RINGS as usize];
+    for &c in cpus {
+        used[(c % RINGS) as usize] = true;
+    }
+    let total = match buffer {
+        BufferKind::Ring { bytes } => bytes,
+        BufferKind::Perf { .. } => MIN_RING,
+    };
+    let n = used.iter().filter(|&&u| u).count().max(1) as u32;
+    let share = (total / n).max(MIN_RING);
+    // The largest power of two not above the share.
+    let each = 1u32 << (31 - share.leading_zeros());
+    used.map(|u| if u { each } else { MIN_RING })
 }
 
 /// Which processes the uprobes trap in.
@@ -478,36 +535,52 @@ pub fn attach(
     exe: &Path,
     points: &ProbePoints,
     levels: u32,
+    exact_spans: bool,
     mut scope: UprobeScope,
 ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
     let mut table = Vec::new();
     let mut op_probes: Option<OpProbes> = None;
+    let has_done = points.get(symbols::OP_DONE).is_some();
     for spec in &UPROBES {
         if levels & spec.level == 0 {
             continue;
         }
+        if OP_START_SYMBOLS.contains(&spec.symbol) && !exact_spans && has_done {
+            continue;
+        }
         let Some(point) = points.get(spec.symbol) else {
-            eprintln!(
-                "profinfer: warning: {} has no symbol {}; that probe is skipped",
-                exe.display(),
-                spec.symbol
-            );
+            if spec.symbol != symbols::OP_DONE && spec.symbol != symbols::GRAPH_THREAD {
+                eprintln!(
+                    "profinfer: warning: {} has no symbol {}; that probe is skipped",
+                    exe.display(),
+                    spec.symbol
+                );
+            }
             continue;
         };
-        let sites = vec![
-            UprobeSite {
-                prog: spec.enter,
-                file: exe.to_path_buf(),
-                symbol: spec.symbol.to_owned(),
-                offset: point.attach_offset,
-            },
-            UprobeSite {
-                prog: spec.exit,
+        let mut sites = vec![UprobeSite {
+            prog: spec.enter,
+            file: exe.to_path_buf(),
+            symbol: spec.symbol.to_owned(),
+            offset: point.attach_offset,
+        }];
+        // An engine built before `engine_op_done`: its nodes end at the entry point's
+        // return.
+        let exit = match spec.exit {
+            Some(exit) => Some(exit),
+            None if spec.symbol == symbols::OP_COMPUTE && !has_done => {
+                Some("engine_op_compute_ret")
+            }
+            None => None,
+        };
+        if let Some(exit) = exit {
+            sites.push(UprobeSite {
+                prog: exit,
                 file: exe.to_path_buf(),
                 symbol: spec.symbol.to_owned(),
                 offset: 0,
-            },
-        ];
+            });
+        }
         for site in &sites {
             table.push(probe_info(spec.kind, spec.level_name, site, point));
         }

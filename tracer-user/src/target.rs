@@ -295,20 +295,26 @@ impl std::fmt::Display for TargetEnd {
 }
 
 /// Reaps our child `pid` if it exited; returns how it ended.
-pub fn reap(pid: u32) -> Option<TargetEnd> {
+pub fn reap(pid: u32) -> Option<(TargetEnd, std::time::Duration)> {
     let mut status = 0i32;
-    // SAFETY: waitpid on our own child with a valid status pointer.
-    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) };
+    // SAFETY: `rusage` is plain data that `wait4` fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child with valid status and rusage pointers.
+    let r = unsafe { libc::wait4(pid as i32, &mut status, libc::WNOHANG, &mut usage) };
     if r != pid as i32 {
         return None;
     }
-    Some(if libc::WIFEXITED(status) {
+    let end = if libc::WIFEXITED(status) {
         TargetEnd::Exited(libc::WEXITSTATUS(status))
     } else if libc::WIFSIGNALED(status) {
         TargetEnd::Signaled(libc::WTERMSIG(status))
     } else {
         TargetEnd::Other
-    })
+    };
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
+    };
+    Some((end, tv(usage.ru_utime) + tv(usage.ru_stime)))
 }
 
 #[cfg(test)]

@@ -118,19 +118,23 @@ fn record_then_analyze_matches_the_engine() {
     let engine_nodes = support::self_profile_graph_nodes(&selfprof, graph_id);
     assert_eq!(d.computed_nodes() as u64, engine_nodes);
 
-    // Every edge is a source relation some op record of that graph reported.
+    // Every edge is a source relation the node descriptions in force during that graph
+    // reported (each address's last description before the graph ended).
     let reader = TraceReader::open(&trace).expect("open");
     let g = &model.graphs()[d.graph as usize];
-    let (start, end) = (g.start_ns, g.end_ns.expect("graph ended"));
-    let mut real: HashSet<(u64, u64)> = HashSet::new();
+    let end = g.end_ns.expect("graph ended");
+    let mut descs: HashMap<u64, common::event::NodeDescEvent> = HashMap::new();
     for e in reader.events() {
-        if let Ok(Event::Op(o)) = e
-            && !o.header.is_exit()
-            && (start..end).contains(&o.header.ts_ns)
+        if let Ok(Event::NodeDesc(n)) = e
+            && n.header.ts_ns < end
         {
-            for &s in o.structure.src.iter().filter(|&&s| s != 0) {
-                real.insert((s, o.node_addr));
-            }
+            descs.insert(n.node_addr, *n);
+        }
+    }
+    let mut real: HashSet<(u64, u64)> = HashSet::new();
+    for n in descs.values() {
+        for &s in n.structure.src.iter().filter(|&&s| s != 0) {
+            real.insert((s, n.node_addr));
         }
     }
     for e in d.dag.edge_indices() {

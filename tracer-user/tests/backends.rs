@@ -68,42 +68,39 @@ fn splits(evs: &[Event]) -> Vec<Split> {
     out
 }
 
-fn op_runs(evs: &[Event]) -> Vec<OpRun> {
-    let mut open: HashMap<u32, OpRun> = HashMap::new();
-    let mut out = Vec::new();
-    for e in evs {
-        match e {
-            Event::Op(o) if !o.header.is_exit() => {
-                let name = String::from_utf8_lossy(&o.name)
-                    .trim_end_matches('\0')
-                    .to_owned();
-                open.insert(
-                    o.header.tid,
-                    OpRun {
-                        tid: o.header.tid,
-                        backend_kind: o.backend_kind,
-                        node: o.node_addr,
-                        op: o.op,
-                        name,
-                        layer: o.layer,
-                        ith: o.ith,
-                        src: o.structure.src,
-                        op_params: o.structure.op_params,
-                        ne0: o.structure.ne[0],
-                        start: o.header.ts_ns,
-                        end: 0,
-                    },
-                );
+/// Every operator span of the trace as the analyzer makes it (its start inferred from
+/// the barrier where only its end was probed), with its node's description and the
+/// thread's index and backend from the raw span.
+fn op_runs(trace: &Path, evs: &[Event]) -> Vec<OpRun> {
+    let raw: HashMap<(u32, u64), (u32, u32)> = support::op_spans(evs)
+        .iter()
+        .map(|s| ((s.tid, s.end_ns), (s.ith(), s.backend_kind())))
+        .collect();
+    let (model, _, _) = analyzer::ingest::load(trace, &analyzer::NoProgress).expect("loads");
+    let mut out: Vec<OpRun> = model
+        .slices()
+        .iter()
+        .map(|sl| {
+            let n = &model.nodes()[sl.node as usize];
+            let tid = model.threads()[sl.thread as usize].tid;
+            let (ith, backend_kind) = raw[&(tid, sl.end_ns)];
+            OpRun {
+                tid,
+                backend_kind,
+                node: n.addr,
+                op: n.op,
+                name: n.name.clone(),
+                layer: n.layer,
+                ith,
+                src: n.src,
+                op_params: n.op_params,
+                ne0: n.ne[0],
+                start: sl.start_ns,
+                end: sl.end_ns,
             }
-            Event::OpExit(x) => {
-                if let Some(mut r) = open.remove(&x.header.tid) {
-                    r.end = x.header.ts_ns;
-                    out.push(r);
-                }
-            }
-            _ => {}
-        }
-    }
+        })
+        .collect();
+    out.sort_by_key(|o| (o.start, o.tid));
     out
 }
 
@@ -173,7 +170,7 @@ fn record_split(
     let evs = events(&reader);
     assert_eq!(reader.footer().expect("complete").events_lost, 0);
     let splits = splits(&evs);
-    let ops = op_runs(&evs);
+    let ops = op_runs(&run.trace, &evs);
 
     // Every split the engine computed is in the trace with its backend and node count.
     let truth = engine_graphs(&run.self_profile);
@@ -711,7 +708,7 @@ fn kv_budget_moves_chunks_in_phase_spans_that_add_up() {
             assert!(compresses.is_empty() && decompresses.is_empty());
         }
         // The swaps happen inside KV_FETCH nodes, on the thread that runs them.
-        let fetches: Vec<OpRun> = op_runs(&evs)
+        let fetches: Vec<OpRun> = op_runs(&run.trace, &evs)
             .into_iter()
             .filter(|o| op_is(o, OpType::KvFetch) && o.ith == 0)
             .collect();

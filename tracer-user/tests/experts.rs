@@ -223,9 +223,11 @@ fn experts_page_in_under_a_memory_limit_smaller_than_the_model() {
     let size = std::fs::metadata(&model).expect("model").len();
     let limit = 40u64 << 20;
     assert!(limit < size / 2, "the model ({size} B) must not fit");
-    let (trace, _) = record_moe(
+    // Per-operator counters (`--pmc`): the major faults of each expert product.
+    let (trace, _) = support::record_engine_with(
         "experts-pressure",
         &model,
+        &["--pmc"],
         &[
             "--mem-limit",
             "40M",

@@ -12,9 +12,12 @@
 #[macro_use]
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
 
-use common::event::OP_DETAIL_FUSED;
+use common::event::{NodeDescEvent, OP_DETAIL_FUSED, OP_SPAN_FUSED, OpSpanEvent};
 use support::{engine_and_model, events, profinfer, trace_path};
 use trace_format::{Event, TraceReader};
 
@@ -74,27 +77,46 @@ type TracedNode = (String, String, u32);
 /// A thread's graphs: its tid and, per graph, the nodes it started in order.
 type ThreadGraphs = (u32, Vec<Vec<TracedNode>>);
 
-/// Operator entries per thread, split into graphs (a node index of 0 starts one).
+/// Operator spans per thread, split into graphs (a graph's spans are recorded before its
+/// exit), each named by the description its node had when its graph ended.
 fn ops_by_thread_and_graph(evs: &[Event]) -> Vec<ThreadGraphs> {
     let mut out: Vec<ThreadGraphs> = Vec::new();
+    let mut descs: HashMap<u64, NodeDescEvent> = HashMap::new();
+    let mut pending: Vec<OpSpanEvent> = Vec::new();
     for e in evs {
-        let Event::Op(o) = e else { continue };
-        let i = match out.iter().position(|(t, _)| *t == o.header.tid) {
-            Some(i) => i,
-            None => {
-                out.push((o.header.tid, Vec::new()));
-                out.len() - 1
+        match e {
+            Event::NodeDesc(d) => {
+                descs.insert(d.node_addr, **d);
             }
-        };
-        let graphs = &mut out[i].1;
-        if o.index == 0 || graphs.is_empty() {
-            graphs.push(Vec::new());
+            Event::OpSpan(s) => pending.push(*s),
+            Event::OpSpanPmc(s) => pending.push(s.span),
+            Event::Graph(g) if g.header.is_exit() => {
+                let mut graph: Vec<(u32, Vec<TracedNode>)> = Vec::new();
+                for s in pending.drain(..) {
+                    let d = descs.get(&s.node_addr).expect("every node is described");
+                    let mut detail = d.detail;
+                    if s.flags & OP_SPAN_FUSED != 0 {
+                        detail |= OP_DETAIL_FUSED;
+                    }
+                    let node = (
+                        d.name_str().to_owned(),
+                        analyzer::model::op_name(d.op),
+                        detail,
+                    );
+                    match graph.iter_mut().find(|(t, _)| *t == s.tid) {
+                        Some((_, nodes)) => nodes.push(node),
+                        None => graph.push((s.tid, vec![node])),
+                    }
+                }
+                for (tid, nodes) in graph {
+                    match out.iter_mut().find(|(t, _)| *t == tid) {
+                        Some((_, graphs)) => graphs.push(nodes),
+                        None => out.push((tid, vec![nodes])),
+                    }
+                }
+            }
+            _ => {}
         }
-        graphs.last_mut().expect("a graph").push((
-            o.name_str().to_owned(),
-            analyzer::model::op_name(o.op),
-            o.detail,
-        ));
     }
     out
 }

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use common::engine_abi::{NODE_FLAG_WEIGHT, OpType};
 use common::event::LeafNodeEvent;
-use support::{events, profinfer, trace_path};
+use support::{events, profinfer, smollm2, trace_path};
 use trace_format::{Event, TraceReader};
 
 /// SmolLM2-135M's shapes (`engine info`, or the file's metadata).
@@ -26,24 +26,6 @@ const N_FF: i64 = 1536;
 const N_VOCAB: i64 = 49152;
 /// Tokens generated in the traced run.
 const N_GEN: u64 = 8;
-
-/// The SmolLM2 file, or `None` after a loud banner when it is not configured.
-fn smollm2() -> Option<PathBuf> {
-    match std::env::var_os("PROFINFER_SMOLLM2") {
-        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
-        _ => {
-            assert!(
-                std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
-                "PROFINFER_SMOLLM2 is not set but PROFINFER_REQUIRE_ORACLE=1: \
-                 run `cargo xtask test`, which fetches the model"
-            );
-            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-            eprintln!("!!! SKIPPED: PROFINFER_SMOLLM2 is not set (cargo xtask test sets it).");
-            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
-            None
-        }
-    }
-}
 
 #[test]
 fn record_and_analyze_smollm2() {
@@ -77,8 +59,7 @@ fn record_and_analyze_smollm2() {
         })
         .collect();
     let mut weights: HashMap<String, (String, [i64; 2])> = HashMap::new();
-    for e in &evs {
-        let Event::Op(op) = e else { continue };
+    for op in support::node_descs(&evs) {
         if op.op != OpType::MulMat as u32 {
             continue;
         }

@@ -8,38 +8,37 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::event::{EventKind, OpEvent};
+use common::event::{EventKind, OP_DETAIL_STRUCTURE, OP_SPAN_START_AT_RELEASE, OpSpanEvent};
 use trace_format::{Event, TraceReader};
 
 #[macro_use]
 mod support;
 
-use support::{engine_and_model, events, profinfer, record, trace_path};
+use support::{
+    engine_and_model, events, last_descs, node_descs, op_spans, profinfer, record, trace_path,
+};
 
 #[test]
 fn record_tiny_model_two_threads() {
     require_root!();
     let out = trace_path("basic");
     // Enough decode steps that the collector reads the leaf nodes (at the end of the
-    // prefill graph) while the engine still runs, even on a busy machine.
+    // prefill graph) while the engine still runs, even on a busy machine. Statistics on
+    // throughout: exact program run counts.
     let tokens = 32;
-    record(&out, &[], tokens);
+    record(&out, &["--probe-stats-always"], tokens);
     let r = TraceReader::open(&out).expect("trace opens");
     assert_eq!(r.truncated_at(), None);
     let footer = r.footer().expect("clean end has a footer").clone();
     assert_eq!(footer.events_lost, 0);
     assert_eq!(footer.events_produced, footer.events_written);
     let pid = r.header().target.pid;
-    let counters: Vec<&str> = r
-        .header()
-        .counters
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    let task_clock = counters
-        .iter()
-        .position(|&c| c == "task-clock")
-        .expect("task-clock recorded");
+    assert!(r.header().counters.is_empty(), "counters only where asked");
+    let settings = &r.header().settings;
+    assert_eq!(
+        settings.get("exact_spans").map(String::as_str),
+        Some("false")
+    );
     let evs = events(&r);
 
     // Token level: entries and exits pair up; prefill batches cover the prompt; decode
@@ -59,12 +58,14 @@ fn record_tiny_model_two_threads() {
     assert_eq!(enters, exits.len());
 
     // Probe cost: the kernel's run counts of the programs match the records they wrote
-    // (nothing lost), and the collector's CPU time was measured.
+    // (nothing lost), and the collector's CPU time was measured. One probe per node and
+    // thread (its end) and one per graph and thread; the entry point is not probed.
     let cost = &footer.cost;
     assert!(
         cost.stats_enabled,
         "root can enable BPF run-time statistics"
     );
+    assert_eq!(cost.stats_permille, Some(1000), "statistics on throughout");
     let runs = |name: &str| {
         cost.programs
             .iter()
@@ -73,12 +74,27 @@ fn record_tiny_model_two_threads() {
     };
     assert_eq!(runs("engine_decode") as usize, enters, "{cost:?}");
     assert_eq!(runs("engine_decode_ret") as usize, exits.len(), "{cost:?}");
-    let op_enters = evs.iter().filter(|e| matches!(e, Event::Op(_))).count();
-    let op_exits = evs.iter().filter(|e| matches!(e, Event::OpExit(_))).count();
-    assert_eq!(runs("engine_op_compute") as usize, op_enters, "{cost:?}");
-    assert_eq!(runs("engine_op_compute_ret") as usize, op_exits, "{cost:?}");
-    assert_eq!(op_enters, op_exits, "every operator entry has its exit");
+    let spans = op_spans(&evs);
+    let graph_threads = evs
+        .iter()
+        .filter(|e| matches!(e, Event::GraphThread(_)))
+        .count();
+    assert_eq!(runs("engine_op_done") as usize, spans.len(), "{cost:?}");
+    assert_eq!(
+        runs("engine_graph_thread") as usize,
+        graph_threads,
+        "{cost:?}"
+    );
+    assert_eq!(
+        runs("engine_op_compute"),
+        0,
+        "the entry point is not probed"
+    );
     assert!(cost.run_ns() > 0 && cost.collector_cpu_ns > 0 && cost.wall_ns > 0);
+    assert!(
+        cost.target_cpu_ns.is_some_and(|ns| ns > 0),
+        "the target's CPU time"
+    );
     let steps = exits.iter().filter(|d| d.n_tokens == 1).count();
     let prefill = exits.iter().filter(|d| d.n_tokens > 1).count();
     assert!(prefill >= 1, "a prefill batch");
@@ -88,111 +104,93 @@ fn record_tiny_model_two_threads() {
     );
     assert!(exits.iter().all(|d| d.ret == 0));
 
-    // Graph and operator level: within each graph computation, every computed node runs
-    // once per worker thread, and each op entry is followed by its exit on that thread
-    // before the thread's next entry.
+    // Graph and operator level: within each graph computation, every computed node ends
+    // once on each of the two threads (one 32-byte span each, its start left to the
+    // barrier before it), and each thread begins the graph once.
+    let descs = last_descs(&evs);
     let mut graphs = 0;
-    let mut current: Option<(u32, u64)> = None; // (n_nodes, graph_addr)
-    let mut ops_in_graph: Vec<&OpEvent> = Vec::new();
-    let mut open_op: HashMap<u32, u64> = HashMap::new(); // tid → node
+    let mut current: Option<u32> = None; // n_nodes
+    let mut spans_in_graph: Vec<OpSpanEvent> = Vec::new();
+    let mut begins_in_graph: HashSet<u32> = HashSet::new();
     let mut engine_tids: HashSet<u32> = HashSet::new();
-    let mut op_deltas_checked = 0;
-    let mut op_enter: HashMap<u32, &OpEvent> = HashMap::new();
-    let mut task_clock_over = 0;
     for e in &evs {
         match e {
             Event::Graph(g) if !g.header.is_exit() => {
-                current = Some((g.n_nodes, g.graph_addr));
-                ops_in_graph.clear();
+                current = Some(g.n_nodes);
+                spans_in_graph.clear();
+                begins_in_graph.clear();
             }
             Event::Graph(g) => {
-                let (n_nodes, _) = current.take().expect("graph exit after entry");
-                let nth = ops_in_graph.first().map_or(0, |o| o.nth);
-                assert_eq!(nth, 2, "two worker threads");
+                let n_nodes = current.take().expect("graph exit after entry");
                 assert_eq!(
-                    ops_in_graph.len(),
-                    n_nodes as usize * nth as usize,
-                    "op entries = nodes × threads in graph {}",
+                    spans_in_graph.len(),
+                    n_nodes as usize * 2,
+                    "spans = nodes × threads in graph {}",
                     g.graph_id
+                );
+                let mut per_thread: HashMap<u32, usize> = HashMap::new();
+                for s in &spans_in_graph {
+                    *per_thread.entry(s.tid).or_default() += 1;
+                }
+                assert!(
+                    per_thread.values().all(|&n| n == n_nodes as usize),
+                    "every thread ends every node once: {per_thread:?}"
+                );
+                let iths: HashSet<u32> = spans_in_graph.iter().map(OpSpanEvent::ith).collect();
+                assert_eq!(iths, HashSet::from([0, 1]), "two worker threads");
+                assert_eq!(
+                    begins_in_graph,
+                    per_thread.keys().copied().collect(),
+                    "each thread begins the graph"
                 );
                 graphs += 1;
             }
-            Event::OpExit(op) => {
-                let tid = op.header.tid;
-                assert_eq!(op.header.pid, pid);
-                assert!(
-                    open_op.remove(&tid).is_some(),
-                    "exit after an entry on tid {tid}"
-                );
-                {
-                    let enter = op_enter.remove(&tid).expect("entry seen");
-                    assert!(
-                        op.header.ts_ns >= enter.header.ts_ns,
-                        "exit after its entry"
-                    );
-                    let bit = 1 << task_clock;
-                    if enter.pmc_ok & bit != 0 && op.pmc_ok & bit != 0 {
-                        let cpu_ns = op.pmc[task_clock].counter - enter.pmc[task_clock].counter;
-                        let wall_ns = op.header.ts_ns - enter.header.ts_ns;
-                        // Thread CPU time cannot exceed wall time. Allowance: the
-                        // timestamp and the counter read are separate steps of the probe
-                        // (a preemptible uprobe program can be interrupted between them);
-                        // up to 4.6 µs was seen on 2 µs ops. Rarely (a few ops in a
-                        // thousand, on this VM) the task-clock delta runs 10-75 µs
-                        // ahead of the timestamps with no context switch in between;
-                        // those are counted below, not failed one by one. Time from
-                        // another thread would show on many ops.
-                        const READ_SKEW_NS: u64 = 10_000;
-                        if cpu_ns > wall_ns + READ_SKEW_NS {
-                            eprintln!(
-                                "task-clock {cpu_ns} > wall {wall_ns} + skew: {} (ith {})",
-                                enter.name_str(),
-                                enter.ith
-                            );
-                            assert!(
-                                cpu_ns <= wall_ns + 200_000,
-                                "task-clock {cpu_ns} far over wall {wall_ns}"
-                            );
-                            task_clock_over += 1;
-                        }
-                        op_deltas_checked += 1;
-                    }
-                }
+            Event::GraphThread(t) => {
+                assert!(current.is_some(), "a thread begins inside a graph");
+                assert_eq!(t.header.pid, pid);
+                assert!(begins_in_graph.insert(t.header.tid), "once per graph");
             }
-            Event::Op(op) => {
-                let tid = op.header.tid;
-                engine_tids.insert(tid);
-                assert_eq!(op.header.pid, pid);
-                {
-                    assert!(current.is_some(), "op inside a graph computation");
-                    assert_eq!(
-                        open_op.insert(tid, op.node_addr),
-                        None,
-                        "no nested ops on tid {tid}"
-                    );
-                    assert!(!op.name_str().is_empty(), "op has a name");
-                    assert_ne!(
-                        op.detail & common::event::OP_DETAIL_STRUCTURE,
-                        0,
-                        "structure on"
-                    );
-                    ops_in_graph.push(op);
-                    op_enter.insert(tid, op);
-                }
+            Event::OpSpan(s) => {
+                engine_tids.insert(s.tid);
+                assert!(current.is_some(), "op inside a graph computation");
+                assert_ne!(s.flags & OP_SPAN_START_AT_RELEASE, 0, "end probed only");
+                let d = descs.get(&s.node_addr).expect("every node is described");
+                assert!(!d.name_str().is_empty(), "node has a name");
+                assert_ne!(d.detail & OP_DETAIL_STRUCTURE, 0, "structure on");
+                spans_in_graph.push(*s);
             }
             _ => {}
         }
     }
-    assert!(open_op.is_empty());
     assert_eq!(graphs, exits.len(), "one graph per decode call");
+    // Descriptions go out once per graph shape: the prefill graph's and the first decode
+    // graph's, not again for every step.
+    let n_descs = node_descs(&evs).len();
+    let nodes_per_step = spans.len() / 2 / graphs;
     assert!(
-        op_deltas_checked > 100,
-        "counter deltas present ({op_deltas_checked})"
+        n_descs <= 3 * nodes_per_step,
+        "{n_descs} descriptions for {graphs} graphs of ~{nodes_per_step} nodes"
     );
-    assert!(
-        task_clock_over * 200 <= op_deltas_checked.max(200),
-        "{task_clock_over} of {op_deltas_checked} operators with task-clock over wall time"
-    );
+
+    // The analyzer's slices: per graph and thread, in node order, each starting where
+    // the previous node's last thread ended (the barrier's release) and ending where the
+    // thread's own probe fired.
+    let (model, _, _) = analyzer::ingest::load(&out, &analyzer::NoProgress).expect("loads");
+    for g in model.graphs() {
+        let node_spans = model.graph_node_spans(g);
+        assert_eq!(node_spans.len(), g.n_nodes as usize, "graph {}", g.graph_id);
+        let mut prev_end = None;
+        for ns in node_spans {
+            if let Some(prev) = prev_end {
+                assert_eq!(
+                    ns.start_ns, prev,
+                    "a node starts where the one before ended"
+                );
+            }
+            assert_eq!(ns.n_threads, 2);
+            prev_end = Some(ns.end_ns);
+        }
+    }
 
     // Scheduler level: only the engine's threads.
     let mut thread_set: HashSet<u32> = HashSet::from([pid]);
@@ -224,7 +222,82 @@ fn record_tiny_model_two_threads() {
     std::fs::remove_file(&out).ok();
 }
 
-/// Trace format 2 on a real run: every `MUL_MAT` entry carries its op params, and its
+/// `--pmc`: counters read at both bounds of every span (the entry point is probed too),
+/// each span carrying its thread's counter deltas. A thread's task-clock over a span
+/// cannot exceed the span's wall time.
+#[test]
+fn counters_are_read_at_both_ends_of_every_span() {
+    require_root!();
+    let out = trace_path("pmc");
+    record(&out, &["--pmc", "--probe-stats-always"], 16);
+    let r = TraceReader::open(&out).expect("trace opens");
+    let footer = r.footer().expect("footer").clone();
+    assert_eq!(footer.events_lost, 0);
+    assert_eq!(
+        r.header().settings.get("exact_spans").map(String::as_str),
+        Some("true"),
+        "--pmc implies exact spans"
+    );
+    let task_clock = r
+        .header()
+        .counters
+        .iter()
+        .position(|c| c.name == "task-clock")
+        .expect("task-clock recorded");
+    let evs = events(&r);
+    let runs = |name: &str| {
+        footer
+            .cost
+            .programs
+            .iter()
+            .find(|p| p.program == name)
+            .map_or(0, |p| p.hits)
+    };
+    let spans: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::OpSpanPmc(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    let plain = evs.iter().filter(|e| matches!(e, Event::OpSpan(_))).count();
+    assert!(spans.len() > 100, "spans with counters ({})", spans.len());
+    assert_eq!(runs("engine_op_compute") as usize, spans.len() + plain);
+    assert_eq!(runs("engine_op_done") as usize, spans.len() + plain);
+    let mut checked = 0;
+    let mut over = 0;
+    for s in &spans {
+        assert_eq!(s.span.flags & OP_SPAN_START_AT_RELEASE, 0, "start probed");
+        if s.pmc_ok & (1 << task_clock) == 0 {
+            continue;
+        }
+        let cpu_ns = s.delta[task_clock];
+        let wall_ns = s.span.dur_ns();
+        // Thread CPU time cannot exceed wall time. Allowance: the timestamp and the
+        // counter reads are separate steps of the probe (a preemptible uprobe program
+        // can be interrupted between them). Rarely (a few ops in a thousand, on this VM)
+        // the task-clock delta runs 10-75 µs ahead of the timestamps with no context
+        // switch in between; those are counted, not failed one by one. Time from another
+        // thread would show on many ops.
+        const READ_SKEW_NS: u64 = 10_000;
+        if cpu_ns > wall_ns + READ_SKEW_NS {
+            assert!(
+                cpu_ns <= wall_ns + 200_000,
+                "task-clock {cpu_ns} far over wall {wall_ns}"
+            );
+            over += 1;
+        }
+        checked += 1;
+    }
+    assert!(checked > 100, "counter deltas present ({checked})");
+    assert!(
+        over * 200 <= checked.max(200),
+        "{over} of {checked} operators with task-clock over wall time"
+    );
+    std::fs::remove_file(&out).ok();
+}
+
+/// On a real run: every `MUL_MAT` description carries its op params, and its
 /// `K` (`op_params[4]`) is the inner dimension `ne[0]` of the weight it reads — as the
 /// collector read that weight's node from the engine's memory (`leaf_node` records,
 /// which also name the weights as the engine does, `engine/src/model/weights.rs`). The
@@ -241,13 +314,7 @@ fn check_op_params_and_leaves(evs: &[Event], trace: &std::path::Path) {
             _ => None,
         })
         .collect();
-    let computed: HashSet<u64> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::Op(o) => Some(o.node_addr),
-            _ => None,
-        })
-        .collect();
+    let computed: HashSet<u64> = op_spans(evs).iter().map(|s| s.node_addr).collect();
     assert!(
         leaves.keys().all(|a| !computed.contains(a)),
         "no computed node is recorded as a leaf"
@@ -258,8 +325,7 @@ fn check_op_params_and_leaves(evs: &[Event], trace: &std::path::Path) {
     const N_LAYER: usize = 2;
     let mut checked = 0;
     let mut weight_names: HashSet<&str> = HashSet::new();
-    for e in evs {
-        let Event::Op(op) = e else { continue };
+    for op in node_descs(evs) {
         if op.op != OpType::MulMat as u32 {
             continue;
         }
@@ -359,7 +425,11 @@ fn small_ring_buffer_overflows_and_every_loss_is_counted() {
 fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
     require_root!();
     let out = trace_path("qos");
-    record(&out, &["--qos-min-tps", "1000000"], 64);
+    record(
+        &out,
+        &["--qos-min-tps", "1000000", "--probe-stats-always"],
+        64,
+    );
     let r = TraceReader::open(&out).expect("trace opens");
     let evs = events(&r);
     let switch_idx = evs
@@ -414,11 +484,9 @@ fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
         }
     }
     // The control map is updated before the switch event is stamped, so no operator
-    // entry can follow it (exits of operators already running may).
-    let late_ops = evs
-        .iter()
-        .filter(|e| matches!(e, Event::Op(o) if o.header.ts_ns > switch_ts))
-        .count();
+    // span can end after it.
+    let spans = op_spans(&evs);
+    let late_ops = spans.iter().filter(|s| s.end_ns > switch_ts).count();
     assert_eq!(late_ops, 0, "operator probes are off");
     // And off the target: the collector detaches them, so their programs stop running
     // (in the control map alone they would still run, and trap, on every operator). A
@@ -428,9 +496,9 @@ fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
         .cost
         .programs
         .iter()
-        .find(|p| p.program == "engine_op_compute")
+        .find(|p| p.program == "engine_op_done")
         .map_or(0, |p| p.hits);
-    let op_entries = evs.iter().filter(|e| matches!(e, Event::Op(_))).count() as u64;
+    let op_entries = spans.len() as u64;
     let per_step = op_entries / (with_ops.len() as u64 + 1).max(1);
     let would_run = per_step * without_ops.len() as u64;
     assert!(
@@ -455,7 +523,10 @@ fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
 #[test]
 fn sigkill_leaves_engine_running_and_trace_readable() {
     require_root!();
-    let (engine, model) = engine_and_model();
+    let (engine, _) = engine_and_model();
+    // A model that decodes for about a second (the tiny one is done in 30 ms, before
+    // the tracer could be killed mid-run): 4 layers of experts, ~16 KB of trace a token.
+    let model = support::gen_model("small-moe", "q4_0");
     let out = trace_path("kill");
     let mut child = profinfer()
         .arg("record")
@@ -464,14 +535,14 @@ fn sigkill_leaves_engine_running_and_trace_readable() {
         .arg("--")
         .arg(engine)
         .args(["run", "-m"])
-        .arg(model)
-        .args(["-p", "hello", "-n", "200", "-t", "2", "--ignore-eos"])
+        .arg(&model)
+        .args(["-p", "hello", "-n", "400", "-t", "2", "--ignore-eos"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("profinfer starts");
     // Wait until some event chunks are on disk.
     let start = Instant::now();
-    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 1 << 20 {
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 512 << 10 {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "trace never grew"
@@ -618,33 +689,34 @@ fn foreign_engine_abi_version_is_counted_and_its_fields_are_not_recorded() {
         assert_eq!((g.graph_id, g.n_tokens, g.n_nodes), (0, 0, 3));
     }
     assert_eq!((graphs[4].graph_id, graphs[4].n_tokens), (5, 1));
-    let ops: Vec<_> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::Op(o) => Some(**o),
-            _ => None,
-        })
-        .collect();
-    let exits = evs.iter().filter(|e| matches!(e, Event::OpExit(_))).count();
-    assert_eq!(
-        (ops.len(), exits),
-        (5 * 3, 5 * 3),
-        "entry and exit of every op"
+    // An engine without `engine_op_done` (this stand-in): each span opens at the entry
+    // point and closes at its return, with its exact duration.
+    let spans = op_spans(&evs);
+    assert_eq!(spans.len(), 5 * 3, "a span of every op");
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.flags & OP_SPAN_START_AT_RELEASE == 0),
+        "both bounds probed"
     );
+    // Each node position is described in the foreign layout (nothing but the call), then
+    // in the current one.
+    let descs = node_descs(&evs);
+    assert_eq!(descs.len(), 2 * 3, "{descs:?}");
     let mismatch = common::event::OP_DETAIL_ABI_MISMATCH;
-    for (i, op) in ops.iter().enumerate() {
-        let foreign = i < 4 * 3;
-        assert_eq!(op.detail & mismatch != 0, foreign, "op record {i}");
+    for (i, d) in descs.iter().enumerate() {
+        let foreign = i < 3;
+        assert_eq!(d.detail & mismatch != 0, foreign, "description {i}");
         if foreign {
-            assert_eq!((op.op, op.index, op.layer), (u32::MAX, u32::MAX, -1));
-            assert!(op.name_str().is_empty());
-            assert_eq!(op.detail & common::event::OP_DETAIL_STRUCTURE, 0);
+            assert_eq!((d.op, d.index, d.layer), (u32::MAX, u32::MAX, -1));
+            assert!(d.name_str().is_empty());
+            assert_eq!(d.detail & OP_DETAIL_STRUCTURE, 0);
         } else {
-            assert_eq!(op.op, common::engine_abi::OpType::Add as u32);
-            assert_eq!(op.index as usize, i - 12);
+            assert_eq!(d.op, common::engine_abi::OpType::Add as u32);
+            assert_eq!(d.index as usize, i - 3);
+            assert_eq!(d.name_str(), format!("node-{}", i - 3));
         }
     }
-    assert_eq!(ops[12].name_str(), "node-0");
     std::fs::remove_file(&out).ok();
 }
 
@@ -769,7 +841,7 @@ fn uprobes_trap_only_in_the_target_process() {
     }
     // SAFETY: plain kill(2) of the engine this test started (through profinfer).
     unsafe { libc::kill(target as i32, libc::SIGSTOP) };
-    for sym in ["engine_decode", "engine_op_compute"] {
+    for sym in ["engine_decode", "engine_op_done"] {
         // int3 (0xCC), or on kernels that optimize uprobes on a 5-byte nop (6.18+ x86-64)
         // a call (0xE8) into the uprobe trampoline.
         let probed = first_byte_in(target, &engine_abs, sym);
@@ -864,30 +936,25 @@ fn thread_set_has_the_targets_threads_but_not_its_child_processes() {
     std::fs::remove_file(&out).ok();
 }
 
-/// Every op exit repeats its entry's node on the same thread (no torn or mixed records).
-/// Perf buffers are drained CPU by CPU, so records are put in time order first.
-fn assert_ops_pair(evs: &[Event]) -> usize {
-    let mut open: HashMap<u32, (u64, u32, u32)> = HashMap::new();
-    let mut pairs = 0;
-    let mut by_time: Vec<&Event> = evs.iter().collect();
-    by_time.sort_by_key(|e| e.header().ts_ns);
-    for e in by_time {
-        match e {
-            Event::OpExit(exit) => {
-                let (start, ..) = open.remove(&exit.header.tid).expect("exit after an entry");
-                assert!(exit.header.ts_ns >= start, "exit after its entry");
-                pairs += 1;
-            }
-            Event::Op(op) => {
-                assert!(!op.name_str().is_empty(), "entry has its name");
-                let key = (op.header.ts_ns, op.index, op.ith);
-                assert_eq!(open.insert(op.header.tid, key), None, "no nested op");
-            }
-            _ => {}
+/// Every span names a described node and the spans of one thread do not overlap (no
+/// torn or mixed records). Perf buffers are drained CPU by CPU, so spans are put in time
+/// order first. Returns the number of spans.
+fn assert_spans_whole(evs: &[Event]) -> usize {
+    let descs = last_descs(evs);
+    let mut spans = op_spans(evs);
+    spans.sort_by_key(|s| s.end_ns);
+    let mut last_end: HashMap<u32, u64> = HashMap::new();
+    for s in &spans {
+        let d = descs
+            .get(&s.node_addr)
+            .expect("the span's node is described");
+        assert!(!d.name_str().is_empty(), "description has its name");
+        assert!(s.ith() < 2, "ith {}", s.ith());
+        if let Some(prev) = last_end.insert(s.tid, s.end_ns) {
+            assert!(s.start_ns() >= prev, "spans of one thread do not overlap");
         }
     }
-    assert!(open.is_empty());
-    pairs
+    spans.len()
 }
 
 #[test]
@@ -903,8 +970,8 @@ fn perf_buffer_mode_writes_every_event_with_room() {
     let probe_records = evs.iter().filter(|e| e.header().kind < 60).count() as u64;
     assert_eq!(probe_records, f.events_written, "footer matches the file");
     assert!(
-        assert_ops_pair(&evs) > 100,
-        "op records built in the per-thread scratch"
+        assert_spans_whole(&evs) > 100,
+        "spans and descriptions (built in the per-thread scratch)"
     );
     std::fs::remove_file(&out).ok();
 }
@@ -956,7 +1023,9 @@ fn pid_attach_records_for_the_duration_and_leaves_the_engine_running() {
     let (engine, _) = engine_and_model();
     // Effectively endless (the engine got fast enough to finish 150 reps within the
     // recording); the test stops it itself once it has seen it survive the detach.
-    let mut target = long_engine("1000000").spawn().expect("engine starts");
+    // Killed on drop: a failed assertion must not leave an endless engine behind.
+    let mut guard = KillOnDrop(long_engine("1000000").spawn().expect("engine starts"));
+    let target = &mut guard.0;
     let pid = target.id();
     wait_for_exec(pid, engine);
     let out = trace_path("pid");
@@ -987,14 +1056,23 @@ fn pid_attach_records_for_the_duration_and_leaves_the_engine_running() {
         .count();
     assert!(decode_exits > 10, "decode steps recorded ({decode_exits})");
     // Probe-ABI records (kinds below 40) come from the target only; scheduler records
-    // are stamped with whatever task ran the tracepoint.
-    assert!(
-        evs.iter()
-            .all(|e| e.header().kind >= 40 || e.header().pid == pid)
-    );
+    // are stamped with whatever task ran the tracepoint. Operator spans carry no pid
+    // (the trace header names the target), only their thread.
+    assert!(evs.iter().all(|e| e.header().kind >= 40
+        || e.header().pid == pid
+        || matches!(e, Event::OpSpan(_) | Event::OpSpanPmc(_))));
     // Both engine threads (attached while running: seeded from /proc/PID/task).
     let op_tids = support::op_threads(&evs);
     assert_eq!(op_tids.len(), 2, "ops of both worker threads");
+    let task_dir = format!("/proc/{pid}/task");
+    let live_tids: HashSet<u32> = std::fs::read_dir(&task_dir)
+        .expect("task dir")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    assert!(
+        op_tids.is_subset(&live_tids),
+        "spans of the target's threads"
+    );
     // Still decoding unharmed a while after the probes were detached (a uprobe left
     // behind, or a trap in a detached probe, would kill it), then stopped by us: it must
     // die of our SIGTERM, not of anything else.

@@ -251,7 +251,10 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
         let backends: Vec<String> = model.graphs().iter().map(|g| g.backend_name()).collect();
         let mut args = String::new();
         for s in model.slices() {
-            let n = &nodes[s.node as usize];
+            // A span without a node (dropped over a limit) is not drawn.
+            let Some(n) = nodes.get(s.node as usize) else {
+                continue;
+            };
             let tid = threads_all[s.thread as usize].tid;
             args.clear();
             args.push_str(&format!(

@@ -807,7 +807,8 @@ fn write_thread(
         .slices()
         .iter()
         .enumerate()
-        .filter(move |(_, s)| opts.ops && s.thread == thread)
+        // A span without a node (dropped over a limit) is not drawn.
+        .filter(move |(_, s)| opts.ops && s.thread == thread && s.node != NONE_U32)
         .map(|(i, s)| Span {
             start: s.start_ns,
             end: s.end_ns,

@@ -183,6 +183,21 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         write_backends(b, &mut w)?;
     }
 
+    if let Some(win) = &r.windows {
+        writeln!(w)?;
+        writeln!(
+            w,
+            "windows   operators recorded in {} of {} decode steps ({} at a switch left out); \
+             time per step {} ms traced, {} ms untraced: recording operators cost {:+.1} %",
+            win.traced_steps,
+            win.traced_steps + win.untraced_steps + win.switch_steps,
+            win.switch_steps,
+            ms(win.traced_p50_ms),
+            ms(win.untraced_p50_ms),
+            100.0 * win.slowdown
+        )?;
+    }
+
     if !s.warnings.is_empty() {
         writeln!(w)?;
         writeln!(w, "warnings")?;

@@ -17,6 +17,21 @@ pub struct QosMark {
     pub min_tps_milli: u64,
 }
 
+/// A sampled window of operator recording began (`traced`) or ended (`--op-windows`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct WindowMark {
+    /// When the operator probes were attached (or switched off), ns.
+    pub ts_ns: u64,
+    /// Whether operators are recorded from here on.
+    pub traced: bool,
+    /// Decode steps the collector had seen.
+    pub decode_steps: u32,
+    /// The other end of the time the probes trapped without recording: when they began
+    /// to be attached (a window's start, before `ts_ns`) or were detached (its end,
+    /// after), ns.
+    pub settled_ns: u64,
+}
+
 /// Events lost on one CPU (cumulative at `ts_ns`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct LossMark {
@@ -89,4 +104,8 @@ pub struct EventCounts {
     pub ops_after_graph: u64,
     /// Threads or nodes ignored because a limit was reached.
     pub over_limit: u64,
+    /// Zero-length spans of nodes fused into the node before them (format 4).
+    pub fused_spans: u64,
+    /// Spans whose node was never described (its description was lost; format 4).
+    pub undescribed_spans: u64,
 }

@@ -16,18 +16,20 @@ mod leaf;
 mod marks;
 pub mod node_name;
 mod op;
+mod span;
 mod thread;
 mod token;
 
 use std::collections::HashMap;
 
 use common::event::{
-    EventKind, MAX_PMC, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent, OpExitEvent, PmcReading,
+    EventKind, MAX_PMC, NodeDescEvent, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent, OpExitEvent,
+    PmcReading,
 };
 pub use expert::LayerRoute;
 pub use graph::{GraphSpan, backend_name};
 pub use leaf::LeafInfo;
-pub use marks::{EventCounts, LossMark, QosMark, Unpaired};
+pub use marks::{EventCounts, LossMark, QosMark, Unpaired, WindowMark};
 pub use node_name::class_of;
 pub use op::{
     MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, op_name,
@@ -81,6 +83,8 @@ struct OpenGraph {
     backend_kind: u32,
     graph: u32,
     slices: Vec<u32>,
+    /// Its spans (format 4) whose node is resolved when it closes.
+    pending: Vec<span::PendingSpan>,
 }
 
 /// Per-thread pairing state.
@@ -92,6 +96,9 @@ struct Pairing {
     token: Option<u32>,
     graph: Option<u32>,
     phase: [Option<(u64, u32)>; PhaseKind::COUNT],
+    /// When the thread last began a graph (`engine_graph_thread`): where its first node
+    /// of that graph starts when only nodes' ends were probed.
+    graph_begin: Option<u64>,
 }
 
 /// The model of one trace.
@@ -122,8 +129,11 @@ pub struct TraceModel {
     /// Slice buffers of closed graphs, reused.
     spare_slices: Vec<Vec<u32>>,
     qos: Vec<QosMark>,
+    windows: Vec<WindowMark>,
     losses: Vec<LossMark>,
     leaves: HashMap<u64, LeafInfo>,
+    /// The latest description of each node address (format 4).
+    descs: HashMap<u64, Box<NodeDescEvent>>,
     routes: Vec<LayerRoute>,
     route_index: HashMap<(u32, u64), u32>,
     unpaired: Unpaired,
@@ -245,6 +255,7 @@ impl TraceModel {
                         backend_kind: e.backend_kind,
                         graph: index,
                         slices,
+                        pending: Vec::new(),
                     });
                 } else if let Some(i) = self.pairing[t].graph.take() {
                     self.finish_graph(i, Some(h.ts_ns));
@@ -265,6 +276,15 @@ impl TraceModel {
                 self.counts.op += 1;
                 self.apply_op_exit(e);
             }
+            Event::GraphThread(_) => {
+                self.counts.op += 1;
+                if let Some(t) = self.thread(h.tid, Some(h.pid)) {
+                    self.pairing[t].graph_begin = Some(h.ts_ns);
+                }
+            }
+            Event::OpSpan(e) => self.apply_op_span(e, None),
+            Event::OpSpanPmc(e) => self.apply_op_span(&e.span, Some((e.pmc_ok, &e.delta))),
+            Event::NodeDesc(d) => self.apply_node_desc(d),
             Event::ExpertRoute(e) => {
                 self.counts.op += 1;
                 // Routes are read at CPU operator entries.
@@ -363,6 +383,15 @@ impl TraceModel {
                     min_tps_milli: e.min_tps_milli,
                 });
             }
+            Event::OpWindow(e) => {
+                self.counts.collector += 1;
+                self.windows.push(WindowMark {
+                    ts_ns: h.ts_ns,
+                    traced: e.traced != 0,
+                    decode_steps: e.decode_steps,
+                    settled_ns: e.settled_ns,
+                });
+            }
             Event::Loss(e) => {
                 self.counts.collector += 1;
                 self.losses.push(LossMark {
@@ -395,7 +424,10 @@ impl TraceModel {
     /// Applies one record borrowed from its chunk, as [`TraceModel::apply`] does; an
     /// operator record is read onto the stack, not boxed.
     pub fn apply_record(&mut self, record: &RecordRef<'_>) {
-        if let Some(op) = record.op() {
+        if let Some(span) = record.op_span() {
+            self.note_time(span.end_ns);
+            self.apply_op_span(&span, None);
+        } else if let Some(op) = record.op() {
             self.note_time(op.header.ts_ns);
             self.counts.op += 1;
             self.apply_op(&op);
@@ -539,11 +571,20 @@ impl TraceModel {
     /// slices into node spans (Algorithm 1).
     fn finish_graph(&mut self, g: u32, end_ns: Option<u64>) {
         let mut ids = match self.open_graphs.iter().position(|o| o.graph == g) {
-            Some(i) => self.open_graphs.swap_remove(i).slices,
+            Some(i) => {
+                let open = self.open_graphs.swap_remove(i);
+                for p in &open.pending {
+                    self.resolve_span(*p);
+                }
+                self.infer_starts(g, &open.slices, &open.pending);
+                open.slices
+            }
             None => Vec::new(),
         };
         let nodes = &self.nodes;
         let slices = &self.slices;
+        // A format-4 span whose node could not be interned (a limit was reached) has none.
+        ids.retain(|&i| slices[i as usize].node != NONE_U32);
         ids.sort_by_key(|&i| {
             let s = &slices[i as usize];
             let n = &nodes[s.node as usize];
@@ -839,6 +880,11 @@ impl TraceModel {
     /// QoS switches.
     pub fn qos_switches(&self) -> &[QosMark] {
         &self.qos
+    }
+
+    /// Sampled-window switches (`--op-windows`), in time order.
+    pub fn op_windows(&self) -> &[WindowMark] {
+        &self.windows
     }
 
     /// Loss records.

@@ -179,7 +179,9 @@ pub struct OpSlice {
     pub start_ns: u64,
     /// Exit, ns.
     pub end_ns: u64,
-    /// [`NodeInfo`] id.
+    /// [`NodeInfo`] id; [`NONE_U32`] for a span (trace format 4) whose node is not known
+    /// yet (its graph is still open) or could not be interned (a limit was reached: such
+    /// a span belongs to no [`NodeSpan`]).
     pub node: u32,
     /// Graph index, or [`NONE_U32`] when no graph was open.
     pub graph: u32,

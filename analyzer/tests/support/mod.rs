@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use analyzer::{AnalyzeOptions, AnalyzeReport};
-use trace_format::{Event, TraceFooter, TraceHeader, TraceReader, TraceWriter, record_bytes};
+use trace_format::{Event, TraceFooter, TraceHeader, TraceReader, TraceWriter};
 
 /// A checked-in test file.
 pub fn data(name: &str) -> PathBuf {
@@ -22,22 +22,7 @@ pub fn read_all(path: &Path) -> (TraceHeader, Option<TraceFooter>, Vec<Event>) {
 
 /// The wire bytes of an event.
 pub fn event_bytes(e: &Event) -> Vec<u8> {
-    match e {
-        Event::Decode(x) => record_bytes(x).to_vec(),
-        Event::Graph(x) => record_bytes(x).to_vec(),
-        Event::Op(x) => record_bytes(x.as_ref()).to_vec(),
-        Event::OpExit(x) => record_bytes(x).to_vec(),
-        Event::ExpertRoute(x) => record_bytes(x).to_vec(),
-        Event::Phase(x) => record_bytes(x).to_vec(),
-        Event::SchedSwitch(x) => record_bytes(x).to_vec(),
-        Event::SchedWakeup(x) => record_bytes(x).to_vec(),
-        Event::Task(x) => record_bytes(x).to_vec(),
-        Event::QosSwitch(x) => record_bytes(x).to_vec(),
-        Event::Loss(x) => record_bytes(x).to_vec(),
-        Event::PmcOpen(x) => record_bytes(x).to_vec(),
-        Event::LeafNode(x) => record_bytes(x).to_vec(),
-        Event::Unknown { bytes, .. } => bytes.clone(),
-    }
+    e.to_bytes()
 }
 
 /// Writes a trace with these events (small chunks, so chunk boundaries fall inside).

@@ -19,7 +19,6 @@ use common::{
 };
 
 use crate::emit::{ProbeResult, emit_large, header};
-use crate::maps::{ROUTE_SCRATCH, ROUTE_ZERO};
 
 /// Bytes of the ids (or weights) of one record.
 const ROUTE_BYTES: usize = MAX_ROUTE_IDS * 4;
@@ -82,34 +81,28 @@ pub(super) fn emit_expert_route<C: EbpfContext>(
         let n_ids = n_tok * k;
         let truncated = r + 1 == MAX_ROUTE_RECORDS && token0 + n_tok < n_tokens;
         let offset = u64::from(token0 * k) * 4;
-        emit_large(
-            ctx,
-            &ROUTE_ZERO,
-            &ROUTE_SCRATCH,
-            ExpertRouteEvent::zeroed,
-            |ev| {
-                ev.header = header(EventKind::ExpertRoute, 0);
-                ev.node_addr = node;
-                ev.ids_addr = ids_node;
-                ev.layer = layer;
-                ev.index = index;
-                ev.n_used = k;
-                ev.n_expert = w_ne[2].clamp(0, i64::from(u32::MAX)) as u32;
-                ev.n_tokens = n_tokens;
-                ev.token0 = token0;
-                let len = (n_ids as usize * 4) & (2 * ROUTE_BYTES - 1);
-                // SAFETY: `[i32; N]` and `[u32; N]` have the same layout.
-                let ids = unsafe { &mut *(&raw mut ev.ids).cast::<[u32; MAX_ROUTE_IDS]>() };
-                if read_into(ids_data + offset, ids, len) {
-                    ev.n_ids = n_ids;
-                }
-                let mut flags = if truncated { ROUTE_FLAG_TRUNCATED } else { 0 };
-                if routing != 0 && read_into(routing + offset, &mut ev.weights, len) {
-                    flags |= ROUTE_FLAG_WEIGHTS;
-                }
-                ev.flags = flags;
-            },
-        );
+        emit_large(ctx, |ev: &mut ExpertRouteEvent| {
+            ev.header = header(EventKind::ExpertRoute, 0);
+            ev.node_addr = node;
+            ev.ids_addr = ids_node;
+            ev.layer = layer;
+            ev.index = index;
+            ev.n_used = k;
+            ev.n_expert = w_ne[2].clamp(0, i64::from(u32::MAX)) as u32;
+            ev.n_tokens = n_tokens;
+            ev.token0 = token0;
+            let len = (n_ids as usize * 4) & (2 * ROUTE_BYTES - 1);
+            // SAFETY: `[i32; N]` and `[u32; N]` have the same layout.
+            let ids = unsafe { &mut *(&raw mut ev.ids).cast::<[u32; MAX_ROUTE_IDS]>() };
+            if read_into(ids_data + offset, ids, len) {
+                ev.n_ids = n_ids;
+            }
+            let mut flags = if truncated { ROUTE_FLAG_TRUNCATED } else { 0 };
+            if routing != 0 && read_into(routing + offset, &mut ev.weights, len) {
+                flags |= ROUTE_FLAG_WEIGHTS;
+            }
+            ev.flags = flags;
+        });
     }
     Ok(())
 }

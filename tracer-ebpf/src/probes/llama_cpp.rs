@@ -1,43 +1,52 @@
 //! Probes on unmodified llama.cpp (ggml's CPU backend). They emit the engine's records
-//! (`DecodeEvent`, `GraphEvent`, `OpEvent`/`OpExitEvent`), so the trace and every view are
-//! shared; what differs is where the fields come from: `struct ggml_tensor` and friends,
-//! read at the offsets of the detected build (`GGML_LAYOUT`), op numbers translated by
-//! name into profinfer's (`GGML_OPS`).
+//! (`DecodeEvent`, `GraphEvent`, `OpSpanEvent`/`NodeDescEvent`), so the trace and every
+//! view are shared; what differs is where the fields come from: `struct ggml_tensor` and
+//! friends, read at the offsets of the detected build (`GGML_LAYOUT`), op numbers
+//! translated by name into profinfer's (`GGML_OPS`).
 //!
 //! Targets (exported by `libllama`/`libggml-cpu` in every build seen, `docs/llama-cpp.md`):
 //! - `int32_t llama_decode(ctx, struct llama_batch batch)` and
 //!   `int32_t llama_process(ctx, type, struct llama_batch_ext *)`: token level;
 //! - `enum ggml_status ggml_graph_compute(struct ggml_cgraph *, struct ggml_cplan *)`:
 //!   graph level, on the thread that runs the graph (it is also worker 0);
-//! - operator level, per thread: every node's dispatch starts with
-//!   `bool ggml_cpu_extra_compute_forward(params, tensor)` (which computes the node itself
-//!   and returns true for weights in an extra buffer, e.g. repacked Q4_0), then calls the
-//!   op's `ggml_compute_forward_<op>(params, tensor)`; fused pairs skip both and call
-//!   `ggml_compute_forward_rms_norm_mul_fused(params, rms_norm, mul)`. A node's span is
-//!   from its first probe to the return of the outermost probed function
-//!   (`GgmlThread::depth`), so nested forward functions fold into their caller.
+//! - operator level, per thread, two uprobes and no uretprobe: every node's dispatch
+//!   starts with `bool ggml_cpu_extra_compute_forward(params, tensor)` (fused pairs with
+//!   `ggml_compute_forward_rms_norm_mul_fused(params, rms_norm, mul)` instead), and every
+//!   thread meets the others at `void ggml_barrier(threadpool)` after each node (and
+//!   inside some ops, `MUL_MAT` among them). A node's span on a thread runs from its
+//!   dispatch to the last barrier the thread reached before its next node, so it is
+//!   closed at that next node's dispatch, or, for a graph's last nodes, when the graph
+//!   returns on thread 0 (`GGML_WORKERS`).
 
 use aya_ebpf::{
+    EbpfContext,
     helpers::{bpf_probe_read_user, bpf_probe_read_user_buf},
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
 use common::{
     OpType,
-    control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_GRAPH, LEVEL_OP, LEVEL_TOKEN, TracerControl},
-    engine_abi::{BackendKind, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC},
+    control::{DETAIL_STRUCTURE, LEVEL_GRAPH, LEVEL_OP, LEVEL_TOKEN, TracerControl},
+    engine_abi::{BackendKind, MAX_OP_PARAMS},
     event::{
-        EventKind, GraphEvent, OP_DETAIL_FUSED, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS, OP_DETAIL_PMC,
-        OP_DETAIL_STRUCTURE,
+        EventKind, GraphEvent, OP_DETAIL_FUSED, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
+        OP_DETAIL_STRUCTURE, OP_SPAN_END_APPROX, OpSpanEvent,
     },
-    ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout, GgmlThread, MAX_GGML_OPS},
+    ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout, MAX_GGML_OPS, MAX_GGML_WORKERS},
     op_catalog::OP_UNKNOWN_BASE,
+    op_thread::OpThread,
 };
 
-use super::op::emit_op_exit;
+use super::op_span::{
+    PmcEnd, blob_still_mine, close, close_unseen_at, description_changed, emit_description,
+    fingerprint, is_describer, node_blob, now_ns, open, read_wait_pmcs, state_of, thread_state,
+};
 use crate::{
-    emit::{ProbeResult, current_tid, emit, emit_op, enabled_for_target, header, read_pmcs},
-    maps::{DECODE_STASH, GGML_GRAPH_SEQ, GGML_LAYOUT, GGML_OPS, GGML_THREADS, GRAPH_STASH},
+    emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
+    maps::{
+        DECODE_STASH, GGML_GRAPH_SEQ, GGML_LAYOUT, GGML_OPS, GGML_WORKERS, GRAPH_STASH,
+        NODE_BLOB_WORDS,
+    },
 };
 
 /// The detected build's layout (written by the collector before anything runs).
@@ -53,42 +62,96 @@ fn read_at<T>(base: u64, off: u32) -> Result<T, i64> {
     unsafe { bpf_probe_read_user((base + u64::from(off)) as *const T) }.map_err(i64::from)
 }
 
-/// This thread's operator state, created on first use.
+/// Reads `size_of::<T>()` bytes at `base + off` in the target's memory into `dst`.
 #[inline(always)]
-fn thread_state() -> Option<*mut GgmlThread> {
-    let tid = current_tid();
-    if let Some(p) = GGML_THREADS.get_ptr_mut(tid) {
-        return Some(p);
-    }
-    GGML_THREADS.insert(tid, GgmlThread::default(), 0).ok()?;
-    GGML_THREADS.get_ptr_mut(tid)
+fn read_into<T>(dst: &mut T, base: u64, off: u32) -> bool {
+    // SAFETY: `dst` is a plain-integer field of a wire record: any bytes are valid.
+    let bytes = unsafe {
+        core::slice::from_raw_parts_mut(core::ptr::from_mut(dst).cast::<u8>(), size_of::<T>())
+    };
+    // SAFETY: the helper checks the user address and writes at most the slice.
+    unsafe { bpf_probe_read_user_buf((base + u64::from(off)) as *const u8, bytes) }.is_ok()
 }
 
-/// The next node index of this thread in the current graph.
+/// The next node index of this thread in the current graph; at a graph's first node the
+/// thread also enters itself as worker `ith` of the graph.
 #[inline(always)]
-fn next_index(st: &mut GgmlThread) -> u32 {
+fn next_index(st: &mut OpThread, ith: u32) -> u32 {
     let seq = GGML_GRAPH_SEQ.get(0).copied().unwrap_or(0);
     if st.graph_seq != seq {
         st.graph_seq = seq;
         st.index = 0;
+        if ith < MAX_GGML_WORKERS
+            && let Some(slot) = GGML_WORKERS.get_ptr_mut(ith)
+        {
+            // SAFETY: one array slot; the thread computing as `ith` in this graph writes it.
+            unsafe { *slot = current_tid() };
+        }
     }
     let i = st.index;
     st.index += 1;
     i
 }
 
-/// Emits the operator entry record of `tensor` computed by this thread.
+/// Closes thread `tid`'s open span at the last barrier it reached, or, if it reached
+/// none since the span opened, at `now` (flagged approximate).
 #[inline(always)]
-fn emit_node_entry<C: aya_ebpf::EbpfContext>(
+fn close_at_wait<C: EbpfContext>(
     ctx: &C,
+    st: &mut OpThread,
+    tid: u32,
+    now: u64,
     control: &TracerControl,
-    l: &GgmlLayout,
-    params: u64,
-    tensor: u64,
-    index: u32,
-    extra_detail: u32,
 ) {
-    let ith_nth: [u32; 2] = read_at(params, l.params_ith).unwrap_or([u32::MAX, u32::MAX]);
+    if st.wait_ns != 0 && st.wait_ns >= st.start_ns {
+        close(ctx, st, tid, st.wait_ns, 0, PmcEnd::AtWait, control);
+    } else {
+        let pmc = if tid == current_tid() {
+            PmcEnd::ReadNow
+        } else {
+            PmcEnd::Missing
+        };
+        close(ctx, st, tid, now, OP_SPAN_END_APPROX, pmc, control);
+    }
+}
+
+/// Sends the description of `tensor` (node `index` of the graph, computed by `nth`
+/// threads) if it changed since it was last sent; `flags`: `OP_DETAIL_STRUCTURE` to read
+/// its shape, sources and op params, `OP_DETAIL_FUSED` for the second node of a fused
+/// pair.
+/// Not inlined: a fused pair describes two nodes, and two inlined copies overflow the
+/// 512-byte stack (BPF functions take five arguments: `index` and `nth` share one).
+#[inline(never)]
+fn describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32) -> i64 {
+    match try_describe(ctx, tensor, index_nth, flags) {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+#[inline(always)]
+fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32) -> ProbeResult {
+    let (index, nth) = (index_nth as u32, (index_nth >> 32) as u32);
+    let l = layout().ok_or(-1i64)?;
+    let len = l.tensor_read_len as usize;
+    if len == 0 || len > NODE_BLOB_WORDS * 8 {
+        return Err(-1);
+    }
+    let blob = node_blob().ok_or(-1i64)?;
+    // SAFETY: the first `len` ≤ `NODE_BLOB_WORDS * 8` bytes of the blob, plain integers.
+    let bytes =
+        unsafe { core::slice::from_raw_parts_mut(blob.words.as_mut_ptr().cast::<u8>(), len) };
+    // SAFETY: the helper checks the user address and writes at most the slice.
+    unsafe { bpf_probe_read_user_buf(tensor as *const u8, bytes) }.map_err(i64::from)?;
+    let print = fingerprint(
+        &blob.words,
+        (len / 8) as u64,
+        u64::from(l.tensor_skip_lo) | u64::from(l.tensor_skip_hi) << 32,
+        index_nth ^ u64::from(flags) << 48,
+    );
+    if !blob_still_mine(blob) || !description_changed(index, print ^ tensor) {
+        return Ok(());
+    }
     let ggml_op: u32 = read_at(tensor, l.tensor_op).unwrap_or(u32::MAX);
     let op = if ggml_op < MAX_GGML_OPS {
         GGML_OPS
@@ -98,247 +161,188 @@ fn emit_node_entry<C: aya_ebpf::EbpfContext>(
     } else {
         u32::MAX
     };
-    emit_op(ctx, |ev| {
-        ev.header = header(EventKind::OpCompute, 0);
-        ev.node_addr = tensor;
-        ev.op = op;
-        ev.ith = ith_nth[0];
-        ev.nth = ith_nth[1];
-        ev.index = index;
+    emit_description(ctx, tensor, |d| {
+        d.op = op;
+        d.index = index;
+        d.nth = nth;
+        d.backend_kind = BackendKind::Cpu as u32;
         // ggml keeps the layer in the name (`ffn_up-3`); the analyzer reads it there.
-        ev.layer = -1;
-        let mut detail = extra_detail;
+        d.layer = -1;
+        let mut detail = flags & OP_DETAIL_FUSED;
         // SAFETY: the helper checks the user address and writes at most the slice.
         let name = unsafe {
             bpf_probe_read_user_buf(
                 (tensor + u64::from(l.tensor_name)) as *const u8,
-                &mut ev.name,
+                &mut d.name,
             )
         };
         if name.is_ok() {
             detail |= OP_DETAIL_NAME;
         }
-        if control.op_detail & DETAIL_STRUCTURE != 0 {
-            let dtype = read_at::<u32>(tensor, l.tensor_type);
-            let ne = read_at::<[i64; MAX_DIMS]>(tensor, l.tensor_ne);
-            let nb = read_at::<[u64; MAX_DIMS]>(tensor, l.tensor_nb);
-            let src = read_at::<[u64; MAX_SRC]>(tensor, l.tensor_src);
-            let params = read_at::<[u32; MAX_OP_PARAMS]>(tensor, l.tensor_op_params);
-            if let (Ok(dtype), Ok(ne), Ok(nb), Ok(src), Ok(params)) = (dtype, ne, nb, src, params) {
-                ev.structure.dtype = dtype;
-                ev.structure.ne = ne;
-                ev.structure.nb = nb;
-                // A source that is a view (`Qcur-0 (permuted)`, a KV-cache slice) is
-                // never computed: record the tensor it views, so the DAG's edges reach
-                // the node that wrote the data. (`src` keeps the views: MUL_MAT's K
-                // below is the view's row length.)
-                ev.structure.src = src;
-                for s in ev.structure.src.iter_mut() {
-                    if *s != 0
-                        && let Ok(base) = read_at::<u64>(*s, l.tensor_view_src)
-                        && base != 0
-                    {
-                        *s = base;
-                    }
+        if flags & OP_DETAIL_STRUCTURE == 0 {
+            d.detail = detail;
+            return;
+        }
+        let st = &mut d.structure;
+        let read = read_into(&mut st.dtype, tensor, l.tensor_type)
+            && read_into(&mut st.ne, tensor, l.tensor_ne)
+            && read_into(&mut st.nb, tensor, l.tensor_nb)
+            && read_into(&mut st.src, tensor, l.tensor_src)
+            && read_into(&mut st.op_params, tensor, l.tensor_op_params);
+        if read {
+            // A source that is a view (`Qcur-0 (permuted)`, a KV-cache slice) is never
+            // computed: record the tensor it views, so the DAG's edges reach the node
+            // that wrote the data. MUL_MAT's K is the row length of its first source as
+            // the product reads it (the view's).
+            let k = read_at::<i64>(st.src[0], l.tensor_ne).unwrap_or(0);
+            for s in st.src.iter_mut() {
+                if *s != 0
+                    && let Ok(base) = read_at::<u64>(*s, l.tensor_view_src)
+                    && base != 0
+                {
+                    *s = base;
                 }
-                ev.structure.op_params = params;
-                detail |= OP_DETAIL_STRUCTURE;
-                if op == OpType::MulMat as u32 {
-                    // ggml's MUL_MAT has no op params; give it the engine's (`M`, `H`,
-                    // `K` in 2..5, `docs/probe-abi.md`) so sizes and complexity work
-                    // alike: K is src0's row length.
-                    let k = read_at::<i64>(src[0], l.tensor_ne).unwrap_or(0);
-                    ev.structure.op_params = [0; MAX_OP_PARAMS];
-                    ev.structure.op_params[2] = ne[1] as u32;
-                    ev.structure.op_params[3] = (ne[2] * ne[3]) as u32;
-                    ev.structure.op_params[4] = k as u32;
-                }
-                detail |= OP_DETAIL_OP_PARAMS;
+            }
+            detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
+            if op == OpType::MulMat as u32 {
+                // ggml's MUL_MAT has no op params; give it the engine's (`M`, `H`, `K` in
+                // 2..5, `docs/probe-abi.md`) so sizes and complexity work alike.
+                st.op_params = [0; MAX_OP_PARAMS];
+                st.op_params[2] = st.ne[1] as u32;
+                st.op_params[3] = (st.ne[2] * st.ne[3]) as u32;
+                st.op_params[4] = k as u32;
             }
         }
-        if control.op_detail & DETAIL_PMC != 0 {
-            ev.pmc_ok = read_pmcs(&mut ev.pmc, control, ev.header.tid);
-            detail |= OP_DETAIL_PMC;
-        }
-        ev.detail = detail;
+        d.detail = detail;
     });
-}
-
-/// Opens the span of `tensor` on this thread, closing a stale open one first.
-#[inline(always)]
-fn open_node<C: aya_ebpf::EbpfContext>(
-    ctx: &C,
-    control: &TracerControl,
-    st: &mut GgmlThread,
-    params: u64,
-    tensor: u64,
-) -> ProbeResult {
-    let l = layout().ok_or(-1i64)?;
-    if st.open != 0 {
-        emit_op_exit(ctx, control);
-    }
-    let index = next_index(st);
-    emit_node_entry(ctx, control, &l, params, tensor, index, 0);
-    st.open = 1;
-    st.node = tensor;
     Ok(())
 }
 
-/// `ggml_cpu_extra_compute_forward` entry: a node's dispatch starts here.
+/// A node's dispatch on this thread: closes the thread's previous span, sends the
+/// node's (and a fused second node's) description from thread 0, opens the span.
+#[inline(always)]
+fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> ProbeResult {
+    let now = now_ns();
+    let Some(control) = enabled_for_target(LEVEL_OP) else {
+        return Ok(());
+    };
+    let l = layout().ok_or(-1i64)?;
+    let st = thread_state().ok_or(-1i64)?;
+    let tid = current_tid();
+    close_at_wait(ctx, st, tid, now, &control);
+    let [ith, nth]: [u32; 2] = read_at(params, l.params_ith).unwrap_or([u32::MAX, u32::MAX]);
+    let index = next_index(st, ith);
+    let second_index = if fused != 0 { next_index(st, ith) } else { 0 };
+    let want = if control.op_detail & DETAIL_STRUCTURE != 0 {
+        OP_DETAIL_STRUCTURE
+    } else {
+        0
+    };
+    if is_describer(tensor, ith, nth) {
+        describe(ctx, tensor, u64::from(index) | u64::from(nth) << 32, want);
+    }
+    if fused != 0 && is_describer(fused, ith, nth) {
+        describe(
+            ctx,
+            fused,
+            u64::from(second_index) | u64::from(nth) << 32,
+            want | OP_DETAIL_FUSED,
+        );
+    }
+    st.nth = nth;
+    open(
+        st,
+        tensor,
+        OpSpanEvent::flags_for(ith, BackendKind::Cpu as u32),
+        &control,
+    );
+    st.fused = fused;
+    Ok(())
+}
+
+/// `ggml_cpu_extra_compute_forward(params, tensor)` entry: a node's dispatch starts here.
 #[uprobe]
 pub fn ggml_extra_forward(ctx: ProbeContext) -> u32 {
     let _ = try_extra_enter(&ctx);
     0
 }
 
+#[inline(always)]
 fn try_extra_enter(ctx: &ProbeContext) -> ProbeResult {
-    let Some(control) = enabled_for_target(LEVEL_OP) else {
-        return Ok(());
-    };
     let params: u64 = ctx.arg(0).ok_or(-1i64)?;
     let tensor: u64 = ctx.arg(1).ok_or(-1i64)?;
-    let st = thread_state().ok_or(-1i64)?;
-    // SAFETY: this thread's slot; only this thread uses it, one probe at a time.
-    let st = unsafe { &mut *st };
-    // Called only from the top of the dispatcher: whatever depth a detached probe left
-    // behind, a new node starts at depth 0.
-    st.depth = 0;
-    open_node(ctx, &control, st, params, tensor)?;
-    st.depth = 1;
-    Ok(())
-}
-
-/// `ggml_cpu_extra_compute_forward` return: true means the extra buffer computed the node
-/// (its span ends); false means the op's forward function follows (it stays open).
-#[uretprobe]
-pub fn ggml_extra_forward_ret(ctx: RetProbeContext) -> u32 {
-    let _ = try_extra_exit(&ctx);
-    0
-}
-
-fn try_extra_exit(ctx: &RetProbeContext) -> ProbeResult {
-    let handled = ctx.ret::<u64>() & 0xff != 0;
-    close_if_outermost(ctx, handled)
-}
-
-/// A probed function returns: one level less on this thread and, when it was the
-/// outermost and `end` says the node is done, the node's exit record.
-fn close_if_outermost(ctx: &RetProbeContext, end: bool) -> ProbeResult {
-    let Some(control) = enabled_for_target(LEVEL_OP) else {
-        return Ok(());
-    };
-    let st = GGML_THREADS.get_ptr_mut(current_tid()).ok_or(-1i64)?;
-    // SAFETY: as in `try_extra_enter`.
-    let st = unsafe { &mut *st };
-    st.depth = st.depth.saturating_sub(1);
-    if st.depth == 0 && st.open != 0 && end {
-        emit_op_exit(ctx, &control);
-        st.open = 0;
-    }
-    Ok(())
-}
-
-/// Entry of any `ggml_compute_forward_<op>`.
-#[uprobe]
-pub fn ggml_op_forward(ctx: ProbeContext) -> u32 {
-    let _ = try_forward_enter(&ctx);
-    0
-}
-
-fn try_forward_enter(ctx: &ProbeContext) -> ProbeResult {
-    let Some(control) = enabled_for_target(LEVEL_OP) else {
-        return Ok(());
-    };
-    let st = thread_state().ok_or(-1i64)?;
-    // SAFETY: as in `try_extra_enter`.
-    let st = unsafe { &mut *st };
-    if st.depth == 0 {
-        let params: u64 = ctx.arg(0).ok_or(-1i64)?;
-        let tensor: u64 = ctx.arg(1).ok_or(-1i64)?;
-        // The dispatcher's call after the extra hook declined: the span is open already.
-        if st.open == 0 || st.node != tensor {
-            open_node(ctx, &control, st, params, tensor)?;
-        }
-    }
-    st.depth += 1;
-    Ok(())
-}
-
-/// Return of any `ggml_compute_forward_<op>`: the outermost one ends the node's span.
-#[uretprobe]
-pub fn ggml_op_forward_ret(ctx: RetProbeContext) -> u32 {
-    let _ = try_forward_exit(&ctx);
-    0
-}
-
-fn try_forward_exit(ctx: &RetProbeContext) -> ProbeResult {
-    close_if_outermost(ctx, true)
+    start_node(ctx, params, tensor, 0)
 }
 
 /// `ggml_compute_forward_rms_norm_mul_fused(params, rms_norm, mul)` entry: two nodes in
-/// one call, straight from the node loop (no dispatcher, no extra hook).
+/// one call, straight from the node loop (no dispatcher, no extra hook). The second is
+/// recorded as a zero-length span at the pair's end (so node counts match the graph).
 #[uprobe]
 pub fn ggml_fused_forward(ctx: ProbeContext) -> u32 {
     let _ = try_fused_enter(&ctx);
     0
 }
 
+#[inline(always)]
 fn try_fused_enter(ctx: &ProbeContext) -> ProbeResult {
-    let Some(control) = enabled_for_target(LEVEL_OP) else {
-        return Ok(());
-    };
     let params: u64 = ctx.arg(0).ok_or(-1i64)?;
     let first: u64 = ctx.arg(1).ok_or(-1i64)?;
     let second: u64 = ctx.arg(2).ok_or(-1i64)?;
-    let st = thread_state().ok_or(-1i64)?;
-    // SAFETY: as in `try_extra_enter`.
-    let st = unsafe { &mut *st };
-    st.depth = 0;
-    open_node(ctx, &control, st, params, first)?;
-    st.fused = second;
-    st.fused_params = params;
-    st.depth = 1;
-    Ok(())
+    start_node(ctx, params, first, second)
 }
 
-/// Return of the fused call: the first node ends, and the second is recorded as a
-/// zero-length node flagged `OP_DETAIL_FUSED` (so node counts match the graph).
-#[uretprobe]
-pub fn ggml_fused_forward_ret(ctx: RetProbeContext) -> u32 {
-    let _ = try_fused_exit(&ctx);
+/// `ggml_barrier(threadpool)`: the thread begins to wait for the others (after a node,
+/// or inside one). Attached past the function's first instructions where those would be
+/// single-stepped (`tracer-user/src/probe_points.rs`); it needs no argument.
+#[uprobe]
+pub fn ggml_barrier(ctx: ProbeContext) -> u32 {
+    let now = now_ns();
+    let _ = try_barrier(&ctx, now);
     0
 }
 
-fn try_fused_exit(ctx: &RetProbeContext) -> ProbeResult {
+#[inline(always)]
+fn try_barrier(_ctx: &ProbeContext, now: u64) -> ProbeResult {
     let Some(control) = enabled_for_target(LEVEL_OP) else {
         return Ok(());
     };
-    let st = GGML_THREADS.get_ptr_mut(current_tid()).ok_or(-1i64)?;
-    // SAFETY: as in `try_extra_enter`.
-    let st = unsafe { &mut *st };
-    st.depth = st.depth.saturating_sub(1);
-    if st.depth != 0 || st.open == 0 {
-        return Ok(());
-    }
-    emit_op_exit(ctx, &control);
-    st.open = 0;
-    let second = st.fused;
-    st.fused = 0;
-    if second != 0 {
-        let l = layout().ok_or(-1i64)?;
-        let index = next_index(st);
-        emit_node_entry(
-            ctx,
-            &control,
-            &l,
-            st.fused_params,
-            second,
-            index,
-            OP_DETAIL_FUSED,
-        );
-        emit_op_exit(ctx, &control);
+    let st = state_of(current_tid()).ok_or(-1i64)?;
+    if st.node != 0 {
+        st.wait_ns = now;
+        read_wait_pmcs(st, &control);
     }
     Ok(())
+}
+
+/// At a graph's end on thread 0: closes the last span of every thread of the graph (each
+/// at the barrier it then reached), which no later dispatch would close in time. Without
+/// counter deltas (thread 0 cannot read another thread's counters; a closing span keeps
+/// its start readings only): the loop body stays small for the verifier.
+#[inline(always)]
+fn flush_workers<C: EbpfContext>(ctx: &C) {
+    if enabled_for_target(LEVEL_OP).is_none() {
+        return;
+    }
+    let now = now_ns();
+    let nth = state_of(current_tid()).map_or(0, |st| st.nth);
+    for ith in 0..MAX_GGML_WORKERS {
+        if ith >= nth {
+            break;
+        }
+        let Some(tid) = GGML_WORKERS.get(ith).copied() else {
+            continue;
+        };
+        if tid != 0
+            && let Some(st) = state_of(tid)
+        {
+            let (end, flags) = if st.wait_ns != 0 && st.wait_ns >= st.start_ns {
+                (st.wait_ns, 0)
+            } else {
+                (now, OP_SPAN_END_APPROX)
+            };
+            close_unseen_at(ctx, st, tid, end, flags);
+        }
+    }
 }
 
 /// `ggml_graph_compute` entry: a graph starts (a new node-index generation).
@@ -384,9 +388,10 @@ fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
     Ok(())
 }
 
-/// `ggml_graph_compute` return.
+/// `ggml_graph_compute` return: every thread's last span ends, then the graph.
 #[uretprobe]
 pub fn ggml_graph_compute_ret(ctx: RetProbeContext) -> u32 {
+    flush_workers(&ctx);
     let _ = super::graph::graph_exit(&ctx);
     0
 }

@@ -1,180 +1,256 @@
-//! Operator level.
+//! Operator level of the engine: one span per node and thread (`op_span`).
 //!
-//! Targets: `void engine_op_compute(const EngineNode *node, u32 ith, u32 nth, void *params)`
-//! and the accel backend's `engine_accel_op_compute` (same signature); each entry
-//! records the kind of backend its probe point belongs to. One return program serves
-//! both.
-//! The node is read with `bpf_probe_read_user` using the `common::engine_abi::EngineNode`
-//! layout: the fixed fields always, the structure (dtype, shape, strides, sources, op
-//! params — one read of the contiguous `ne..op_params` span) when `DETAIL_STRUCTURE` is
-//! on; the per-thread counters when `DETAIL_PMC` is on. The exit records only its time
-//! and counters ([`OpExitEvent`]).
+//! Targets (uprobes on 5-byte nops, which kernels with optimized uprobes turn into a call:
+//! no trap, no uretprobe):
+//! - `void engine_op_done(const EngineNode *node, u32 ith, u32 nth, u32 backend_kind)`:
+//!   thread `ith` is done with its share and goes on to wait at the barrier: the span's
+//!   end, and by default its only probe. The span then starts where the barrier before
+//!   the node released (`OP_SPAN_START_AT_RELEASE`): one hit per node and thread.
+//! - `void engine_graph_thread(const EngineGraph *, u32 ith, u32 nth)`: the thread begins
+//!   a graph (its first node's start), one hit per graph and thread.
+//! - `void engine_op_compute(const EngineNode *node, u32 ith, u32 nth, void *params)` and
+//!   the accel backend's `engine_accel_op_compute` (same signature), attached with
+//!   `DETAIL_EXACT_SPANS` (exact starts, counters): the span opens there and closes at
+//!   `engine_op_done`. An engine without `engine_op_done` (older builds) is closed by a
+//!   uretprobe on `engine_op_compute` instead (`engine_op_compute_ret`).
+//!
+//! One thread per node (`is_describer`) reads the whole `EngineNode` (224 bytes, one
+//! `bpf_probe_read_user`) and sends its description when it changed.
 
-use core::mem::offset_of;
+use core::mem::{offset_of, size_of};
 
 use aya_ebpf::{
-    EbpfContext,
-    helpers::{bpf_probe_read_user, bpf_probe_read_user_buf},
+    helpers::bpf_probe_read_user_buf,
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
 use common::{
-    control::{DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, TracerControl},
-    engine_abi::{BackendKind, EngineNode, MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, OpType},
+    control::{DETAIL_EXACT_SPANS, DETAIL_STRUCTURE, LEVEL_OP},
+    engine_abi::{BackendKind, EngineNode, OpType},
     event::{
-        EVENT_FLAG_EXIT, EventKind, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
-        OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpExitEvent,
+        EventKind, GraphThreadEvent, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
+        OP_DETAIL_STRUCTURE, OP_SPAN_START_AT_RELEASE, OpSpanEvent,
     },
 };
 
-use crate::emit::{ProbeResult, abi_ok, emit, emit_op, enabled_for_target, header, read_pmcs};
+use super::op_span::{
+    PmcEnd, blob_still_mine, close, close_unseen, description_changed, emit_description,
+    fingerprint, is_describer, node_blob, now_ns, open, state_of, thread_state,
+};
+use crate::{
+    emit::{ProbeResult, abi_ok, current_tid, emit, enabled_for_target, header},
+    maps::NODE_BLOB_WORDS,
+};
 
-/// The leading fields of `EngineNode`: `abi_version`, `op`, `dtype`, `flags`.
-const NODE_HEAD_WORDS: usize = 4;
-
-/// `EngineNode` fields from `ne` to the end of `op_params`, contiguous in the node:
-/// everything the structure needs in one `bpf_probe_read_user` (136 bytes; `data` comes
-/// along because it sits between `src` and `op_params`).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct NodeShape {
-    ne: [i64; MAX_DIMS],
-    nb: [u64; MAX_DIMS],
-    src: [u64; MAX_SRC],
-    data: u64,
-    op_params: [u32; MAX_OP_PARAMS],
-}
-const _: () = assert!(
-    offset_of!(EngineNode, ne) + offset_of!(NodeShape, nb) == offset_of!(EngineNode, nb)
-        && offset_of!(EngineNode, ne) + offset_of!(NodeShape, src) == offset_of!(EngineNode, src)
-        && offset_of!(EngineNode, ne) + offset_of!(NodeShape, data) == offset_of!(EngineNode, data)
-        && offset_of!(EngineNode, ne) + offset_of!(NodeShape, op_params)
-            == offset_of!(EngineNode, op_params)
-);
+/// Words of an `EngineNode`.
+const NODE_WORDS: usize = size_of::<EngineNode>() / 8;
+/// The word of `EngineNode::data`.
+const DATA_WORD: usize = offset_of!(EngineNode, data) / 8;
+/// The word of a `SOFT_MAX`'s `op_params[0..2]` (scale, the batch's first position).
+const SOFTMAX_POS_WORD: usize = offset_of!(EngineNode, op_params) / 8;
+const _: () = assert!(offset_of!(EngineNode, op_params) % 8 == 0);
+const _: () = assert!(NODE_WORDS <= NODE_BLOB_WORDS && size_of::<EngineNode>() % 8 == 0);
 
 /// `engine_op_compute` entry.
 #[uprobe]
 pub fn engine_op_compute(ctx: ProbeContext) -> u32 {
-    let _ = try_op_enter(&ctx, BackendKind::Cpu);
+    let _ = try_op_start(&ctx, BackendKind::Cpu);
     0
 }
 
 /// `engine_accel_op_compute` entry (the accel backend's operator entry point).
 #[uprobe]
 pub fn engine_accel_op_compute(ctx: ProbeContext) -> u32 {
-    let _ = try_op_enter(&ctx, BackendKind::Accel);
+    let _ = try_op_start(&ctx, BackendKind::Accel);
     0
 }
 
 #[inline(always)]
-fn try_op_enter(ctx: &ProbeContext, backend: BackendKind) -> ProbeResult {
+fn try_op_start(ctx: &ProbeContext, backend: BackendKind) -> ProbeResult {
     let Some(control) = enabled_for_target(LEVEL_OP) else {
         return Ok(());
     };
-    let node: *const u8 = ctx.arg(0).ok_or(-1i64)?;
+    let node: u64 = ctx.arg(0).ok_or(-1i64)?;
     let ith: u32 = ctx.arg(1).ok_or(-1i64)?;
     let nth: u32 = ctx.arg(2).ok_or(-1i64)?;
-    // SAFETY: the helper validates the user address; a failed read returns Err.
-    let head = unsafe { bpf_probe_read_user(node.cast::<[u32; NODE_HEAD_WORDS]>()) }?;
-    // Another layout: record the call (timing, thread) but no field of the node.
-    let layout_ok = abi_ok(head[0]);
-    let tail = if layout_ok {
-        // SAFETY: as above.
-        unsafe {
-            bpf_probe_read_user(
-                node.wrapping_add(offset_of!(EngineNode, layer))
-                    .cast::<[u32; 2]>(),
-            )
-        }?
-    } else {
-        [u32::MAX, u32::MAX]
-    };
-    emit_op(ctx, |ev| {
-        ev.header = header(EventKind::OpCompute, 0);
-        ev.node_addr = node as u64;
-        ev.op = if layout_ok { head[1] } else { u32::MAX };
-        ev.ith = ith;
-        ev.nth = nth;
-        ev.index = tail[1];
-        ev.layer = tail[0] as i32;
-        ev.backend_kind = backend as u32;
-        let mut detail = 0;
-        if layout_ok {
-            // SAFETY: the helper validates the user address and writes at most the slice.
-            let name = unsafe {
-                bpf_probe_read_user_buf(
-                    node.wrapping_add(offset_of!(EngineNode, name)),
-                    &mut ev.name,
-                )
-            };
-            if name.is_ok() {
-                detail |= OP_DETAIL_NAME;
-            }
-        } else {
-            detail |= OP_DETAIL_ABI_MISMATCH;
-        }
-        if layout_ok && control.op_detail & DETAIL_STRUCTURE != 0 {
-            // SAFETY: as above.
-            let shape = unsafe {
-                bpf_probe_read_user(
-                    node.wrapping_add(offset_of!(EngineNode, ne))
-                        .cast::<NodeShape>(),
-                )
-            };
-            if let Ok(shape) = shape {
-                ev.structure.dtype = head[2];
-                ev.structure.node_flags = head[3];
-                ev.structure.ne = shape.ne;
-                ev.structure.nb = shape.nb;
-                ev.structure.src = shape.src;
-                ev.structure.op_params = shape.op_params;
-                detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
-            }
-        }
-        if control.op_detail & DETAIL_PMC != 0 {
-            ev.pmc_ok = read_pmcs(&mut ev.pmc, &control, ev.header.tid);
-            detail |= OP_DETAIL_PMC;
-        }
-        ev.detail = detail;
-    });
-    // The experts a MUL_MAT_ID uses are part of its structure: its third source's data.
-    if layout_ok
-        && head[1] == OpType::MulMatId as u32
-        && ith == 0
-        && control.op_detail & DETAIL_STRUCTURE != 0
-    {
-        super::expert::emit_expert_route(ctx, node, tail[0] as i32, tail[1])?;
+    let st = thread_state().ok_or(-1i64)?;
+    // The last span's end was not seen (its probe was detached meanwhile).
+    close_unseen(ctx, st, current_tid(), now_ns());
+    if is_describer(node, ith, nth) {
+        describe(
+            ctx,
+            node,
+            nth,
+            backend,
+            control.op_detail & DETAIL_STRUCTURE != 0,
+        )?;
     }
+    st.nth = nth;
+    open(
+        st,
+        node,
+        OpSpanEvent::flags_for(ith, backend as u32),
+        &control,
+    );
     Ok(())
 }
 
-/// `engine_op_compute` return.
-#[uretprobe]
-pub fn engine_op_compute_ret(ctx: RetProbeContext) -> u32 {
-    let _ = try_op_exit(&ctx);
+/// `engine_graph_thread(graph, ith, nth)` entry: the thread begins a graph.
+#[uprobe]
+pub fn engine_graph_thread(ctx: ProbeContext) -> u32 {
+    let now = now_ns();
+    let _ = try_graph_thread(&ctx, now);
     0
 }
 
-/// A compact record: time and counters. No per-thread stash of the entry — the analyzer
-/// pairs an exit with the last entry on its thread (operators do not nest), which saves
-/// a hash-map insert at entry and a lookup and delete here.
-fn try_op_exit(ctx: &RetProbeContext) -> ProbeResult {
-    let Some(control) = enabled_for_target(LEVEL_OP) else {
+#[inline(always)]
+fn try_graph_thread(ctx: &ProbeContext, now: u64) -> ProbeResult {
+    if enabled_for_target(LEVEL_OP).is_none() {
         return Ok(());
+    }
+    let mut header = header(EventKind::GraphThread, 0);
+    header.ts_ns = now;
+    let ev = GraphThreadEvent {
+        header,
+        graph_addr: ctx.arg(0).ok_or(-1i64)?,
+        ith: ctx.arg(1).ok_or(-1i64)?,
+        nth: ctx.arg(2).ok_or(-1i64)?,
     };
-    emit_op_exit(ctx, &control);
+    emit(ctx, &ev);
     Ok(())
 }
 
-/// Emits an operator exit record (time and counters) for the current thread, for every
-/// target.
+/// Sends the description of the `EngineNode` at `node` if it changed (its shape, sources
+/// and op params with `structure`); for an expert-indexed product also which experts it
+/// uses.
 #[inline(always)]
-pub(super) fn emit_op_exit<C: EbpfContext>(ctx: &C, control: &TracerControl) {
-    let mut ev = OpExitEvent::zeroed();
-    ev.header = header(EventKind::OpComputeExit, EVENT_FLAG_EXIT);
-    if control.op_detail & DETAIL_PMC != 0 {
-        ev.pmc_ok = read_pmcs(&mut ev.pmc, control, ev.header.tid);
-        ev.detail = OP_DETAIL_PMC;
+fn describe(
+    ctx: &ProbeContext,
+    node: u64,
+    nth: u32,
+    backend: BackendKind,
+    structure: bool,
+) -> ProbeResult {
+    let blob = node_blob().ok_or(-1i64)?;
+    // SAFETY: the first `NODE_WORDS` words of the blob, plain integers, as bytes.
+    let bytes = unsafe {
+        core::slice::from_raw_parts_mut(blob.words.as_mut_ptr().cast::<u8>(), NODE_WORDS * 8)
+    };
+    // SAFETY: the helper checks the user address and writes at most the slice.
+    unsafe { bpf_probe_read_user_buf(node as *const u8, bytes) }.map_err(i64::from)?;
+    // SAFETY: the blob holds an `EngineNode`'s bytes (every bit pattern is valid: plain
+    // integers and arrays of them), 8-byte aligned.
+    let n = unsafe { &*blob.words.as_ptr().cast::<EngineNode>() };
+    let (op, layer, index) = (n.op, n.layer, n.index);
+    // Per-step values are not part of a description: the data address (a KV-cache
+    // store's destination moves every step) and a softmax's causal position.
+    let mut skip = 1u64 << DATA_WORD;
+    if op == OpType::SoftMax as u32 {
+        skip |= 1 << SOFTMAX_POS_WORD;
     }
-    emit(ctx, &ev);
+    let print = fingerprint(
+        &blob.words,
+        NODE_WORDS as u64,
+        skip,
+        u64::from(nth) | (backend as u64) << 32 | u64::from(structure) << 40,
+    );
+    if !blob_still_mine(blob) {
+        return Ok(());
+    }
+    let layout_ok = n.abi_version == common::engine_abi::ENGINE_ABI_VERSION;
+    if !layout_ok {
+        abi_ok(n.abi_version);
+    }
+    // A foreign layout has no index to go by: its address stands in.
+    let slot = if layout_ok { index } else { node as u32 };
+    if description_changed(slot, print ^ node) {
+        emit_description(ctx, node, |d| {
+            d.nth = nth;
+            d.backend_kind = backend as u32;
+            if !layout_ok {
+                d.op = u32::MAX;
+                d.index = u32::MAX;
+                d.layer = -1;
+                d.detail = OP_DETAIL_ABI_MISMATCH;
+                return;
+            }
+            d.op = n.op;
+            d.index = n.index;
+            d.layer = n.layer;
+            d.name = n.name;
+            d.detail = OP_DETAIL_NAME;
+            if !structure {
+                return;
+            }
+            d.structure.dtype = n.dtype;
+            d.structure.node_flags = n.flags;
+            d.structure.ne = n.ne;
+            d.structure.nb = n.nb;
+            d.structure.src = n.src;
+            d.structure.op_params = n.op_params;
+            d.detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
+        });
+    }
+    // The experts a MUL_MAT_ID uses are part of its structure: its third source's data.
+    if layout_ok && structure && op == OpType::MulMatId as u32 {
+        super::expert::emit_expert_route(ctx, node as *const u8, layer, index)?;
+    }
+    Ok(())
+}
+
+/// `engine_op_done(node, ith, nth, backend_kind)` entry: the thread's share of the node
+/// is done.
+#[uprobe]
+pub fn engine_op_done(ctx: ProbeContext) -> u32 {
+    let end = now_ns();
+    let _ = try_op_done(&ctx, end);
+    0
+}
+
+#[inline(always)]
+fn try_op_done(ctx: &ProbeContext, end: u64) -> ProbeResult {
+    let Some(control) = enabled_for_target(LEVEL_OP) else {
+        return Ok(());
+    };
+    let tid = current_tid();
+    if control.op_detail & DETAIL_EXACT_SPANS != 0 {
+        // The span was opened at the node's start.
+        let st = state_of(tid).ok_or(-1i64)?;
+        close(ctx, st, tid, end, 0, PmcEnd::ReadNow, &control);
+        return Ok(());
+    }
+    let node: u64 = ctx.arg(0).ok_or(-1i64)?;
+    let ith: u32 = ctx.arg(1).ok_or(-1i64)?;
+    let nth: u32 = ctx.arg(2).ok_or(-1i64)?;
+    let kind: u32 = ctx.arg(3).ok_or(-1i64)?;
+    let backend = if kind == BackendKind::Accel as u32 {
+        BackendKind::Accel
+    } else {
+        BackendKind::Cpu
+    };
+    if is_describer(node, ith, nth) {
+        describe(
+            ctx,
+            node,
+            nth,
+            backend,
+            control.op_detail & DETAIL_STRUCTURE != 0,
+        )?;
+    }
+    let flags = OpSpanEvent::flags_for(ith, backend as u32) | OP_SPAN_START_AT_RELEASE;
+    emit(ctx, &OpSpanEvent::new(tid, node, end, 0, flags));
+    Ok(())
+}
+
+/// `engine_op_compute` return, for engines without `engine_op_done`.
+#[uretprobe]
+pub fn engine_op_compute_ret(ctx: RetProbeContext) -> u32 {
+    let end = now_ns();
+    if let Some(control) = enabled_for_target(LEVEL_OP) {
+        let tid = current_tid();
+        if let Some(st) = state_of(tid) {
+            close(&ctx, st, tid, end, 0, PmcEnd::ReadNow, &control);
+        }
+    }
+    0
 }

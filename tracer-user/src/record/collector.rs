@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use common::{
     control::{
-        CONTROL_FLAG_WAKE_ON_GRAPH, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED,
-        TracerControl,
+        CONTROL_FLAG_WAKE_ON_GRAPH, LEVEL_OP, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST,
+        STAT_PRODUCED, TracerControl,
     },
-    event::{EVENT_FLAG_EXIT, EventHeader, EventKind, QosSwitchEvent},
+    event::{EVENT_FLAG_EXIT, EventHeader, EventKind, OpWindowEvent, QosSwitchEvent},
 };
 use tokio::io::unix::AsyncFd;
 
@@ -28,6 +28,7 @@ use crate::{
     pmc::PmcSet,
     qos::{QosController, QosDecision},
     target::{self, TargetEnd},
+    windows::OpWindows,
 };
 
 /// How often the collector drains without being woken (the ring forces a wake-up when
@@ -55,6 +56,9 @@ pub struct Ending {
     pub target_exited: bool,
     /// Its exit status, when profinfer started it.
     pub target_end: Option<TargetEnd>,
+    /// The CPU time (user + system, all threads) it used, when profinfer started and
+    /// reaped it.
+    pub target_cpu: Option<Duration>,
 }
 
 /// What woke the collector.
@@ -80,6 +84,7 @@ pub struct Collector<'c, 'o> {
     /// Leaf-node reader, when structure is recorded.
     pub leaves: Option<LeafResolver>,
     qos: Option<QosController>,
+    windows: Option<OpWindows>,
     control: TracerControl,
     /// Levels the user wants on (live view); starts as the attached levels.
     user_levels: u32,
@@ -88,6 +93,8 @@ pub struct Collector<'c, 'o> {
     pub qos_switches: u32,
     /// An ABI mismatch was reported already.
     pub abi_reported: bool,
+    /// Switches the kernel's eBPF statistics on and off (sampled windows).
+    pub cost_meter: Option<crate::probe_cost::ProbeCostMeter>,
 }
 
 impl<'c, 'o> Collector<'c, 'o> {
@@ -115,11 +122,13 @@ impl<'c, 'o> Collector<'c, 'o> {
             op_probes,
             leaves,
             qos: cfg.qos.clone().map(QosController::new),
+            windows: cfg.op_windows.map(OpWindows::new),
             control,
             user_levels: cfg.levels,
             qos_op_on: true,
             qos_switches: 0,
             abi_reported: false,
+            cost_meter: None,
         }
     }
 
@@ -179,16 +188,18 @@ impl<'c, 'o> Collector<'c, 'o> {
                     None => continue,
                 },
                 Wake::TargetExited => {
-                    let target_end = if is_child {
+                    let reaped = if is_child {
                         target::reap(self.pid)
                     } else {
                         None
                     };
+                    let target_end = reaped.map(|(end, _)| end);
                     break Ending {
                         reason: target_end
                             .map_or_else(|| "target exited".to_owned(), |e| e.to_string()),
                         target_exited: true,
                         target_end,
+                        target_cpu: reaped.map(|(_, cpu)| cpu),
                     };
                 }
                 Wake::CtrlC => "interrupted (Ctrl-C); target left running".to_owned(),
@@ -198,6 +209,7 @@ impl<'c, 'o> Collector<'c, 'o> {
                 reason,
                 target_exited: false,
                 target_end: None,
+                target_cpu: None,
             };
         };
         // Stop producing, let in-flight programs finish, then drain what is left.
@@ -222,7 +234,7 @@ impl<'c, 'o> Collector<'c, 'o> {
             let word = |o: usize| {
                 u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]])
             };
-            if kind == EventKind::OpCompute as u32 {
+            if kind == EventKind::NodeDesc as u32 {
                 if let Some(l) = leaves.as_mut() {
                     l.observe(record, drained_at);
                 }
@@ -250,7 +262,48 @@ impl<'c, 'o> Collector<'c, 'o> {
         }
         self.read_leaves(d.boundary)?;
         self.run_qos(&d.decode_steps)?;
+        self.run_windows(d.decode_steps.len())?;
         self.sink.check()
+    }
+
+    /// Whether sampled windows (if any) want the operator level on now.
+    fn window_op_on(&self) -> bool {
+        self.windows.as_ref().is_none_or(OpWindows::traced)
+    }
+
+    /// Sampled windows: attaches or detaches the operator probes when a window begins or
+    /// ends, and records the switch.
+    fn run_windows(&mut self, decode_steps: usize) -> Result<(), RecordError> {
+        let Some(w) = self.windows.as_mut() else {
+            return Ok(());
+        };
+        let mut switch = None;
+        for _ in 0..decode_steps {
+            if let Some(on) = w.on_decode_step() {
+                switch = Some(on);
+            }
+        }
+        // Several switches in one drain (a long tick): only the state reached counts.
+        let Some(on) = switch.filter(|&on| on != (self.control.levels & LEVEL_OP != 0)) else {
+            return Ok(());
+        };
+        let steps = w.steps() as u32;
+        self.control.levels =
+            effective_levels(self.cfg.levels, self.user_levels, self.qos_op_on && on);
+        let (switched_at, settled_at) = self
+            .maps
+            .apply_levels(self.control, self.op_probes.as_mut())?;
+        let ev = OpWindowEvent {
+            header: EventHeader {
+                ts_ns: switched_at,
+                ..collector_header(EventKind::OpWindow, self.pid, 0, u32::MAX)
+            },
+            traced: u32::from(self.control.levels & LEVEL_OP != 0),
+            decode_steps: steps,
+            settled_ns: settled_at,
+        };
+        self.sink.collector_record(&ev)?;
+        Ok(())
     }
 
     fn read_leaves(&mut self, boundary: bool) -> Result<(), RecordError> {
@@ -290,8 +343,10 @@ impl<'c, 'o> Collector<'c, 'o> {
             };
             let before = self.control.levels;
             self.qos_op_on = on;
-            self.control.levels = effective_levels(self.cfg.levels, self.user_levels, on);
-            let switched_at = self
+            let window_on = self.windows.as_ref().is_none_or(OpWindows::traced);
+            self.control.levels =
+                effective_levels(self.cfg.levels, self.user_levels, on && window_on);
+            let (switched_at, _) = self
                 .maps
                 .apply_levels(self.control, self.op_probes.as_mut())?;
             self.qos_switches += 1;
@@ -320,6 +375,9 @@ impl<'c, 'o> Collector<'c, 'o> {
     /// The periodic work: flush a chunk, report an ABI mismatch once, give the live view
     /// its status and apply its reply. Returns why to stop, if the view asked.
     fn on_tick(&mut self) -> Result<Option<String>, RecordError> {
+        if let Some(m) = self.cost_meter.as_mut() {
+            m.tick(Instant::now());
+        }
         self.sink.flush_chunk()?;
         if !self.abi_reported && self.maps.stat_sum(STAT_ABI_MISMATCH) > 0 {
             let seen = self
@@ -351,7 +409,11 @@ impl<'c, 'o> Collector<'c, 'o> {
         let reply = self.sink.observer().on_tick(&status);
         if let Some(wanted) = reply.user_levels {
             self.user_levels = wanted & self.cfg.levels;
-            let levels = effective_levels(self.cfg.levels, self.user_levels, self.qos_op_on);
+            let levels = effective_levels(
+                self.cfg.levels,
+                self.user_levels,
+                self.qos_op_on && self.window_op_on(),
+            );
             if levels != self.control.levels {
                 self.control.levels = levels;
                 self.maps

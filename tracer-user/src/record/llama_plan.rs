@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use aya::{Ebpf, maps::Array};
 use common::{
-    control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_TOKEN},
+    control::{DETAIL_EXACT_SPANS, LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_TOKEN},
     event::EventKind,
     ggml_abi::{GgmlLayout, MAX_GGML_OPS},
     op_catalog::{OP_UNKNOWN_BASE, op_id},
@@ -16,9 +16,9 @@ use trace_format::ProbeInfo;
 
 use super::plan::ProbePlan;
 use crate::{
-    ggml_build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS},
+    ggml_build::{FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS},
     load::{self, LoadError, OpProbes, UprobeScope, UprobeSite},
-    probe_points::{CostClass, ProbePoint},
+    probe_points::ProbePoint,
 };
 
 /// The plan for a llama.cpp process.
@@ -42,25 +42,34 @@ impl LlamaCppPlan {
         &self.build
     }
 
-    /// Every probe of `levels`: (site, probe point, event kind, level name).
-    pub fn sites(&self, levels: u32) -> Vec<(UprobeSite, ProbePoint, EventKind, &'static str)> {
+    /// Every probe of `levels` (and operator details `op_detail`): (site, probe point,
+    /// event kind, level name).
+    pub fn sites(
+        &self,
+        levels: u32,
+        op_detail: u32,
+    ) -> Vec<(UprobeSite, ProbePoint, EventKind, &'static str)> {
         let b = &self.build;
         let mut out = Vec::new();
-        let mut pair = |file: &Path, point: &ProbePoint, enter, exit, kind, level| {
-            for (prog, offset) in [(enter, point.attach_offset), (exit, 0)] {
-                out.push((
-                    UprobeSite {
-                        prog,
-                        file: file.to_path_buf(),
-                        symbol: point.symbol.clone(),
-                        offset,
-                    },
-                    point.clone(),
-                    kind,
-                    level,
-                ));
-            }
-        };
+        // A uprobe at the point's attach offset and, with `exit`, a uretprobe.
+        let mut add =
+            |file: &Path, point: &ProbePoint, enter, exit: Option<&'static str>, kind, level| {
+                let progs = [(Some(enter), point.attach_offset), (exit, 0)];
+                for (prog, offset) in progs {
+                    let Some(prog) = prog else { continue };
+                    out.push((
+                        UprobeSite {
+                            prog,
+                            file: file.to_path_buf(),
+                            symbol: point.symbol.clone(),
+                            offset,
+                        },
+                        point.clone(),
+                        kind,
+                        level,
+                    ));
+                }
+            };
         if levels & LEVEL_TOKEN != 0
             && let Some(lib) = &b.llama_lib
         {
@@ -70,45 +79,58 @@ impl LlamaCppPlan {
                 } else {
                     ("llama_decode", "llama_decode_ret")
                 };
-                pair(lib, point, enter, exit, EventKind::Decode, "token");
+                add(lib, point, enter, Some(exit), EventKind::Decode, "token");
             }
         }
         if levels & LEVEL_PHASE != 0
             && let (Some(lib), Some(point)) = (&b.llama_lib, &b.sample_point)
         {
-            pair(
+            add(
                 lib,
                 point,
                 "llama_sampler_sample",
-                "llama_sampler_sample_ret",
+                Some("llama_sampler_sample_ret"),
                 EventKind::PhaseSample,
                 "phase",
             );
         }
-        if levels & LEVEL_GRAPH != 0 {
-            pair(
+        // The graph's probes also number graphs and close every thread's last span at
+        // the graph's end: the operator level needs them too.
+        if levels & (LEVEL_GRAPH | LEVEL_OP) != 0 {
+            add(
                 &b.cpu_lib,
                 &b.graph_point,
                 "ggml_graph_compute",
-                "ggml_graph_compute_ret",
+                Some("ggml_graph_compute_ret"),
                 EventKind::GraphCompute,
                 "graph",
             );
         }
         if levels & LEVEL_OP != 0 {
-            // A forward function the kernel cannot probe is left out: its nodes then end
-            // at the next node's start (`docs/llama-cpp.md`).
-            for point in b
-                .op_points
-                .iter()
-                .filter(|p| p.attach_cost != CostClass::Unsupported)
-            {
-                let (enter, exit) = match point.symbol.as_str() {
-                    EXTRA_FORWARD => ("ggml_extra_forward", "ggml_extra_forward_ret"),
-                    FUSED_FORWARD => ("ggml_fused_forward", "ggml_fused_forward_ret"),
-                    _ => ("ggml_op_forward", "ggml_op_forward_ret"),
+            // One uprobe per node and thread where its dispatch starts and, for exact
+            // spans, one where the thread then waits; no uretprobe
+            // (`tracer-ebpf/src/probes/llama_cpp.rs`).
+            for point in &b.start_points {
+                let enter = if point.symbol == FUSED_FORWARD {
+                    "ggml_fused_forward"
+                } else {
+                    "ggml_extra_forward"
                 };
-                pair(&b.cpu_lib, point, enter, exit, EventKind::OpCompute, "op");
+                add(&b.cpu_lib, point, enter, None, EventKind::OpSpan, "op");
+            }
+            if let Some(point) = b
+                .barrier_point
+                .as_ref()
+                .filter(|_| op_detail & DETAIL_EXACT_SPANS != 0)
+            {
+                add(
+                    &b.cpu_lib,
+                    point,
+                    "ggml_barrier",
+                    None,
+                    EventKind::OpSpan,
+                    "op",
+                );
             }
         }
         out
@@ -168,6 +190,7 @@ impl ProbePlan for LlamaCppPlan {
         &self,
         ebpf: &mut Ebpf,
         levels: u32,
+        op_detail: u32,
         pid: u32,
     ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
         self.write_maps(ebpf)?;
@@ -175,7 +198,7 @@ impl ProbePlan for LlamaCppPlan {
         let mut table = Vec::new();
         let mut op_sites = Vec::new();
         let mut other_sites = Vec::new();
-        for (site, point, kind, level) in self.sites(levels) {
+        for (site, point, kind, level) in self.sites(levels, op_detail) {
             table.push(load::probe_info(kind, level, &site, &point));
             if level == "op" {
                 op_sites.push(site);

@@ -18,9 +18,9 @@ use std::{path::PathBuf, time::Instant};
 use aya::maps::MapError;
 use common::{
     control::{
-        CONTROL_FLAG_WAKE_ON_DECODE, CONTROL_FLAG_WAKE_ON_GRAPH, DETAIL_PMC, DETAIL_STRUCTURE,
-        LEVEL_OP, OUTPUT_PERF_BUF, OUTPUT_RING_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST,
-        STAT_PRODUCED, TracerControl,
+        CONTROL_FLAG_WAKE_ON_DECODE, CONTROL_FLAG_WAKE_ON_GRAPH, DETAIL_EXACT_SPANS, DETAIL_PMC,
+        DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF, OUTPUT_RING_BUF, STAT_ABI_MISMATCH,
+        STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED, TracerControl,
     },
     event::{EventHeader, EventKind, LossEvent},
 };
@@ -321,6 +321,7 @@ pub fn record_observed(
 /// The control map's content for this recording (before the target runs).
 fn initial_control(
     cfg: &TracerConfig,
+    plan: &dyn ProbePlan,
     pid: u32,
     pmcs: &PmcSet,
     live: bool,
@@ -341,10 +342,13 @@ fn initial_control(
     if !pmcs.is_empty() {
         op_detail |= DETAIL_PMC;
     }
+    if cfg.exact_spans || !pmcs.is_empty() {
+        op_detail |= DETAIL_EXACT_SPANS;
+    }
     Ok(TracerControl {
         target_tgid: pid,
         levels: cfg.levels,
-        op_detail,
+        op_detail: plan.op_detail(op_detail),
         n_pmc: pmcs.len() as u32,
         output: match cfg.buffer {
             BufferKind::Ring { .. } => OUTPUT_RING_BUF,
@@ -418,13 +422,21 @@ fn record_with(
 ) -> Result<RecordSummary, RecordError> {
     let cfg = &req.config;
     let mut maps = ProbeMaps::new(crate::load::load(cfg.buffer)?)?;
-    let mut cost_meter = ProbeCostMeter::start();
+    let mut cost_meter = ProbeCostMeter::start(cfg.stats_always);
     if let Some(note) = cost_meter.take_note() {
         eprintln!("profinfer: {note}");
     }
     let mut pmcs = if cfg.pmc && cfg.levels & LEVEL_OP != 0 {
         PmcSet::choose(&cfg.counters)?
     } else {
+        if cfg.pmc {
+            // Per-thread counters cost every context switch of the target's threads:
+            // none are opened where nothing would read them.
+            eprintln!(
+                "profinfer: counters are read per operator span: without the op level none \
+                 are opened"
+            );
+        }
         PmcSet::none()
     };
     for note in pmcs.notes() {
@@ -432,7 +444,7 @@ fn record_with(
     }
     // Leaf nodes are named from the target's memory when operator records carry sources.
     let leaves_wanted = cfg.structure && cfg.levels & LEVEL_OP != 0 && plan.reads_leaves();
-    let control = initial_control(cfg, pid, &pmcs, observer.is_live(), leaves_wanted)?;
+    let control = initial_control(cfg, plan, pid, &pmcs, observer.is_live(), leaves_wanted)?;
 
     // Thread set and counters of the threads that exist now.
     let tids = if held.is_some() {
@@ -445,7 +457,7 @@ fn record_with(
     for &t in &tids {
         pmc_events.extend(maps.open_counters(&mut pmcs, pid, t)?);
     }
-    let (probes, op_probes) = plan.attach(&mut maps.ebpf, cfg.levels, pid)?;
+    let (probes, op_probes) = plan.attach(&mut maps.ebpf, cfg.levels, control.op_detail, pid)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -471,7 +483,12 @@ fn record_with(
         child.release()?;
     }
     cost_meter.target_running();
+    collector.cost_meter = Some(cost_meter);
     let ending = rt.block_on(collector.run(pidfd, is_child))?;
+    let mut cost_meter = collector
+        .cost_meter
+        .take()
+        .expect("the meter stays with the collector");
     let Collector {
         maps,
         mut sink,
@@ -517,7 +534,10 @@ fn record_with(
     }
     let produced: u64 = produced_per_cpu.iter().sum();
     let lost: u64 = lost_per_cpu.iter().sum();
-    let cost = cost_meter.finish(&maps.ebpf);
+    let cost = trace_format::ProbeCost {
+        target_cpu_ns: ending.target_cpu.map(|d| d.as_nanos() as u64),
+        ..cost_meter.finish(&maps.ebpf)
+    };
     let (written, collector_events) = (sink.written, sink.collector_events);
     sink.finish(&TraceFooter {
         events_produced: produced,

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use aya::Ebpf;
+use common::{control::DETAIL_EXACT_SPANS, engine_abi::symbols};
 use trace_format::ProbeInfo;
 
 use super::llama_plan::LlamaCppPlan;
@@ -27,9 +28,10 @@ pub trait ProbePlan {
     /// The binary's GNU build-id (hex), for the trace header.
     fn build_id(&self) -> Option<String>;
 
-    /// Attaches the probes of `levels` for the process `pid` (0: every process mapping
-    /// the binary). Returns the probe table for the trace header and, when the operator
-    /// level is attached, the handle that switches it off and on (QoS, live view).
+    /// Attaches the probes of `levels` (operator details `op_detail`, `DETAIL_*`) for the
+    /// process `pid` (0: every process mapping the binary). Returns the probe table for
+    /// the trace header and, when the operator level is attached, the handle that
+    /// switches it off and on (QoS, live view).
     ///
     /// # Errors
     /// [`LoadError`] when a program cannot be attached.
@@ -37,8 +39,16 @@ pub trait ProbePlan {
         &self,
         ebpf: &mut Ebpf,
         levels: u32,
+        op_detail: u32,
         pid: u32,
     ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError>;
+
+    /// The operator details (`DETAIL_*`) this target is recorded with when `wanted` are
+    /// asked for (an engine built before `engine_op_done` has both bounds probed
+    /// whatever is asked: its spans close at `engine_op_compute`'s return).
+    fn op_detail(&self, wanted: u32) -> u32 {
+        wanted
+    }
 
     /// Extra settings for the trace header (`target`, the detected build).
     fn settings(&self) -> Vec<(String, String)> {
@@ -131,6 +141,7 @@ impl ProbePlan for EnginePlan {
         &self,
         ebpf: &mut Ebpf,
         levels: u32,
+        op_detail: u32,
         pid: u32,
     ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
         // Only the target traps (a held child keeps its per-task events across exec);
@@ -140,7 +151,16 @@ impl ProbePlan for EnginePlan {
             &self.exe,
             &self.points,
             levels,
+            op_detail & DETAIL_EXACT_SPANS != 0,
             UprobeScope::OneProcess(pid),
         )
+    }
+
+    fn op_detail(&self, wanted: u32) -> u32 {
+        if self.points.get(symbols::OP_DONE).is_some() {
+            wanted
+        } else {
+            wanted | DETAIL_EXACT_SPANS
+        }
     }
 }

@@ -117,10 +117,16 @@ impl ProbeMaps {
     /// The map is missing, or the buffer cannot be registered or opened.
     pub fn event_source(&mut self, buffer: BufferKind) -> Result<EventSource, RecordError> {
         Ok(match buffer {
-            BufferKind::Ring { .. } => EventSource::ring(
-                RingBuf::try_from(take_map(&mut self.ebpf, "EVENTS")?)
-                    .map_err(map_err("EVENTS"))?,
-            ),
+            BufferKind::Ring { .. } => {
+                let mut rings = Vec::new();
+                for name in crate::load::RING_NAMES {
+                    rings.push(
+                        RingBuf::try_from(take_map(&mut self.ebpf, name)?)
+                            .map_err(map_err(name))?,
+                    );
+                }
+                EventSource::rings(rings)
+            }
             BufferKind::Perf { pages } => EventSource::perf(
                 PerfEventArray::try_from(take_map(&mut self.ebpf, "PERF_EVENTS")?)
                     .map_err(map_err("PERF_EVENTS"))?,
@@ -143,10 +149,11 @@ impl ProbeMaps {
 
     /// Writes `control` and attaches or detaches the operator probes to match its levels:
     /// off, the control map first (programs in flight stop recording), then the probes
-    /// come off the target; on, the probes first. Returns the collector time (trace
-    /// clock) of the control map write, when the switch took effect: detaching waits for
-    /// the kernel's uprobe grace period (~0.2 s here), attaching for breakpoint
-    /// installation.
+    /// come off the target; on, the probes first. Returns the collector times (trace
+    /// clock) of the control map write, when the switch took effect, and of the other end
+    /// of the time the probes trapped without recording: the start of the attachment
+    /// (before the write), or the end of the detachment (after it: detaching waits for
+    /// the kernel's uprobe grace period, ~0.2 s here).
     ///
     /// # Errors
     /// The map update or the (de)attachment failed.
@@ -154,19 +161,23 @@ impl ProbeMaps {
         &mut self,
         control: TracerControl,
         op_probes: Option<&mut OpProbes>,
-    ) -> Result<u64, RecordError> {
+    ) -> Result<(u64, u64), RecordError> {
         let op_on = control.levels & LEVEL_OP != 0;
         Ok(match op_probes {
             Some(p) if op_on => {
+                let attaching = clocks().0;
                 p.set_attached(&mut self.ebpf, true)?;
-                self.write_control(control)?
+                (self.write_control(control)?, attaching)
             }
             Some(p) => {
                 let at = self.write_control(control)?;
                 p.set_attached(&mut self.ebpf, false)?;
-                at
+                (at, clocks().0)
             }
-            None => self.write_control(control)?,
+            None => {
+                let at = self.write_control(control)?;
+                (at, at)
+            }
         })
     }
 

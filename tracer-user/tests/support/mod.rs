@@ -12,6 +12,7 @@ use std::{
     sync::OnceLock,
 };
 
+use common::event::{NodeDescEvent, OpSpanEvent};
 use trace_format::{Event, TraceReader};
 
 pub fn is_root() -> bool {
@@ -116,12 +117,23 @@ pub fn record_engine(
     model: &Path,
     run_args: &[&str],
 ) -> (PathBuf, std::process::Output) {
+    record_engine_with(name, model, &[], run_args)
+}
+
+/// [`record_engine`] with `profinfer record` flags.
+pub fn record_engine_with(
+    name: &str,
+    model: &Path,
+    flags: &[&str],
+    run_args: &[&str],
+) -> (PathBuf, std::process::Output) {
     let (engine, _) = engine_and_model();
     let trace = trace_path(name);
     let output = profinfer()
         .arg("record")
         .arg("-o")
         .arg(&trace)
+        .args(flags)
         .arg("--")
         .arg(engine)
         .args(["run", "-m"])
@@ -224,12 +236,54 @@ pub fn self_profile_graph_nodes(self_profile: &Path, graph_id: u64) -> u64 {
         .expect("engine graph record")
 }
 
-/// The threads that ran operators (sent operator entry records).
+/// The threads that ran operators (sent operator spans).
 pub fn op_threads(evs: &[Event]) -> std::collections::HashSet<u32> {
+    op_spans(evs).iter().map(|s| s.tid).collect()
+}
+
+/// Every operator span (with or without counters), in file order.
+pub fn op_spans(evs: &[Event]) -> Vec<OpSpanEvent> {
     evs.iter()
         .filter_map(|e| match e {
-            Event::Op(o) => Some(o.header.tid),
+            Event::OpSpan(s) => Some(*s),
+            Event::OpSpanPmc(s) => Some(s.span),
             _ => None,
         })
         .collect()
+}
+
+/// Every node description, in file order.
+pub fn node_descs(evs: &[Event]) -> Vec<NodeDescEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::NodeDesc(d) => Some(**d),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The description of each node address last recorded in the trace.
+pub fn last_descs(evs: &[Event]) -> std::collections::HashMap<u64, NodeDescEvent> {
+    node_descs(evs)
+        .into_iter()
+        .map(|d| (d.node_addr, d))
+        .collect()
+}
+
+/// The SmolLM2 file, or `None` after a loud banner when it is not configured.
+pub fn smollm2() -> Option<PathBuf> {
+    match std::env::var_os("PROFINFER_SMOLLM2") {
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
+        _ => {
+            assert!(
+                std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
+                "PROFINFER_SMOLLM2 is not set but PROFINFER_REQUIRE_ORACLE=1: \
+                 run `cargo xtask test`, which fetches the model"
+            );
+            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+            eprintln!("!!! SKIPPED: PROFINFER_SMOLLM2 is not set (cargo xtask test sets it).");
+            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+            None
+        }
+    }
 }
