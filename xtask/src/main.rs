@@ -88,31 +88,41 @@ enum BenchTask {
         #[arg(short = 'n', long, default_value_t = 128)]
         generate: u32,
     },
-    /// Slowdown of the engine (or, with `--target llama.cpp`, of llama.cpp's own
-    /// llama-bench) under `profinfer record`, per tracing configuration (seed 002 Table 5;
-    /// needs root).
+    /// What recording costs the traced program: CPU time per decode token of the engine
+    /// and of unmodified llama.cpp, untraced against traced per recording configuration,
+    /// two lengths, interleaved pairs (needs root).
     Overhead {
-        /// `engine` or `llama.cpp`.
-        #[arg(long, default_value = "engine")]
-        target: String,
-        /// Model preset.
-        #[arg(long, default_value = "llama3.2-1b")]
-        preset: String,
-        /// Weight type.
-        #[arg(long, default_value = "q8_0")]
-        dtype: String,
-        /// Engine threads.
+        /// Traced programs, comma-separated: `engine`, `llama.cpp`.
+        #[arg(long, value_delimiter = ',', default_value = "engine,llama.cpp")]
+        targets: Vec<String>,
+        /// Models, comma-separated: `smollm2` (the demo's real model) or PRESET:DTYPE
+        /// (generated weights with a preset's shapes).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "smollm2,llama3.2-1b:q8_0"
+        )]
+        models: Vec<String>,
+        /// Threads of the traced program.
         #[arg(short = 't', long, default_value_t = 2)]
         threads: u32,
-        /// Interleaved repetitions.
-        #[arg(short = 'r', long, default_value_t = 3)]
-        reps: u32,
-        /// Prompt tokens of the prefill test.
-        #[arg(short = 'p', long, default_value_t = 128)]
-        prompt: u32,
-        /// Decode steps of the decode test.
-        #[arg(short = 'n', long, default_value_t = 32)]
-        generate: u32,
+        /// Interleaved pairs per configuration.
+        #[arg(long, default_value_t = 5)]
+        pairs: u32,
+        /// Generated tokens of the short and the long run.
+        #[arg(long, value_delimiter = ',', num_args = 2, default_value = "16,144")]
+        lengths: Vec<u32>,
+        /// Recordings, comma-separated (default: all on SmolLM2, `default` on generated
+        /// models): default, token+graph, token+graph+counters, exact spans, op counters.
+        #[arg(long, value_delimiter = ',')]
+        recordings: Option<Vec<String>>,
+        /// Also the in-process comparison of sampled windows ON/PERIOD (SmolLM2 only);
+        /// `off` to skip.
+        #[arg(long, default_value = "48/96")]
+        windows: String,
+        /// Generated tokens of a windows run.
+        #[arg(long, default_value_t = 480)]
+        window_tokens: u32,
     },
     /// Per-hit uprobe cost of every engine probe point (needs root and bpftrace).
     Probes {
@@ -172,28 +182,34 @@ fn main() -> ExitCode {
         Task::Bench {
             which:
                 BenchTask::Overhead {
-                    target,
-                    preset,
-                    dtype,
+                    targets,
+                    models,
                     threads,
-                    reps,
-                    prompt,
-                    generate,
+                    pairs,
+                    lengths,
+                    recordings,
+                    windows,
+                    window_tokens,
                 },
         } => run("bench overhead", |s| {
-            let target = match target.as_str() {
-                "engine" => bench::overhead::Target::Engine,
-                "llama.cpp" | "llama-cpp" => bench::overhead::Target::LlamaCpp,
-                other => anyhow::bail!("--target {other}: engine or llama.cpp"),
-            };
             let config = bench::overhead::OverheadConfig {
-                target,
-                preset,
-                dtype,
+                targets: targets
+                    .iter()
+                    .map(|t| bench::overhead::Target::parse(t))
+                    .collect::<anyhow::Result<_>>()?,
+                models: models
+                    .iter()
+                    .map(|m| bench::overhead::BenchModel::parse(m))
+                    .collect::<anyhow::Result<_>>()?,
                 threads,
-                reps,
-                prompt,
-                generate,
+                pairs,
+                lengths: match lengths[..] {
+                    [a, b] => (a, b),
+                    _ => anyhow::bail!("--lengths SHORT,LONG"),
+                },
+                recordings,
+                windows: (windows != "off").then_some(windows),
+                window_tokens,
             };
             bench::overhead::run(s, &config)
         }),
