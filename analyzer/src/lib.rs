@@ -26,6 +26,7 @@ pub mod ingest;
 pub mod leaf;
 pub mod model;
 pub mod op_groups;
+pub mod recording_mode;
 pub mod report;
 mod run;
 pub mod stats;

@@ -206,6 +206,7 @@ fn write_run(page: &Page<'_>, w: &mut impl Write) -> io::Result<()> {
                 ),
             ),
             ("command line", command),
+            ("recording", esc(&s.trace.recording.text)),
             ("threads", s.threads.to_string()),
             ("counters", counters),
             ("events", events),

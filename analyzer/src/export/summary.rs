@@ -83,6 +83,8 @@ pub struct TraceSection {
     pub truncated_at: Option<u64>,
     /// Counters recorded.
     pub counters: Vec<String>,
+    /// What the recording gives (span bounds, sampled windows, counters).
+    pub recording: crate::recording_mode::RecordingMode,
 }
 
 /// `summary.json`.
@@ -237,6 +239,7 @@ pub fn summarize(
             end_reason: footer.map(|f| f.end_reason.clone()),
             truncated_at: ingest.truncated_at,
             counters: model.counter_names().to_vec(),
+            recording: crate::recording_mode::recording_mode(&header.settings, model),
         },
         tokens: TokenCounts {
             prefill: prefill.iter().map(|t| u64::from(t.n_tokens)).sum(),

@@ -60,6 +60,7 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
     } else {
         s.trace.counters.join(", ")
     };
+    writeln!(w, "recording {}", s.trace.recording.text)?;
     writeln!(w, "counters  {counters}")?;
     writeln!(
         w,

@@ -108,4 +108,12 @@ pub struct EventCounts {
     pub fused_spans: u64,
     /// Spans whose node was never described (its description was lost; format 4).
     pub undescribed_spans: u64,
+    /// Operator entries of formats 1–3 (an entry and an exit probe per node and thread).
+    pub op_entries: u64,
+    /// Spans with both bounds probed (format 4, `--exact-spans`).
+    pub spans_exact: u64,
+    /// Spans whose start is the barrier's release (format 4, the engine's default).
+    pub spans_start_at_release: u64,
+    /// Spans that end where the thread was seen next (format 4, llama.cpp's default).
+    pub spans_end_approx: u64,
 }

@@ -480,6 +480,7 @@ impl TraceModel {
 
     /// An operator entry: opens an operator on its thread.
     fn apply_op(&mut self, e: &OpEvent) {
+        self.counts.op_entries += 1;
         let h = &e.header;
         let Some(t) = self.thread(h.tid, Some(h.pid)) else {
             return;

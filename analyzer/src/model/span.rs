@@ -6,8 +6,8 @@
 //! recorded, and a node address is reused by the next graph shape).
 
 use common::event::{
-    EventHeader, EventKind, MAX_PMC, NodeDescEvent, OP_SPAN_FUSED, OP_SPAN_START_AT_RELEASE,
-    OpEvent, OpSpanEvent,
+    EventHeader, EventKind, MAX_PMC, NodeDescEvent, OP_SPAN_END_APPROX, OP_SPAN_FUSED,
+    OP_SPAN_START_AT_RELEASE, OpEvent, OpSpanEvent,
 };
 
 use super::{NONE_U32, OpSlice, PMC_MISSING, TraceModel};
@@ -74,6 +74,13 @@ impl TraceModel {
         }
         if s.flags & OP_SPAN_FUSED != 0 {
             self.counts.fused_spans += 1;
+        }
+        if start_at_release {
+            self.counts.spans_start_at_release += 1;
+        } else if s.flags & OP_SPAN_END_APPROX != 0 {
+            self.counts.spans_end_approx += 1;
+        } else {
+            self.counts.spans_exact += 1;
         }
         let pending = PendingSpan {
             slice: id,

@@ -25,7 +25,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use common::{
-    control::{DETAIL_EXACT_SPANS, DETAIL_STRUCTURE, LEVEL_OP},
+    control::{DETAIL_EXACT_SPANS, DETAIL_STRUCTURE, LEVEL_OP, TracerControl},
     engine_abi::{BackendKind, EngineNode, OpType},
     event::{
         EventKind, GraphThreadEvent, OP_DETAIL_ABI_MISMATCH, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
@@ -76,15 +76,7 @@ fn try_op_start(ctx: &ProbeContext, backend: BackendKind) -> ProbeResult {
     let st = thread_state().ok_or(-1i64)?;
     // The last span's end was not seen (its probe was detached meanwhile).
     close_unseen(ctx, st, current_tid(), now_ns());
-    if is_describer(node, ith, nth) {
-        describe(
-            ctx,
-            node,
-            nth,
-            backend,
-            control.op_detail & DETAIL_STRUCTURE != 0,
-        )?;
-    }
+    describe_if_mine(ctx, node, ith, nth, backend, &control)?;
     st.nth = nth;
     open(
         st,
@@ -117,6 +109,29 @@ fn try_graph_thread(ctx: &ProbeContext, now: u64) -> ProbeResult {
         nth: ctx.arg(2).ok_or(-1i64)?,
     };
     emit(ctx, &ev);
+    Ok(())
+}
+
+/// On the one thread that describes `node` ([`is_describer`]), sends its description if it
+/// changed.
+#[inline(always)]
+fn describe_if_mine(
+    ctx: &ProbeContext,
+    node: u64,
+    ith: u32,
+    nth: u32,
+    backend: BackendKind,
+    control: &TracerControl,
+) -> ProbeResult {
+    if is_describer(node, ith, nth) {
+        describe(
+            ctx,
+            node,
+            nth,
+            backend,
+            control.op_detail & DETAIL_STRUCTURE != 0,
+        )?;
+    }
     Ok(())
 }
 
@@ -228,15 +243,7 @@ fn try_op_done(ctx: &ProbeContext, end: u64) -> ProbeResult {
     } else {
         BackendKind::Cpu
     };
-    if is_describer(node, ith, nth) {
-        describe(
-            ctx,
-            node,
-            nth,
-            backend,
-            control.op_detail & DETAIL_STRUCTURE != 0,
-        )?;
-    }
+    describe_if_mine(ctx, node, ith, nth, backend, &control)?;
     let flags = OpSpanEvent::flags_for(ith, backend as u32) | OP_SPAN_START_AT_RELEASE;
     emit(ctx, &OpSpanEvent::new(tid, node, end, 0, flags));
     Ok(())

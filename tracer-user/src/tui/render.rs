@@ -295,12 +295,13 @@ fn render_table(f: &mut Frame, app: &App, area: Rect) {
     widths.extend(counters.iter().map(|_| Constraint::Length(10)));
     let rows = app.op_rows();
     let title = format!(
-        " operators by {} ({} rows) ",
+        " operators by {} ({} rows; {}) ",
         match app.grouping {
             super::app::Grouping::OpType => "type",
             super::app::Grouping::Class => "class",
         },
-        rows.len()
+        rows.len(),
+        app.shown.as_ref().map_or("", |s| s.recording.as_str())
     );
     let table = Table::new(rows.iter().map(Row::from), widths)
         .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))

@@ -160,6 +160,8 @@ pub struct LiveSnapshot {
     pub backends: Vec<(String, usize)>,
     /// KV budget traffic so far, when the engine swaps its KV cache.
     pub kv: Option<KvTraffic>,
+    /// What the recording gives, in a few words (span bounds, sampled windows).
+    pub recording: String,
 }
 
 /// What a KV budget moved so far.
@@ -299,6 +301,7 @@ impl LiveSnapshot {
             view_dropped: 0,
             backends,
             kv: kv_traffic(model),
+            recording: analyzer::recording_mode::recording_mode(&Default::default(), model).short,
         }
     }
 }

@@ -90,7 +90,9 @@ pub const RECORDINGS: &[Recording] = &[
     Recording {
         name: "token+graph+counters",
         flags: &["--levels", "token,graph", "--pmc"],
-        what: "`--levels token,graph --pmc`: per-thread hardware counters read per graph",
+        what: "`--levels token,graph --pmc`: counters are read per operator span, so \
+               without the op level none are opened (profinfer says so): the probes of \
+               token+graph",
     },
     Recording {
         name: "exact spans",
@@ -417,7 +419,7 @@ fn bench_target(
             &stats,
             cfg.lengths,
         ));
-        bar.println(rows[rows.len() - 1].one_line());
+        say(&bar, rows[rows.len() - 1].one_line());
     }
     let mut window_rows = Vec::new();
     if let (true, Some(w)) = (windows, &cfg.windows) {
@@ -444,13 +446,23 @@ fn bench_target(
                 untraced_p50_ms: last.untraced_p50_ms,
             });
         } else {
-            bar.println(format!(
-                "    windows {w}: no run had traced and untraced decode steps to compare"
-            ));
+            say(
+                &bar,
+                format!("    windows {w}: no run had traced and untraced decode steps to compare"),
+            );
         }
     }
     bar.finish_and_clear();
     Ok((rows, window_rows))
+}
+
+/// Prints a line above the progress bar, or plainly when the bar is hidden (no terminal).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
 }
 
 /// The `windows` part of `profinfer report --json`.
