@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::model::TraceModel;
+use crate::model::{TraceModel, WindowMark};
 
 /// How a recording's operator spans were made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -105,8 +105,14 @@ pub fn recording_mode(settings: &BTreeMap<String, String>, model: &TraceModel) -
             .to_owned(),
     };
     if let (Some(w), Some((traced, all))) = (&windows, traced_steps) {
+        // `on`: the switches were seen, the ON/PERIOD setting was not (no header at hand).
+        let w = if w == "on" {
+            String::new()
+        } else {
+            format!(" {w}")
+        };
         text.push_str(&format!(
-            "; sampled windows {w}: operators of {traced} of {all} decode steps"
+            "; sampled windows{w}: operators of {traced} of {all} decode steps"
         ));
     }
     if counters {
@@ -134,6 +140,38 @@ pub fn recording_mode(settings: &BTreeMap<String, String>, model: &TraceModel) -
     }
 }
 
+/// The timeline's marks of what the recording gives: the recording mode at the trace's
+/// start, then each sampled-window switch, in time order (`(ts_ns, name)`).
+pub fn timeline_marks(model: &TraceModel) -> Vec<(u64, String)> {
+    let mut marks = Vec::new();
+    if let Some(first) = model.first_ns() {
+        let mode = recording_mode(&BTreeMap::new(), model);
+        marks.push((first, format!("recording: {}", mode.text)));
+    }
+    marks.extend(
+        model
+            .op_windows()
+            .iter()
+            .map(|w| (w.ts_ns, window_label(w))),
+    );
+    marks
+}
+
+/// What a sampled-window switch means for the steps after it.
+pub fn window_label(w: &WindowMark) -> String {
+    if w.traced {
+        format!(
+            "window on: operators recorded from decode step {}",
+            w.decode_steps
+        )
+    } else {
+        format!(
+            "window off: operators not recorded from decode step {}",
+            w.decode_steps
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use common::engine_abi::OpType;
@@ -143,7 +181,7 @@ mod tests {
     use super::*;
     use crate::synthetic::{
         SYNTH_MAIN_TID,
-        records::{build, decode, desc, graph},
+        records::{build, decode, desc, graph, op_window},
     };
 
     fn spans(flags: &[u32]) -> TraceModel {
@@ -198,5 +236,21 @@ mod tests {
         assert!(m.text.contains("sampled windows 8/32"), "{}", m.text);
         let off = BTreeMap::from([("op_windows".to_owned(), "off".to_owned())]);
         assert_eq!(recording_mode(&off, &spans(&[0])).windows, None);
+    }
+
+    #[test]
+    fn the_timeline_is_marked_with_the_mode_and_every_switch() {
+        let mut events = vec![decode(0, false, 1, 0), op_window(2, true, 1)];
+        events.extend([graph(10, false), graph(20, true), op_window(30, false, 40)]);
+        events.push(decode(50, true, 1, 0));
+        let marks = timeline_marks(&build(&events));
+        let names: Vec<&str> = marks.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(marks.len(), 3, "{names:?}");
+        assert!(
+            names[0].starts_with("recording: no operator level; sampled windows: operators of")
+        );
+        assert!(names[1].starts_with("window on: operators recorded"));
+        assert!(names[2].starts_with("window off: operators not recorded"));
+        assert_eq!((marks[1].0, marks[2].0), (2, 30));
     }
 }

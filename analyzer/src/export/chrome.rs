@@ -352,6 +352,13 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
             l.lost, l.cpu, l.cpu, l.lost
         ))?;
     }
+    for (ts_ns, name) in crate::recording_mode::timeline_marks(model) {
+        let ts = o.ts(ts_ns);
+        o.raw(&format!(
+            r#"{{"ph":"i","s":"g","pid":{pid},"tid":0,"name":{},"cat":"recording","ts":{ts}}}"#,
+            json_str(&name)
+        ))?;
+    }
     o.w.write_all(b"\n],\"otherData\":{\"base_ns\":")?;
     o.w.write_all(base.to_string().as_bytes())?;
     o.w.write_all(b"}}\n")?;

@@ -724,6 +724,9 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
             args,
         )?;
     }
+    for (ts_ns, name) in crate::recording_mode::timeline_marks(model) {
+        wr.instant(ts_ns, name, "recording", Vec::new())?;
+    }
     Ok(())
 }
 
