@@ -399,7 +399,11 @@ fn check_op_params_and_leaves(evs: &[Event], trace: &std::path::Path) {
 fn small_ring_buffer_overflows_and_every_loss_is_counted() {
     require_root!();
     let out = trace_path("stress");
-    record(&out, &["--ring-bytes", "4096"], 16);
+    // Counters per operator make every span a ~100-byte record and both bounds probed: the
+    // tiny model's ~400 operators per ms fill a 4 KiB ring in well under the collector's
+    // wake-up, even when it is woken at a quarter full (32-byte spans alone could be
+    // drained in time on an idle machine).
+    record(&out, &["--ring-bytes", "4096", "--pmc"], 64);
     let r = TraceReader::open(&out).expect("trace opens");
     let f = r.footer().expect("footer").clone();
     assert!(f.events_lost > 0, "a 4 KiB ring must overflow");
