@@ -90,12 +90,14 @@ pub struct TracerControl {
     /// (`profinfer record -o T --levels op --structure --pmc -- engine probe-bench
     /// --calls 300000 --json`, the `cost:` line, before and after).
     pub pmc_scaled: u32,
-    /// Zero.
-    pub _reserved: u32,
+    /// Unread bytes above which a ring-buffer record forces a wake-up of the collector
+    /// (a quarter of each ring); 0: the probes ask the ring for its size.
+    pub ring_wake_bytes: u32,
 }
 const _: () = assert!(size_of::<TracerControl>() == 40);
 const _: () = assert!(offset_of!(TracerControl, flags) == 28);
 const _: () = assert!(offset_of!(TracerControl, pmc_scaled) == 32);
+const _: () = assert!(offset_of!(TracerControl, ring_wake_bytes) == 36);
 
 /// [`TracerControl::flags`]: wake the collector at every decode exit (someone reacts to
 /// tokens at once: the QoS controller or the live view). Off, the collector sees tokens

@@ -58,12 +58,6 @@ pub fn enabled_any(level: u32) -> Option<TracerControl> {
     Some(c)
 }
 
-/// The output kind currently configured.
-#[inline(always)]
-pub fn output_kind() -> u32 {
-    CONTROL.get(CONTROL_INDEX).map_or(0, |c| c.output)
-}
-
 /// A header for an event of `kind` happening now on the current task.
 #[inline(always)]
 pub fn header(kind: EventKind, flags: u32) -> EventHeader {
@@ -100,6 +94,21 @@ pub fn bump(slot: u32) {
     }
 }
 
+/// Takes one from this CPU's statistics slot `slot`, atomically (as [`bump`]: adding
+/// 2^64 − 1 wraps to a subtraction).
+#[inline(always)]
+fn unbump(slot: u32) {
+    if let Some(p) = STATS.get_ptr_mut(slot) {
+        // SAFETY: as in `bump`.
+        unsafe {
+            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
+                p,
+                u64::MAX,
+            )
+        };
+    }
+}
+
 /// Whether a structure's leading `abi_version` is the layout these probes were built
 /// for; if not, counts the hit in `STAT_ABI_MISMATCH` and remembers the version in
 /// `STAT_ABI_SEEN` (the collector reports both once).
@@ -118,20 +127,49 @@ pub fn abi_ok(abi_version: u32) -> bool {
 }
 
 /// Ring-buffer submit flags: no wake-up of the collector, which drains on its own 50 ms
-/// tick, unless the ring is more than a quarter full — then a forced one.
+/// tick, unless the ring holds more than `wake_bytes` unread bytes (a quarter of it,
+/// `TracerControl::ring_wake_bytes`) — then a forced one.
 ///
 /// Waking the collector on every record (the default) makes it preempt the traced
 /// threads on a small machine for every record, and each preemption is itself a
 /// scheduler event that wakes the collector again: on a 2-core board that loop cost the
 /// engine more than half its decode speed.
 #[inline(always)]
-fn ring_wakeup_flags(ring: &RingBuf) -> u64 {
+fn ring_wakeup_flags(ring: &RingBuf, wake_bytes: u32) -> u64 {
     let avail = ring.query(BPF_RB_AVAIL_DATA as u64);
-    let size = ring.query(BPF_RB_RING_SIZE as u64);
-    if avail > size / 4 {
+    let threshold = if wake_bytes != 0 {
+        u64::from(wake_bytes)
+    } else {
+        ring.query(BPF_RB_RING_SIZE as u64) / 4
+    };
+    if avail > threshold {
         BPF_RB_FORCE_WAKEUP as u64
     } else {
         BPF_RB_NO_WAKEUP as u64
+    }
+}
+
+/// Where records go, from the control map: the output kind and the wake-up threshold.
+#[derive(Clone, Copy)]
+struct Output {
+    perf: bool,
+    wake_bytes: u32,
+    flags: u32,
+}
+
+#[inline(always)]
+fn output() -> Output {
+    match CONTROL.get(CONTROL_INDEX) {
+        Some(c) => Output {
+            perf: c.output == OUTPUT_PERF_BUF,
+            wake_bytes: c.ring_wake_bytes,
+            flags: c.flags,
+        },
+        None => Output {
+            perf: false,
+            wake_bytes: 0,
+            flags: 0,
+        },
     }
 }
 
@@ -182,7 +220,7 @@ macro_rules! on_ring {
 /// lost when the buffer is full.
 #[inline(always)]
 pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
-    emit_with(ctx, ev, false);
+    emit_with(ctx, ev, 0);
 }
 
 /// Like [`emit`], and wakes the collector at once when the control map's `flags` has
@@ -192,16 +230,15 @@ pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
 /// ~20 µs inside the probe (measured with `BPF_ENABLE_STATS`, `docs/tracer.md`).
 #[inline(always)]
 pub fn emit_waking_if<C: EbpfContext, T>(ctx: &C, ev: &T, flag: u32) {
-    let wake = CONTROL
-        .get(CONTROL_INDEX)
-        .is_some_and(|c| c.flags & flag != 0);
-    emit_with(ctx, ev, wake);
+    emit_with(ctx, ev, flag);
 }
 
+/// Emits `ev`, forcing a wake-up when the control flags have one of `wake_flag`'s bits.
 #[inline(always)]
-fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake: bool) {
+fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake_flag: u32) {
     bump(STAT_PRODUCED);
-    let ok = if output_kind() == OUTPUT_PERF_BUF {
+    let out = output();
+    let ok = if out.perf {
         // SAFETY: `PERF_EVENTS` is a perf event array map (its address is the map
         // definition, `PerfEventArray` is `repr(transparent)` over it); `ev` is a valid
         // record of `size_of::<T>()` bytes.
@@ -216,10 +253,10 @@ fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake: bool) {
         }
     } else {
         on_ring!(|ring| {
-            let flags = if wake {
+            let flags = if out.flags & wake_flag != 0 {
                 BPF_RB_FORCE_WAKEUP as u64
             } else {
-                ring_wakeup_flags(ring)
+                ring_wakeup_flags(ring, out.wake_bytes)
             };
             ring.output::<T>(ev, flags).is_ok()
         })
@@ -231,14 +268,17 @@ fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake: bool) {
 
 /// Emits a record too large for the 512-byte BPF stack next to a probe's other locals:
 /// reserved in place in the ring buffer, or, for the perf buffer, built in the calling
-/// thread's `LARGE_SCRATCH` block. Either way it starts all zero; `fill` writes it.
+/// thread's `LARGE_SCRATCH` block. Either way it starts all zero; `fill` writes it and
+/// says whether to send it (`false`: what it read changed under it; the reservation is
+/// discarded and nothing is counted).
 #[inline(always)]
-pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T)>(ctx: &C, fill: F) {
+pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C, fill: F) {
     const { assert!(size_of::<T>() <= LARGE_BLOCK_BYTES && align_of::<T>() <= 8) };
     bump(STAT_PRODUCED);
-    let perf = output_kind() == OUTPUT_PERF_BUF;
-    // Where the record is built: a ring-buffer reservation, or this thread's scratch.
-    let (p, entry) = if perf {
+    let out = output();
+    // Where the record is built: a ring-buffer reservation (with the submit flags of its
+    // ring), or this thread's scratch.
+    let (p, entry) = if out.perf {
         let tid = current_tid();
         let p = match LARGE_SCRATCH.get_ptr_mut(tid) {
             Some(p) => Some(p),
@@ -249,8 +289,11 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T)>(ctx: &C, fill: 
         };
         (p.map(|p| p.cast::<T>()), None)
     } else {
-        match on_ring!(|ring| ring.reserve::<T>(0)) {
-            Some(mut e) => (Some(e.as_mut_ptr()), Some(e)),
+        match on_ring!(|ring| ring
+            .reserve::<T>(0)
+            .map(|e| (e, ring_wakeup_flags(ring, out.wake_bytes))))
+        {
+            Some((mut e, flags)) => (Some(e.as_mut_ptr()), Some((e, flags))),
             None => (None, None),
         }
     };
@@ -266,9 +309,20 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T)>(ctx: &C, fill: 
         zero_words(p.cast::<u64>(), size_of::<T>() / 8);
         &mut *p
     };
-    fill(ev);
-    if let Some(entry) = entry {
-        entry.submit(on_ring!(|ring| ring_wakeup_flags(ring)));
+    let keep = fill(ev);
+    if !keep {
+        // Not produced after all.
+        unbump(STAT_PRODUCED);
+    }
+    if let Some((entry, flags)) = entry {
+        if keep {
+            entry.submit(flags);
+        } else {
+            entry.discard(BPF_RB_NO_WAKEUP as u64);
+        }
+        return;
+    }
+    if !keep {
         return;
     }
     // SAFETY: as in `emit`.

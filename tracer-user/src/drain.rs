@@ -58,7 +58,8 @@ pub struct RingSet {
 }
 
 /// Offset of every record's time (`EventHeader::ts_ns`, `OpSpanEvent::end_ns`).
-const TS_OFFSET: usize = 8;
+const TS_OFFSET: usize = core::mem::offset_of!(common::event::EventHeader, ts_ns);
+const _: () = assert!(core::mem::offset_of!(common::event::OpSpanEvent, end_ns) == TS_OFFSET);
 
 impl RingSet {
     /// Hands every available record to `f`, in time order across the rings: each ring is

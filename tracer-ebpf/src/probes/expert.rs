@@ -102,6 +102,7 @@ pub(super) fn emit_expert_route<C: EbpfContext>(
                 flags |= ROUTE_FLAG_WEIGHTS;
             }
             ev.flags = flags;
+            true
         });
     }
     Ok(())

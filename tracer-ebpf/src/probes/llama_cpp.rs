@@ -38,8 +38,8 @@ use common::{
 };
 
 use super::op_span::{
-    PmcEnd, blob_still_mine, close, close_unseen_at, description_changed, emit_description,
-    fingerprint, is_describer, node_blob, now_ns, open, read_wait_pmcs, state_of, thread_state,
+    PmcEnd, blob_still_mine, close, description_changed, emit_description, fingerprint,
+    is_describer, node_blob, now_ns, open, read_wait_pmcs, state_of, thread_state,
 };
 use crate::{
     emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
@@ -51,8 +51,8 @@ use crate::{
 
 /// The detected build's layout (written by the collector before anything runs).
 #[inline(always)]
-fn layout() -> Option<GgmlLayout> {
-    GGML_LAYOUT.get(0).copied()
+fn layout() -> Option<&'static GgmlLayout> {
+    GGML_LAYOUT.get(0)
 }
 
 /// Reads a `T` at `base + off` in the target's memory.
@@ -93,8 +93,9 @@ fn next_index(st: &mut OpThread, ith: u32) -> u32 {
     i
 }
 
-/// Closes thread `tid`'s open span at the last barrier it reached, or, if it reached
-/// none since the span opened, at `now` (flagged approximate).
+/// Closes the calling thread `tid`'s open span at the last barrier it reached (with the
+/// counter readings taken there), or, if it reached none since the span opened, at `now`
+/// (flagged approximate, counters read now).
 #[inline(always)]
 fn close_at_wait<C: EbpfContext>(
     ctx: &C,
@@ -106,12 +107,15 @@ fn close_at_wait<C: EbpfContext>(
     if st.wait_ns != 0 && st.wait_ns >= st.start_ns {
         close(ctx, st, tid, st.wait_ns, 0, PmcEnd::AtWait, control);
     } else {
-        let pmc = if tid == current_tid() {
-            PmcEnd::ReadNow
-        } else {
-            PmcEnd::Missing
-        };
-        close(ctx, st, tid, now, OP_SPAN_END_APPROX, pmc, control);
+        close(
+            ctx,
+            st,
+            tid,
+            now,
+            OP_SPAN_END_APPROX,
+            PmcEnd::ReadNow,
+            control,
+        );
     }
 }
 
@@ -181,7 +185,7 @@ fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32
         }
         if flags & OP_DETAIL_STRUCTURE == 0 {
             d.detail = detail;
-            return;
+            return true;
         }
         let st = &mut d.structure;
         let read = read_into(&mut st.dtype, tensor, l.tensor_type)
@@ -194,7 +198,11 @@ fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32
             // computed: record the tensor it views, so the DAG's edges reach the node
             // that wrote the data. MUL_MAT's K is the row length of its first source as
             // the product reads it (the view's).
-            let k = read_at::<i64>(st.src[0], l.tensor_ne).unwrap_or(0);
+            let k = if op == OpType::MulMat as u32 {
+                read_at::<i64>(st.src[0], l.tensor_ne).unwrap_or(0)
+            } else {
+                0
+            };
             for s in st.src.iter_mut() {
                 if *s != 0
                     && let Ok(base) = read_at::<u64>(*s, l.tensor_view_src)
@@ -214,6 +222,7 @@ fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32
             }
         }
         d.detail = detail;
+        true
     });
     Ok(())
 }
@@ -227,8 +236,8 @@ fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> 
         return Ok(());
     };
     let l = layout().ok_or(-1i64)?;
-    let st = thread_state().ok_or(-1i64)?;
     let tid = current_tid();
+    let st = thread_state(tid).ok_or(-1i64)?;
     close_at_wait(ctx, st, tid, now, &control);
     let [ith, nth]: [u32; 2] = read_at(params, l.params_ith).unwrap_or([u32::MAX, u32::MAX]);
     let index = next_index(st, ith);
@@ -316,13 +325,13 @@ fn try_barrier(_ctx: &ProbeContext, now: u64) -> ProbeResult {
 
 /// At a graph's end on thread 0: closes the last span of every thread of the graph (each
 /// at the barrier it then reached), which no later dispatch would close in time. Without
-/// counter deltas (thread 0 cannot read another thread's counters; a closing span keeps
-/// its start readings only): the loop body stays small for the verifier.
+/// counter deltas (thread 0 cannot read another thread's counters; with the readings of
+/// the wait, the loop exceeds the verifier's budget).
 #[inline(always)]
 fn flush_workers<C: EbpfContext>(ctx: &C) {
-    if enabled_for_target(LEVEL_OP).is_none() {
+    let Some(control) = enabled_for_target(LEVEL_OP) else {
         return;
-    }
+    };
     let now = now_ns();
     let nth = state_of(current_tid()).map_or(0, |st| st.nth);
     for ith in 0..MAX_GGML_WORKERS {
@@ -340,7 +349,7 @@ fn flush_workers<C: EbpfContext>(ctx: &C) {
             } else {
                 (now, OP_SPAN_END_APPROX)
             };
-            close_unseen_at(ctx, st, tid, end, flags);
+            close(ctx, st, tid, end, flags, PmcEnd::Missing, &control);
         }
     }
 }
@@ -423,7 +432,7 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
         return Ok(());
     }
     let l = layout().ok_or(-1i64)?;
-    let batch = batch_address(ctx, &l).ok_or(-1i64)?;
+    let batch = batch_address(ctx, l).ok_or(-1i64)?;
     let n_tokens: i32 = read_at(batch, l.batch_n_tokens)?;
     let pos_ptr: u64 = read_at(batch, l.batch_pos)?;
     // A NULL `pos` (`llama_batch_get_one`) lets llama.cpp continue from the KV cache.

@@ -35,7 +35,7 @@ use common::{
 
 use super::op_span::{
     PmcEnd, blob_still_mine, close, close_unseen, description_changed, emit_description,
-    fingerprint, is_describer, node_blob, now_ns, open, state_of, thread_state,
+    fingerprint, forget_description, is_describer, node_blob, now_ns, open, state_of, thread_state,
 };
 use crate::{
     emit::{ProbeResult, abi_ok, current_tid, emit, enabled_for_target, header},
@@ -73,9 +73,10 @@ fn try_op_start(ctx: &ProbeContext, backend: BackendKind) -> ProbeResult {
     let node: u64 = ctx.arg(0).ok_or(-1i64)?;
     let ith: u32 = ctx.arg(1).ok_or(-1i64)?;
     let nth: u32 = ctx.arg(2).ok_or(-1i64)?;
-    let st = thread_state().ok_or(-1i64)?;
+    let tid = current_tid();
+    let st = thread_state(tid).ok_or(-1i64)?;
     // The last span's end was not seen (its probe was detached meanwhile).
-    close_unseen(ctx, st, current_tid(), now_ns());
+    close_unseen(ctx, st, tid, now_ns(), &control);
     describe_if_mine(ctx, node, ith, nth, backend, &control)?;
     st.nth = nth;
     open(
@@ -187,23 +188,30 @@ fn describe(
                 d.index = u32::MAX;
                 d.layer = -1;
                 d.detail = OP_DETAIL_ABI_MISMATCH;
-                return;
+                return true;
             }
             d.op = n.op;
             d.index = n.index;
             d.layer = n.layer;
             d.name = n.name;
             d.detail = OP_DETAIL_NAME;
-            if !structure {
-                return;
+            if structure {
+                d.structure.dtype = n.dtype;
+                d.structure.node_flags = n.flags;
+                d.structure.ne = n.ne;
+                d.structure.nb = n.nb;
+                d.structure.src = n.src;
+                d.structure.op_params = n.op_params;
+                d.detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
             }
-            d.structure.dtype = n.dtype;
-            d.structure.node_flags = n.flags;
-            d.structure.ne = n.ne;
-            d.structure.nb = n.nb;
-            d.structure.src = n.src;
-            d.structure.op_params = n.op_params;
-            d.detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
+            // The copy came from this CPU's blob: another program that ran here meanwhile
+            // (this one was preempted) may have overwritten it. Then send nothing and
+            // forget the fingerprint, so the next visit describes the node again.
+            if blob_still_mine(blob) {
+                return true;
+            }
+            forget_description(slot);
+            false
         });
     }
     // The experts a MUL_MAT_ID uses are part of its structure: its third source's data.

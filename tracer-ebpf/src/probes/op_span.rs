@@ -14,7 +14,7 @@ use common::{
     control::{DETAIL_PMC, MAX_DESCRIBED_NODES, TracerControl},
     event::{
         EventKind, MAX_PMC, NodeDescEvent, OP_SPAN_END_APPROX, OP_SPAN_FUSED, OpSpanEvent,
-        OpSpanPmcEvent,
+        OpSpanPmcEvent, PmcReading,
     },
     op_thread::OpThread,
 };
@@ -33,10 +33,9 @@ pub fn now_ns() -> u64 {
     unsafe { bpf_ktime_get_ns() }
 }
 
-/// The calling thread's state, created on first use.
+/// The state of the calling thread `tid`, created on first use.
 #[inline(always)]
-pub fn thread_state() -> Option<&'static mut OpThread> {
-    let tid = current_tid();
+pub fn thread_state(tid: u32) -> Option<&'static mut OpThread> {
     let p = match OP_THREADS.get_ptr_mut(tid) {
         Some(p) => p,
         None => {
@@ -55,10 +54,14 @@ pub fn thread_state() -> Option<&'static mut OpThread> {
     Some(unsafe { &mut *p })
 }
 
-/// The state of thread `tid`, if it has one.
+/// The state of thread `tid` (the calling thread, or a worker of the graph that thread
+/// 0 ends), if it has one.
 #[inline(always)]
 pub fn state_of(tid: u32) -> Option<&'static mut OpThread> {
-    // SAFETY: as in `thread_state`.
+    // SAFETY: a slot of a hash map, valid while the program runs. Its own thread writes it
+    // while a node is open; another thread writes it only to close a worker's last span
+    // at a llama.cpp graph's end (`llama_cpp::flush_workers`), when every worker has met
+    // the graph's final barrier and none writes its slot until the next graph.
     OP_THREADS.get_ptr_mut(tid).map(|p| unsafe { &mut *p })
 }
 
@@ -71,22 +74,30 @@ pub fn open(st: &mut OpThread, node: u64, flags: u32, control: &TracerControl) {
     st.wait_ns = 0;
     st.fused = 0;
     st.pmc_ok = 0;
-    if control.op_detail & DETAIL_PMC != 0
-        && let Some(slot) = pmc_slot(current_tid())
-    {
-        let mut ok = 0;
-        for i in 0..MAX_PMC {
-            if i as u32 >= control.n_pmc {
-                break;
-            }
-            if let Some(r) = read_pmc(i as u32, control, slot) {
-                st.pmc[i] = r;
-                ok |= 1 << i;
-            }
-        }
-        st.pmc_ok = ok;
+    if control.op_detail & DETAIL_PMC != 0 {
+        st.pmc_ok = read_pmcs(&mut st.pmc, control);
     }
     st.start_ns = now_ns();
+}
+
+/// Reads the calling thread's counters into `into`; bit `i` of the result is set when
+/// counter `i` was read.
+#[inline(always)]
+fn read_pmcs(into: &mut [PmcReading; MAX_PMC], control: &TracerControl) -> u32 {
+    let Some(slot) = pmc_slot(current_tid()) else {
+        return 0;
+    };
+    let mut ok = 0;
+    for (i, reading) in into.iter_mut().enumerate() {
+        if i as u32 >= control.n_pmc {
+            break;
+        }
+        if let Some(r) = read_pmc(i as u32, control, slot) {
+            *reading = r;
+            ok |= 1 << i;
+        }
+    }
+    ok
 }
 
 /// Where a closing span's counter readings come from.
@@ -142,6 +153,7 @@ pub fn close<C: EbpfContext>(
                 }
             }
             ev.pmc_ok = ok;
+            true
         });
     } else {
         emit(ctx, &span);
@@ -158,19 +170,8 @@ pub fn close<C: EbpfContext>(
 /// readings of a llama.cpp node's end, taken at each barrier it meets.
 #[inline(always)]
 pub fn read_wait_pmcs(st: &mut OpThread, control: &TracerControl) {
-    if control.op_detail & DETAIL_PMC == 0 {
-        return;
-    }
-    let Some(slot) = pmc_slot(current_tid()) else {
-        return;
-    };
-    for i in 0..MAX_PMC {
-        if i as u32 >= control.n_pmc {
-            break;
-        }
-        if let Some(r) = read_pmc(i as u32, control, slot) {
-            st.pmc_wait[i] = r;
-        }
+    if control.op_detail & DETAIL_PMC != 0 {
+        read_pmcs(&mut st.pmc_wait, control);
     }
 }
 
@@ -178,7 +179,7 @@ pub fn read_wait_pmcs(st: &mut OpThread, control: &TracerControl) {
 /// its enabled and running times, scaled by enabled / running over the interval as
 /// `perf stat` does (software counters carry no times and are taken as counted).
 #[inline(always)]
-fn scaled_delta(start: &common::event::PmcReading, end: &common::event::PmcReading) -> u64 {
+fn scaled_delta(start: &PmcReading, end: &PmcReading) -> u64 {
     let delta = end.counter.wrapping_sub(start.counter);
     let enabled = end.enabled.wrapping_sub(start.enabled);
     let running = end.running.wrapping_sub(start.running);
@@ -213,34 +214,22 @@ pub fn fingerprint(words: &[u64; NODE_BLOB_WORDS], n: u64, skip: u64, seed: u64)
 /// Ends thread `tid`'s open span at `end_ns` without counters and flagged approximate:
 /// a span whose end probe was not seen (detached meanwhile, or a build without one).
 #[inline(always)]
-pub fn close_unseen<C: EbpfContext>(ctx: &C, st: &mut OpThread, tid: u32, end_ns: u64) {
-    close_unseen_at(ctx, st, tid, end_ns, OP_SPAN_END_APPROX);
-}
-
-/// Ends thread `tid`'s open span at `end_ns` (with `extra` span flags) without counter
-/// deltas, and a fused second node's zero-length span after it.
-#[inline(always)]
-pub fn close_unseen_at<C: EbpfContext>(
+pub fn close_unseen<C: EbpfContext>(
     ctx: &C,
     st: &mut OpThread,
     tid: u32,
     end_ns: u64,
-    extra: u32,
+    control: &TracerControl,
 ) {
-    if st.node == 0 {
-        return;
-    }
-    let end = end_ns.max(st.start_ns);
-    emit(
+    close(
         ctx,
-        &OpSpanEvent::new(tid, st.node, end, end - st.start_ns, st.flags | extra),
+        st,
+        tid,
+        end_ns,
+        OP_SPAN_END_APPROX,
+        PmcEnd::Missing,
+        control,
     );
-    if st.fused != 0 {
-        let fused = OpSpanEvent::new(tid, st.fused, end, 0, st.flags | extra | OP_SPAN_FUSED);
-        emit(ctx, &fused);
-    }
-    st.node = 0;
-    st.fused = 0;
 }
 
 /// This CPU's scratch for reading a node in one piece, stamped with the calling thread.
@@ -286,10 +275,20 @@ pub fn description_changed(index: u32, print: u64) -> bool {
     true
 }
 
-/// Emits the description of the node at `addr`; `fill` writes everything but the header
-/// and the address.
+/// Forgets the description last sent for graph position `index`, so that the next check
+/// sends it again (one that could not be sent whole).
 #[inline(always)]
-pub fn emit_description<C: EbpfContext, F: FnOnce(&mut NodeDescEvent)>(
+pub fn forget_description(index: u32) {
+    if let Some(p) = DESC_SEEN.get_ptr_mut(index & (MAX_DESCRIBED_NODES - 1)) {
+        // SAFETY: as in `description_changed`.
+        unsafe { *p = 0 };
+    }
+}
+
+/// Emits the description of the node at `addr`; `fill` writes everything but the header
+/// and the address, and says whether to send it (as in [`emit_large`]).
+#[inline(always)]
+pub fn emit_description<C: EbpfContext, F: FnOnce(&mut NodeDescEvent) -> bool>(
     ctx: &C,
     addr: u64,
     fill: F,
@@ -297,6 +296,6 @@ pub fn emit_description<C: EbpfContext, F: FnOnce(&mut NodeDescEvent)>(
     emit_large(ctx, |d: &mut NodeDescEvent| {
         d.header = header(EventKind::NodeDesc, 0);
         d.node_addr = addr;
-        fill(d);
+        fill(d)
     });
 }

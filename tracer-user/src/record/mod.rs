@@ -369,7 +369,11 @@ fn initial_control(
             0
         },
         pmc_scaled: pmcs.scaled_mask(),
-        _reserved: 0,
+        ring_wake_bytes: crate::load::ring_sizes(cfg.buffer, &crate::load::online_cpus())
+            .into_iter()
+            .max()
+            .unwrap_or(0)
+            / 4,
     })
 }
 
