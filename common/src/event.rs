@@ -653,13 +653,16 @@ const _: () = assert!(size_of::<QosSwitchEvent>() == 56);
 /// Collector-made: a sampled window of operator recording (`--op-windows`) began
 /// (`traced` 1: the operator probes were attached from `settled_ns` on, then switched on
 /// at `ts_ns`) or ended (`traced` 0: they were switched off at `ts_ns` and were detached
-/// at `settled_ns`). Between the two they trapped without recording.
+/// at `settled_ns`). Between the two they trapped without recording. A window begins and
+/// ends on its own schedule: while the QoS controller holds the operator level off
+/// (`QosSwitchEvent`), a window's start attaches nothing and records nothing.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpWindowEvent {
     /// Common header (pid = target, tid = 0, cpu = u32::MAX).
     pub header: EventHeader,
-    /// 1: operators are recorded from here on; 0: no longer.
+    /// 1: a window begins (operators are recorded from here on, with the QoS
+    /// controller's level on); 0: it ends.
     pub traced: u32,
     /// Decode steps the collector had seen at the switch.
     pub decode_steps: u32,

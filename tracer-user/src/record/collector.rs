@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use common::{
     control::{
-        CONTROL_FLAG_WAKE_ON_GRAPH, LEVEL_OP, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST,
-        STAT_PRODUCED, TracerControl,
+        CONTROL_FLAG_WAKE_ON_GRAPH, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED,
+        TracerControl,
     },
     event::{EVENT_FLAG_EXIT, EventHeader, EventKind, OpWindowEvent, QosSwitchEvent},
 };
@@ -266,9 +266,25 @@ impl<'c, 'o> Collector<'c, 'o> {
         self.sink.check()
     }
 
-    /// Whether sampled windows (if any) want the operator level on now.
-    fn window_op_on(&self) -> bool {
-        self.windows.as_ref().is_none_or(OpWindows::traced)
+    /// The levels the probes should have now: those recorded, as the live view's user
+    /// left them, the operator level only while the QoS controller and the sampled
+    /// window (if any) both want it.
+    fn wanted_levels(&self) -> u32 {
+        let window_on = self.windows.as_ref().is_none_or(OpWindows::traced);
+        effective_levels(
+            self.cfg.levels,
+            self.user_levels,
+            self.qos_op_on && window_on,
+        )
+    }
+
+    /// Writes [`Self::wanted_levels`] to the control map and attaches or detaches the
+    /// operator probes to match; returns when the switch was written and when the
+    /// probes were settled (`ProbeMaps::apply_levels`).
+    fn apply_op_state(&mut self) -> Result<(u64, u64), RecordError> {
+        self.control.levels = self.wanted_levels();
+        self.maps
+            .apply_levels(self.control, self.op_probes.as_mut())
     }
 
     /// Sampled windows: attaches or detaches the operator probes when a window begins or
@@ -277,28 +293,25 @@ impl<'c, 'o> Collector<'c, 'o> {
         let Some(w) = self.windows.as_mut() else {
             return Ok(());
         };
-        let mut switch = None;
+        let was_on = w.traced();
         for _ in 0..decode_steps {
-            if let Some(on) = w.on_decode_step() {
-                switch = Some(on);
-            }
+            w.on_decode_step();
         }
-        // Several switches in one drain (a long tick): only the state reached counts.
-        let Some(on) = switch.filter(|&on| on != (self.control.levels & LEVEL_OP != 0)) else {
+        // Several switches in one drain (a long tick): only the state reached counts. The
+        // window's own state, not the levels: the QoS controller may hold the operator
+        // level off, and a window's start and end are marked all the same.
+        let on = w.traced();
+        if on == was_on {
             return Ok(());
-        };
+        }
         let steps = w.steps() as u32;
-        self.control.levels =
-            effective_levels(self.cfg.levels, self.user_levels, self.qos_op_on && on);
-        let (switched_at, settled_at) = self
-            .maps
-            .apply_levels(self.control, self.op_probes.as_mut())?;
+        let (switched_at, settled_at) = self.apply_op_state()?;
         let ev = OpWindowEvent {
             header: EventHeader {
                 ts_ns: switched_at,
                 ..collector_header(EventKind::OpWindow, self.pid, 0, u32::MAX)
             },
-            traced: u32::from(self.control.levels & LEVEL_OP != 0),
+            traced: u32::from(on),
             decode_steps: steps,
             settled_ns: settled_at,
         };
@@ -331,24 +344,22 @@ impl<'c, 'o> Collector<'c, 'o> {
     }
 
     fn run_qos(&mut self, decode_steps: &[u64]) -> Result<(), RecordError> {
-        let Some(q) = self.qos.as_mut() else {
+        if self.qos.is_none() {
             return Ok(());
-        };
+        }
         let min_tps = q_min(self.cfg);
         for &ts in decode_steps {
-            let (tps, on) = match q.on_decode_step(ts) {
+            let Some(decision) = self.qos.as_mut().map(|q| q.on_decode_step(ts)) else {
+                break;
+            };
+            let (tps, on) = match decision {
                 QosDecision::Keep => continue,
                 QosDecision::SwitchOff { tps } => (tps, false),
                 QosDecision::SwitchOn { tps } => (tps, true),
             };
             let before = self.control.levels;
             self.qos_op_on = on;
-            let window_on = self.windows.as_ref().is_none_or(OpWindows::traced);
-            self.control.levels =
-                effective_levels(self.cfg.levels, self.user_levels, on && window_on);
-            let (switched_at, _) = self
-                .maps
-                .apply_levels(self.control, self.op_probes.as_mut())?;
+            let (switched_at, _) = self.apply_op_state()?;
             self.qos_switches += 1;
             eprintln!(
                 "profinfer: QoS: {:.1} tokens/s {} {:.1}: operator probes {}",
@@ -409,15 +420,8 @@ impl<'c, 'o> Collector<'c, 'o> {
         let reply = self.sink.observer().on_tick(&status);
         if let Some(wanted) = reply.user_levels {
             self.user_levels = wanted & self.cfg.levels;
-            let levels = effective_levels(
-                self.cfg.levels,
-                self.user_levels,
-                self.qos_op_on && self.window_op_on(),
-            );
-            if levels != self.control.levels {
-                self.control.levels = levels;
-                self.maps
-                    .apply_levels(self.control, self.op_probes.as_mut())?;
+            if self.wanted_levels() != self.control.levels {
+                self.apply_op_state()?;
             }
         }
         Ok(reply
