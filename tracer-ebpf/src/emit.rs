@@ -276,8 +276,10 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C
     const { assert!(size_of::<T>() <= LARGE_BLOCK_BYTES && align_of::<T>() <= 8) };
     bump(STAT_PRODUCED);
     let out = output();
-    // Where the record is built: a ring-buffer reservation (with the submit flags of its
-    // ring), or this thread's scratch.
+    // Where the record is built: a ring-buffer reservation, or this thread's scratch.
+    // (The submit flags are taken at the submit, from the same CPU's ring: computed here
+    // in each of the eight arms, they multiplied the verifier's states past its budget in
+    // the programs that emit in a loop.)
     let (p, entry) = if out.perf {
         let tid = current_tid();
         let p = match LARGE_SCRATCH.get_ptr_mut(tid) {
@@ -289,11 +291,8 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C
         };
         (p.map(|p| p.cast::<T>()), None)
     } else {
-        match on_ring!(|ring| ring
-            .reserve::<T>(0)
-            .map(|e| (e, ring_wakeup_flags(ring, out.wake_bytes))))
-        {
-            Some((mut e, flags)) => (Some(e.as_mut_ptr()), Some((e, flags))),
+        match on_ring!(|ring| ring.reserve::<T>(0)) {
+            Some(mut e) => (Some(e.as_mut_ptr()), Some(e)),
             None => (None, None),
         }
     };
@@ -314,9 +313,9 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C
         // Not produced after all.
         unbump(STAT_PRODUCED);
     }
-    if let Some((entry, flags)) = entry {
+    if let Some(entry) = entry {
         if keep {
-            entry.submit(flags);
+            entry.submit(on_ring!(|ring| ring_wakeup_flags(ring, out.wake_bytes)));
         } else {
             entry.discard(BPF_RB_NO_WAKEUP as u64);
         }
