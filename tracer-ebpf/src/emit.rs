@@ -81,6 +81,19 @@ pub fn header(kind: EventKind, flags: u32) -> EventHeader {
 /// (breaking produced = written + lost).
 #[inline(always)]
 pub fn bump(slot: u32) {
+    add_stat(slot, 1);
+}
+
+/// Takes one from this CPU's statistics slot `slot`, atomically, as [`bump`] adds one.
+#[inline(always)]
+fn unbump(slot: u32) {
+    // Adding 2^64 − 1 wraps to a subtraction.
+    add_stat(slot, u64::MAX);
+}
+
+/// Adds `v` to this CPU's statistics slot `slot` with BPF's atomic add.
+#[inline(always)]
+fn add_stat(slot: u32, v: u64) {
     if let Some(p) = STATS.get_ptr_mut(slot) {
         // `AtomicU64::fetch_add` does not exist on the BPF target (no CAS), but the
         // add itself is BPF's `lock xadd` (BPF_ATOMIC | BPF_ADD, the result unused).
@@ -88,22 +101,7 @@ pub fn bump(slot: u32) {
         // array map, which lives as long as the program; every writer uses atomics.
         unsafe {
             core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-                p, 1,
-            )
-        };
-    }
-}
-
-/// Takes one from this CPU's statistics slot `slot`, atomically (as [`bump`]: adding
-/// 2^64 − 1 wraps to a subtraction).
-#[inline(always)]
-fn unbump(slot: u32) {
-    if let Some(p) = STATS.get_ptr_mut(slot) {
-        // SAFETY: as in `bump`.
-        unsafe {
-            core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-                p,
-                u64::MAX,
+                p, v,
             )
         };
     }
