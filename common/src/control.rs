@@ -27,6 +27,10 @@ pub const DETAIL_PMC: u32 = 1 << 1;
 /// between two nodes released: an engine node starts there, a llama.cpp node's span
 /// runs to the thread's next node (its wait at the barrier included).
 pub const DETAIL_EXACT_SPANS: u32 = 1 << 2;
+/// [`TracerControl::op_detail`], read by the collector only: probe the engine's node ends
+/// one at a time (`engine_op_done`, one probe hit per node and thread) even where the
+/// engine can hand them over batched (`engine_op_times`, one hit per table of nodes).
+pub const DETAIL_PER_NODE_ENDS: u32 = 1 << 3;
 
 /// [`TracerControl::output`]: events go to the BPF ring buffer.
 pub const OUTPUT_RING_BUF: u32 = 0;

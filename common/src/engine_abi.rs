@@ -441,6 +441,37 @@ const _: () = assert!(offset_of!(EngineGraph, backend_kind) == 28);
 const _: () = assert!(offset_of!(EngineGraph, n_tokens) == 32);
 const _: () = assert!(offset_of!(EngineGraph, pos) == 36);
 
+/// Entries of one [`EngineOpTimes`] table (one `engine_op_times` call).
+pub const OP_TIMES_CHUNK: usize = 32;
+
+/// When a thread finished its share of a node (`CLOCK_MONOTONIC` ns).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineOpTime {
+    /// The node's address.
+    pub node: u64,
+    /// When this thread's share of it ended.
+    pub end_ns: u64,
+}
+const _: () = assert!(size_of::<EngineOpTime>() == 16);
+
+/// The node ends of up to [`OP_TIMES_CHUNK`] nodes of one thread, in execution order
+/// (`engine_op_times`). A table ends early after an expert-indexed product
+/// (`MUL_MAT_ID`), so a tracer reads that node's routing while its sources hold it: only
+/// a table's last entry can be one.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOpTimes {
+    /// [`ENGINE_ABI_VERSION`].
+    pub abi_version: u32,
+    /// Entries filled.
+    pub n: u32,
+    /// The entries.
+    pub entries: [EngineOpTime; OP_TIMES_CHUNK],
+}
+const _: () = assert!(offset_of!(EngineOpTimes, n) == 4);
+const _: () = assert!(offset_of!(EngineOpTimes, entries) == 8);
+
 /// Exported symbol names of the probe entry points (see `docs/probe-abi.md`).
 pub mod symbols {
     /// Token level: `i32 engine_decode(ctx *, u32 n_tokens, u32 pos, const i32 *tokens)`.
@@ -459,6 +490,13 @@ pub mod symbols {
     /// Operator level: `void engine_graph_thread(const EngineGraph *, u32 ith, u32 nth)`,
     /// called by thread `ith` when it begins its walk over a graph: its first node's start.
     pub const GRAPH_THREAD: &str = "engine_graph_thread";
+    /// Operator level, batched: `void engine_op_times(const EngineOpTimes *, u32 ith,
+    /// u32 nth, u32 backend_kind)`, a thread's node ends in tables of up to
+    /// [`super::OP_TIMES_CHUNK`]; called only while [`OP_TIMES_SEMAPHORE`] is nonzero.
+    pub const OP_TIMES: &str = "engine_op_times";
+    /// `u16 engine_op_times_semaphore`: the reference counter to attach
+    /// [`OP_TIMES`] with (the kernel counts it up while the uprobe is attached).
+    pub const OP_TIMES_SEMAPHORE: &str = "engine_op_times_semaphore";
     /// Phase: `void engine_phase_kv_compress(swap *, u32 layer, u32 chunk, u32 bytes)`.
     pub const PHASE_KV_COMPRESS: &str = "engine_phase_kv_compress";
     /// Phase: `i32 engine_phase_kv_swap_out(swap *, u32 layer, u32 chunk, u32 bytes)`.
@@ -476,13 +514,14 @@ pub mod symbols {
     /// Phase: `i32 engine_phase_sample(sampler *, const f32 *probs, u32 n_vocab)`.
     pub const PHASE_SAMPLE: &str = "engine_phase_sample";
     /// Every probe entry point, in level order.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         DECODE,
         GRAPH_COMPUTE,
         OP_COMPUTE,
         ACCEL_OP_COMPUTE,
         OP_DONE,
         GRAPH_THREAD,
+        OP_TIMES,
         PHASE_EMBED,
         PHASE_COPY_LOGITS,
         PHASE_SOFTMAX,

@@ -13,7 +13,7 @@
 
 use core::ffi::c_void;
 
-use common::engine_abi::{EngineGraph, EngineNode};
+use common::engine_abi::{EngineGraph, EngineNode, EngineOpTimes};
 
 /// Emits a naked trampoline `$name` with the given C signature that starts with a 5-byte
 /// nop and tail-jumps to `$imp`.
@@ -86,6 +86,16 @@ probe_entry! {
     /// node. Every later node starts when the barrier after the one before releases.
     fn engine_graph_thread(graph: *const EngineGraph, ith: u32, nth: u32)
         => crate::backend::pool::graph_thread_entry
+}
+
+probe_entry! {
+    /// Operator level, batched: thread `ith` of `nth` of a backend of kind `backend_kind`
+    /// hands over when its share of each of up to 32 nodes ended (`times`, in execution
+    /// order; `backend::node_ends` says when). Called only while
+    /// `engine_op_times_semaphore` is nonzero, i.e. while a tracer attached here with it
+    /// as the uprobe's reference counter.
+    fn engine_op_times(times: *const EngineOpTimes, ith: u32, nth: u32, backend_kind: u32)
+        => crate::backend::pool::op_times_entry
 }
 
 probe_entry! {
@@ -169,8 +179,9 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn entry_points_start_with_a_five_byte_nop() {
-        let entries: [(&str, *const u8); 15] = [
+        let entries: [(&str, *const u8); 16] = [
             ("engine_op_done", engine_op_done as *const u8),
+            ("engine_op_times", engine_op_times as *const u8),
             ("engine_graph_thread", engine_graph_thread as *const u8),
             ("engine_decode", engine_decode as *const u8),
             ("engine_graph_compute", engine_graph_compute as *const u8),

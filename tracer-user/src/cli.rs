@@ -96,6 +96,12 @@ struct CaptureArgs {
     /// nodes released (exact up to a waiting thread's leaving it).
     #[arg(long)]
     exact_spans: bool,
+    /// Probe the engine's node ends one at a time (one probe hit per node and thread)
+    /// instead of taking them batched: by default an engine that has `engine_op_times`
+    /// takes each node's end time itself while profinfer is attached and hands them over
+    /// in tables of up to 32 (one hit per table, ~2 ms behind at most).
+    #[arg(long)]
+    per_node_ends: bool,
     /// Record operators in sampled windows of ON decode steps in every PERIOD (`8/32`):
     /// their probes are detached in between, so the recording costs about ON/PERIOD of a
     /// full one; every view marks which tokens were traced.
@@ -159,6 +165,7 @@ impl CaptureArgs {
             structure: flag(self.structure, self.no_structure),
             pmc: flag(self.pmc, self.no_pmc),
             exact_spans: self.exact_spans.then_some(true),
+            per_node_ends: self.per_node_ends.then_some(true),
             op_windows: self.op_windows.clone(),
             stats_always: self.probe_stats_always.then_some(true),
             counters: self.counters.clone(),

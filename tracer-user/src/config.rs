@@ -83,6 +83,8 @@ pub struct OpSection {
     pub pmc: Option<bool>,
     /// Probe both bounds of every operator span.
     pub exact_spans: Option<bool>,
+    /// Probe the engine's node ends one at a time instead of batched.
+    pub per_node_ends: Option<bool>,
     /// Sampled windows, `ON/PERIOD` decode steps (operators recorded in ON of every
     /// PERIOD steps).
     pub windows: Option<String>,
@@ -186,6 +188,8 @@ pub struct Overrides {
     pub pmc: Option<bool>,
     /// `--exact-spans`.
     pub exact_spans: Option<bool>,
+    /// `--per-node-ends`.
+    pub per_node_ends: Option<bool>,
     /// `--op-windows ON/PERIOD`.
     pub op_windows: Option<String>,
     /// `--probe-stats-always`.
@@ -235,6 +239,10 @@ pub struct TracerConfig {
     /// of one; otherwise the unprobed bound is where the barrier between nodes released
     /// (`common::control::DETAIL_EXACT_SPANS`).
     pub exact_spans: bool,
+    /// Probe the engine's node ends one at a time (`engine_op_done`, one probe hit per
+    /// node and thread) even where it hands them over batched (`engine_op_times`, one hit
+    /// per table of up to 32 nodes; `common::control::DETAIL_PER_NODE_ENDS`).
+    pub per_node_ends: bool,
     /// Sampled windows: operators recorded in `on` of every `period` decode steps.
     pub op_windows: Option<crate::windows::WindowSettings>,
     /// Keep the kernel's eBPF run-time statistics on for the whole recording (exact
@@ -397,6 +405,7 @@ impl TracerConfig {
             structure: cli.structure.or(file.op.structure).unwrap_or(true),
             pmc,
             exact_spans: pmc || cli.exact_spans.or(file.op.exact_spans).unwrap_or(false),
+            per_node_ends: cli.per_node_ends.or(file.op.per_node_ends).unwrap_or(false),
             op_windows,
             stats_always: cli
                 .stats_always
@@ -421,6 +430,7 @@ impl TracerConfig {
         m.insert("structure".into(), self.structure.to_string());
         m.insert("pmc".into(), self.pmc.to_string());
         m.insert("exact_spans".into(), self.exact_spans.to_string());
+        m.insert("per_node_ends".into(), self.per_node_ends.to_string());
         m.insert(
             "op_windows".into(),
             self.op_windows.map_or("off".into(), |w| w.to_string()),
@@ -471,6 +481,15 @@ mod tests {
         assert_eq!(c.levels, LEVEL_TOKEN | LEVEL_OP);
         assert_eq!(c.buffer, BufferKind::Ring { bytes: 1 << 16 });
         assert!(c.qos.is_none());
+        let file = FileConfig::parse("t", "[op]\nper_node_ends = true\n").expect("parses");
+        let c = TracerConfig::build(&file, &Overrides::default()).expect("valid");
+        assert!(c.per_node_ends, "the file asks for per-node ends");
+        assert!(
+            !TracerConfig::build(&FileConfig::default(), &Overrides::default())
+                .expect("valid")
+                .per_node_ends,
+            "batched by default"
+        );
         let file = FileConfig::parse("t", "[output]\nprobe_stats_always = true\n").expect("parses");
         let c = TracerConfig::build(&file, &Overrides::default()).expect("valid");
         assert!(c.stats_always, "the file turns the statistics on");

@@ -9,12 +9,14 @@ pub static EBPF_OBJECT: &[u8] =
 pub mod analyze;
 pub mod cli;
 pub mod config;
+pub mod counted_uprobe;
 pub mod diff;
 pub mod drain;
 pub mod ggml_build;
 pub mod leaves;
 pub mod load;
 pub mod observe;
+pub mod perf_event;
 pub mod pmc;
 pub mod privileges;
 pub mod probe_cost;
@@ -25,3 +27,18 @@ pub mod report;
 pub mod target;
 pub mod tui;
 pub mod windows;
+
+/// An error and its sources on one line (only the first line of each: a verifier's log
+/// follows its error's first line).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = String::new();
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if !s.is_empty() {
+            s.push_str(": ");
+        }
+        s.push_str(c.to_string().lines().next().unwrap_or(""));
+        cur = c.source();
+    }
+    s
+}

@@ -1,5 +1,6 @@
 //! Loading the eBPF object and attaching its programs.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use aya::{
@@ -11,14 +12,15 @@ use aya::{
 };
 use common::{
     control::{
-        LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED, LEVEL_TOKEN, MAX_PMC_THREADS, RINGS,
+        DETAIL_EXACT_SPANS, DETAIL_PER_NODE_ENDS, LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED,
+        LEVEL_TOKEN, MAX_PMC_THREADS, RINGS,
     },
     engine_abi::symbols,
     event::{EventKind, MAX_PMC},
 };
 use trace_format::ProbeInfo;
 
-use crate::{config::BufferKind, probe_points::ProbePoints};
+use crate::{config::BufferKind, counted_uprobe, probe_points::ProbePoints};
 
 /// Why the probes could not be loaded or attached.
 #[derive(Debug, thiserror::Error)]
@@ -68,9 +70,9 @@ pub enum LoadError {
         exe: PathBuf,
         /// The probed symbol.
         symbol: String,
-        /// aya's error.
+        /// aya's error, or the kernel's for a uprobe with a reference counter.
         #[source]
-        source: Box<ProgramError>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A uprobe or uretprobe could not be detached.
     #[error("detaching {program} failed")]
@@ -112,9 +114,28 @@ struct UprobeSpec {
     level: u32,
     level_name: &'static str,
     kind: EventKind,
+    /// When it is attached (if its level is recorded).
+    when: When,
 }
 
-const UPROBES: [UprobeSpec; 14] = [
+/// When a [`UprobeSpec`] is attached, besides its level being recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum When {
+    /// Always; a binary without the symbol gets a warning.
+    Always,
+    /// For exact starts (`DETAIL_EXACT_SPANS`), or in an engine without
+    /// `engine_op_done` (whose nodes then end at this function's return).
+    ExactStarts,
+    /// If the engine has it (older builds do not).
+    IfPresent,
+    /// Node ends one by one (`engine_op_done`): unless the ends come batched.
+    PerNodeEnds,
+    /// Batched node ends (`engine_op_times` with its reference counter): where the
+    /// engine, the kernel and the settings allow ([`batched_ends`]).
+    BatchedEnds,
+}
+
+const UPROBES: [UprobeSpec; 15] = [
     UprobeSpec {
         symbol: symbols::DECODE,
         enter: "engine_decode",
@@ -122,6 +143,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_TOKEN,
         level_name: "token",
         kind: EventKind::Decode,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::GRAPH_COMPUTE,
@@ -130,13 +152,18 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_GRAPH,
         level_name: "graph",
         kind: EventKind::GraphCompute,
+        when: When::Always,
     },
-    // A node's span ends at `engine_op_done` and, by default, starts where the barrier
-    // before it released (one uprobe per node and thread, on a 5-byte nop); with
-    // `DETAIL_EXACT_SPANS` it opens at either backend's entry point (`OP_START_SYMBOLS`).
-    // An engine without `engine_op_done` is closed at `engine_op_compute`'s return
-    // instead (`attach`). In order of hits per token: detaching (QoS, sampled windows)
-    // waits for the kernel's grace period probe by probe, so the busiest go first.
+    // A node's span ends where the engine's thread finished its share and, by default,
+    // starts where the barrier before it released. The ends come batched
+    // (`engine_op_times`: one uprobe per table of up to 32 nodes, with a reference
+    // counter that makes the engine take the times) or one by one (`engine_op_done`:
+    // one uprobe per node and thread, on a 5-byte nop); the batched probe comes first so
+    // that the per-node one can stand in when it cannot be attached. With
+    // `DETAIL_EXACT_SPANS` a span opens at either backend's entry point. An engine
+    // without `engine_op_done` is closed at `engine_op_compute`'s return instead
+    // (`attach`). In order of hits per token: detaching (QoS, sampled windows) waits for
+    // the kernel's grace period probe by probe, so the busiest go first.
     UprobeSpec {
         symbol: symbols::OP_COMPUTE,
         enter: "engine_op_compute",
@@ -144,6 +171,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_OP,
         level_name: "op",
         kind: EventKind::OpSpan,
+        when: When::ExactStarts,
     },
     UprobeSpec {
         symbol: symbols::ACCEL_OP_COMPUTE,
@@ -152,6 +180,16 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_OP,
         level_name: "op",
         kind: EventKind::OpSpan,
+        when: When::ExactStarts,
+    },
+    UprobeSpec {
+        symbol: symbols::OP_TIMES,
+        enter: "engine_op_times",
+        exit: None,
+        level: LEVEL_OP,
+        level_name: "op",
+        kind: EventKind::OpSpan,
+        when: When::BatchedEnds,
     },
     UprobeSpec {
         symbol: symbols::OP_DONE,
@@ -160,6 +198,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_OP,
         level_name: "op",
         kind: EventKind::OpSpan,
+        when: When::PerNodeEnds,
     },
     UprobeSpec {
         symbol: symbols::GRAPH_THREAD,
@@ -168,6 +207,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_OP,
         level_name: "op",
         kind: EventKind::GraphThread,
+        when: When::IfPresent,
     },
     UprobeSpec {
         symbol: symbols::PHASE_EMBED,
@@ -176,6 +216,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseEmbed,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::PHASE_COPY_LOGITS,
@@ -184,6 +225,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseCopyLogits,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::PHASE_SOFTMAX,
@@ -192,6 +234,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseSoftmax,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::PHASE_SAMPLE,
@@ -200,6 +243,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseSample,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::PHASE_KV_COMPRESS,
@@ -208,6 +252,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvCompress,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::PHASE_KV_SWAP_OUT,
@@ -216,6 +261,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvSwapOut,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::PHASE_KV_SWAP_IN,
@@ -224,6 +270,7 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvSwapIn,
+        when: When::Always,
     },
     UprobeSpec {
         symbol: symbols::PHASE_KV_DECOMPRESS,
@@ -232,11 +279,9 @@ const UPROBES: [UprobeSpec; 14] = [
         level: LEVEL_PHASE,
         level_name: "phase",
         kind: EventKind::PhaseKvDecompress,
+        when: When::Always,
     },
 ];
-
-/// The operator entry points probed only for exact starts (`DETAIL_EXACT_SPANS`).
-const OP_START_SYMBOLS: [&str; 2] = [symbols::OP_COMPUTE, symbols::ACCEL_OP_COMPUTE];
 
 /// Tracepoints: (program, category, name, event kind). New-thread/exit are always attached
 /// (they keep the thread set and counters current).
@@ -376,6 +421,25 @@ pub struct UprobeSite {
     pub symbol: String,
     /// Offset from the symbol (past an `endbr64`, say); 0 for uretprobes.
     pub offset: u64,
+    /// Attached with a reference counter (`counted_uprobe`), if set.
+    pub counted: Option<CountedAt>,
+}
+
+/// Where a uprobe with a reference counter goes, as file offsets in its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CountedAt {
+    /// The probed instruction.
+    pub probe: u64,
+    /// The 16-bit reference counter.
+    pub counter: u64,
+}
+
+/// One attached uprobe: an aya link, or the perf event of a uprobe with a reference
+/// counter (attached while the fd is open).
+#[derive(Debug)]
+enum UprobeLink {
+    Aya(UProbeLinkId),
+    Counted(OwnedFd),
 }
 
 impl UprobeSite {
@@ -397,7 +461,7 @@ impl UprobeSite {
 pub struct OpProbes {
     sites: Vec<UprobeSite>,
     scope: UprobeScope,
-    links: Option<Vec<UProbeLinkId>>,
+    links: Option<Vec<UprobeLink>>,
 }
 
 impl OpProbes {
@@ -434,6 +498,14 @@ impl OpProbes {
             }
             (false, Some(links)) => {
                 for (site, link) in self.sites.iter().zip(links) {
+                    let link = match link {
+                        UprobeLink::Aya(link) => link,
+                        // Closing the event detaches it and counts the counter down.
+                        UprobeLink::Counted(fd) => {
+                            drop(fd);
+                            continue;
+                        }
+                    };
                     let prog = site.prog;
                     let p: &mut UProbe = program(ebpf, prog)?.try_into().map_err(|source| {
                         LoadError::ProgramLoad {
@@ -474,7 +546,7 @@ fn attach_site(
     ebpf: &mut Ebpf,
     site: &UprobeSite,
     scope: &mut UprobeScope,
-) -> Result<UProbeLinkId, LoadError> {
+) -> Result<UprobeLink, LoadError> {
     ensure_loaded(ebpf, site.prog)?;
     let p: &mut UProbe =
         program(ebpf, site.prog)?
@@ -483,6 +555,28 @@ fn attach_site(
                 program: site.prog,
                 source: Box::new(source),
             })?;
+    let attach_err = |source: Box<dyn std::error::Error + Send + Sync>| LoadError::UprobeAttach {
+        attach: site.attach_kind(),
+        exe: site.file.clone(),
+        symbol: site.symbol.clone(),
+        source,
+    };
+    if let Some(at) = site.counted {
+        let fd = p.fd().map_err(|source| LoadError::ProgramLoad {
+            program: site.prog,
+            source: Box::new(source),
+        })?;
+        // No fallback to every process here: the caller falls back to the per-node
+        // probes, which have their own.
+        let pid = match *scope {
+            UprobeScope::OneProcess(pid) if pid != 0 => Some(pid),
+            _ => None,
+        };
+        let attached = counted_uprobe::attach(fd.as_fd(), &site.file, at.probe, at.counter, pid);
+        return attached
+            .map(UprobeLink::Counted)
+            .map_err(|e| attach_err(Box::new(e)));
+    }
     let location = || {
         if site.offset == 0 {
             UProbeAttachLocation::Symbol(&site.symbol)
@@ -501,12 +595,9 @@ fn attach_site(
         }
         r => r,
     };
-    attached.map_err(|source| LoadError::UprobeAttach {
-        attach: site.attach_kind(),
-        exe: site.file.clone(),
-        symbol: site.symbol.clone(),
-        source: Box::new(source),
-    })
+    attached
+        .map(UprobeLink::Aya)
+        .map_err(|e| attach_err(Box::new(e)))
 }
 
 /// Attaches `sites` (in the processes `scope` says) and, when they are the operator
@@ -527,29 +618,109 @@ pub fn attach_sites(
     })
 }
 
-/// Attaches the engine's uprobes of the enabled `levels` to `exe` (in the processes
-/// `scope` says) and the scheduler tracepoints. Returns the probe table for the trace
-/// header and the operator probes (to detach and attach again at run time).
+/// Where `engine_op_times` is attached with its reference counter, if the node ends can
+/// come batched: the engine has the probe point and its semaphore, and the kernel loads
+/// the program (it needs `bpf_loop`, Linux 5.17). Otherwise `None`, with one note when
+/// the engine has them but this kernel or file cannot.
+fn batched_ends(ebpf: &mut Ebpf, exe: &Path, points: &ProbePoints) -> Option<CountedAt> {
+    let point = points.get(symbols::OP_TIMES)?;
+    let offsets =
+        counted_uprobe::symbol_file_offsets(exe, [symbols::OP_TIMES, symbols::OP_TIMES_SEMAPHORE]);
+    let note = |why: &dyn std::fmt::Display| {
+        eprintln!(
+            "profinfer: note: node ends one probe hit at a time (engine_op_done): batched ends unavailable: {why}"
+        );
+    };
+    let (probe, counter) = match offsets {
+        Ok([Some(probe), Some(counter)]) => (probe, counter),
+        Ok(_) => return None,
+        Err(e) => {
+            note(&format_args!("reading {}: {e}", exe.display()));
+            return None;
+        }
+    };
+    if let Err(e) = ensure_loaded(ebpf, "engine_op_times") {
+        note(&format_args!(
+            "this kernel does not load its program (it needs bpf_loop, Linux 5.17): {}",
+            crate::error_chain(&e)
+        ));
+        return None;
+    }
+    Some(CountedAt {
+        probe: probe + point.attach_offset,
+        counter,
+    })
+}
+
+/// The sites of `spec` at `point` of `exe` (`has_done`: the engine has `engine_op_done`;
+/// `batched`: where `engine_op_times` goes).
+fn spec_sites(
+    spec: &UprobeSpec,
+    exe: &Path,
+    point: &crate::probe_points::ProbePoint,
+    has_done: bool,
+    batched: Option<CountedAt>,
+) -> Vec<UprobeSite> {
+    let mut sites = vec![UprobeSite {
+        prog: spec.enter,
+        file: exe.to_path_buf(),
+        symbol: spec.symbol.to_owned(),
+        offset: point.attach_offset,
+        counted: batched.filter(|_| spec.when == When::BatchedEnds),
+    }];
+    // An engine built before `engine_op_done`: its nodes end at the entry point's
+    // return.
+    let exit = match spec.exit {
+        Some(exit) => Some(exit),
+        None if spec.symbol == symbols::OP_COMPUTE && !has_done => Some("engine_op_compute_ret"),
+        None => None,
+    };
+    if let Some(exit) = exit {
+        sites.push(UprobeSite {
+            prog: exit,
+            file: exe.to_path_buf(),
+            symbol: spec.symbol.to_owned(),
+            offset: 0,
+            counted: None,
+        });
+    }
+    sites
+}
+
+/// Attaches the engine's uprobes of the enabled `levels` (operator details `op_detail`)
+/// to `exe` (in the processes `scope` says) and the scheduler tracepoints. Returns the
+/// probe table for the trace header and the operator probes (to detach and attach again
+/// at run time).
 pub fn attach(
     ebpf: &mut Ebpf,
     exe: &Path,
     points: &ProbePoints,
     levels: u32,
-    exact_spans: bool,
+    op_detail: u32,
     mut scope: UprobeScope,
 ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
     let mut table = Vec::new();
     let mut op_probes: Option<OpProbes> = None;
     let has_done = points.get(symbols::OP_DONE).is_some();
+    let exact_spans = op_detail & DETAIL_EXACT_SPANS != 0;
+    let mut batched =
+        if levels & LEVEL_OP != 0 && !exact_spans && op_detail & DETAIL_PER_NODE_ENDS == 0 {
+            batched_ends(ebpf, exe, points)
+        } else {
+            None
+        };
     for spec in &UPROBES {
-        if levels & spec.level == 0 {
-            continue;
-        }
-        if OP_START_SYMBOLS.contains(&spec.symbol) && !exact_spans && has_done {
+        let wanted = match spec.when {
+            When::Always | When::IfPresent => true,
+            When::ExactStarts => exact_spans || !has_done,
+            When::PerNodeEnds => batched.is_none(),
+            When::BatchedEnds => batched.is_some(),
+        };
+        if levels & spec.level == 0 || !wanted {
             continue;
         }
         let Some(point) = points.get(spec.symbol) else {
-            if spec.symbol != symbols::OP_DONE && spec.symbol != symbols::GRAPH_THREAD {
+            if spec.when == When::Always || spec.when == When::ExactStarts {
                 eprintln!(
                     "profinfer: warning: {} has no symbol {}; that probe is skipped",
                     exe.display(),
@@ -558,33 +729,25 @@ pub fn attach(
             }
             continue;
         };
-        let mut sites = vec![UprobeSite {
-            prog: spec.enter,
-            file: exe.to_path_buf(),
-            symbol: spec.symbol.to_owned(),
-            offset: point.attach_offset,
-        }];
-        // An engine built before `engine_op_done`: its nodes end at the entry point's
-        // return.
-        let exit = match spec.exit {
-            Some(exit) => Some(exit),
-            None if spec.symbol == symbols::OP_COMPUTE && !has_done => {
-                Some("engine_op_compute_ret")
+        let sites = spec_sites(spec, exe, point, has_done, batched);
+        let infos: Vec<ProbeInfo> = sites
+            .iter()
+            .map(|site| probe_info(spec.kind, spec.level_name, site, point))
+            .collect();
+        let probes = match attach_sites(ebpf, sites, &mut scope) {
+            Ok(probes) => probes,
+            Err(e) if spec.when == When::BatchedEnds => {
+                // `engine_op_done` (next in `UPROBES`) stands in.
+                eprintln!(
+                    "profinfer: note: node ends one probe hit at a time (engine_op_done): {}",
+                    crate::error_chain(&e)
+                );
+                batched = None;
+                continue;
             }
-            None => None,
+            Err(e) => return Err(e),
         };
-        if let Some(exit) = exit {
-            sites.push(UprobeSite {
-                prog: exit,
-                file: exe.to_path_buf(),
-                symbol: spec.symbol.to_owned(),
-                offset: 0,
-            });
-        }
-        for site in &sites {
-            table.push(probe_info(spec.kind, spec.level_name, site, point));
-        }
-        let probes = attach_sites(ebpf, sites, &mut scope)?;
+        table.extend(infos);
         if spec.level == LEVEL_OP {
             op_probes = Some(match op_probes.take() {
                 Some(mut all) => {

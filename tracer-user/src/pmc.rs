@@ -12,13 +12,11 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use common::{control::MAX_PMC_THREADS, event::MAX_PMC};
 use trace_format::CounterInfo;
 
+use crate::perf_event::PerfEventAttr;
+
 const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_TYPE_SOFTWARE: u32 = 1;
-/// `PERF_FLAG_FD_CLOEXEC`.
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-/// `PERF_ATTR_SIZE_VER7`.
-const PERF_ATTR_SIZE: u32 = 128;
 
 /// One counter the user can ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,40 +114,9 @@ pub enum PmcError {
     },
 }
 
-/// `struct perf_event_attr` up to `PERF_ATTR_SIZE_VER7`; flags and later fields zero.
-#[repr(C)]
-struct PerfEventAttr {
-    perf_type: u32,
-    size: u32,
-    config: u64,
-    rest: [u64; 14],
-}
-const _: () = assert!(size_of::<PerfEventAttr>() == PERF_ATTR_SIZE as usize);
-
 /// `perf_event_open(attr, pid = tid, cpu = -1)`: counts the thread on any CPU, no inherit.
 pub fn open_counter(spec: CounterSpec, tid: i32) -> std::io::Result<OwnedFd> {
-    let attr = PerfEventAttr {
-        perf_type: spec.perf_type,
-        size: PERF_ATTR_SIZE,
-        config: spec.config,
-        rest: [0; 14],
-    };
-    // SAFETY: `attr` is a valid perf_event_attr of the size it declares.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &raw const attr,
-            tid,
-            -1i32,
-            -1i32,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh fd owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::perf_event::open(&PerfEventAttr::new(spec.perf_type, spec.config), tid, -1)
 }
 
 /// Stores `value_fd` at `index` of the perf-event-array map `map_fd`.

@@ -8,7 +8,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::event::{EventKind, OP_DETAIL_STRUCTURE, OP_SPAN_START_AT_RELEASE, OpSpanEvent};
+use common::{
+    engine_abi::{OP_TIMES_CHUNK, symbols},
+    event::{EventKind, OP_DETAIL_STRUCTURE, OP_SPAN_START_AT_RELEASE, OpSpanEvent},
+};
 use trace_format::{Event, TraceReader};
 
 #[macro_use]
@@ -58,20 +61,16 @@ fn record_tiny_model_two_threads() {
     assert_eq!(enters, exits.len());
 
     // Probe cost: the kernel's run counts of the programs match the records they wrote
-    // (nothing lost), and the collector's CPU time was measured. One probe per node and
-    // thread (its end) and one per graph and thread; the entry point is not probed.
+    // (nothing lost), and the collector's CPU time was measured. One probe hit per table
+    // of up to 32 node ends (the engine takes them itself while traced) and one per graph
+    // and thread; neither the entry point nor each node's end is probed.
     let cost = &footer.cost;
     assert!(
         cost.stats_enabled,
         "root can enable BPF run-time statistics"
     );
     assert_eq!(cost.stats_permille, Some(1000), "statistics on throughout");
-    let runs = |name: &str| {
-        cost.programs
-            .iter()
-            .find(|p| p.program == name)
-            .map_or(0, |p| p.hits)
-    };
+    let runs = |name: &str| support::program_runs(&footer, name);
     assert_eq!(runs("engine_decode") as usize, enters, "{cost:?}");
     assert_eq!(runs("engine_decode_ret") as usize, exits.len(), "{cost:?}");
     let spans = op_spans(&evs);
@@ -79,7 +78,17 @@ fn record_tiny_model_two_threads() {
         .iter()
         .filter(|e| matches!(e, Event::GraphThread(_)))
         .count();
-    assert_eq!(runs("engine_op_done") as usize, spans.len(), "{cost:?}");
+    assert_eq!(
+        runs("engine_op_done"),
+        0,
+        "node ends come batched: {cost:?}"
+    );
+    let tables = runs("engine_op_times") as usize;
+    assert!(
+        tables * OP_TIMES_CHUNK >= spans.len() && tables < spans.len() / 4,
+        "{tables} tables for {} spans: {cost:?}",
+        spans.len()
+    );
     assert_eq!(
         runs("engine_graph_thread") as usize,
         graph_threads,
@@ -245,14 +254,7 @@ fn counters_are_read_at_both_ends_of_every_span() {
         .position(|c| c.name == "task-clock")
         .expect("task-clock recorded");
     let evs = events(&r);
-    let runs = |name: &str| {
-        footer
-            .cost
-            .programs
-            .iter()
-            .find(|p| p.program == name)
-            .map_or(0, |p| p.hits)
-    };
+    let runs = |name: &str| support::program_runs(&footer, name);
     let spans: Vec<_> = evs
         .iter()
         .filter_map(|e| match e {
@@ -429,9 +431,19 @@ fn small_ring_buffer_overflows_and_every_loss_is_counted() {
 fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
     require_root!();
     let out = trace_path("qos");
+    // Node ends probed one by one: the premise (decoding speeds up when the operator
+    // level goes off) needs an operator level whose cost shows in a 64-token run; the
+    // batched ends cost about 1 % (docs/performance.md). Their detach is the same drop
+    // of the probe's fd as the tracer's death (`the_engine_takes_node_ends_only_while_
+    // traced_even_if_the_tracer_dies`).
     record(
         &out,
-        &["--qos-min-tps", "1000000", "--probe-stats-always"],
+        &[
+            "--qos-min-tps",
+            "1000000",
+            "--probe-stats-always",
+            "--per-node-ends",
+        ],
         64,
     );
     let r = TraceReader::open(&out).expect("trace opens");
@@ -496,12 +508,7 @@ fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
     // (in the control map alone they would still run, and trap, on every operator). A
     // few run in the moment between the control map update and the detach.
     let footer = r.footer().expect("footer");
-    let op_runs = footer
-        .cost
-        .programs
-        .iter()
-        .find(|p| p.program == "engine_op_done")
-        .map_or(0, |p| p.hits);
+    let op_runs = support::program_runs(footer, "engine_op_done");
     let op_entries = spans.len() as u64;
     let per_step = op_entries / (with_ops.len() as u64 + 1).max(1);
     let would_run = per_step * without_ops.len() as u64;
@@ -582,6 +589,144 @@ fn sigkill_leaves_engine_running_and_trace_readable() {
     assert!(r.footer().is_none());
     let n = events(&r).len();
     assert!(n > 0, "events up to the last complete chunk");
+    std::fs::remove_file(&out).ok();
+}
+
+/// The engine's node ends handed over in tables (the default) and probed one by one
+/// (`--per-node-ends`) give the same spans: per graph, the same nodes on the same
+/// threads, each inside its graph, and the analyzer's node spans start where the node
+/// before ended either way.
+#[test]
+fn batched_node_ends_give_the_spans_of_per_node_ends() {
+    require_root!();
+    let tokens = 12;
+    let spans_per_graph = |extra: &[&str], name: &str| {
+        let out = trace_path(name);
+        record(&out, extra, tokens);
+        let r = TraceReader::open(&out).expect("trace opens");
+        let footer = r.footer().expect("footer").clone();
+        assert_eq!(footer.events_lost, 0);
+        let runs = |prog: &str| support::program_runs(&footer, prog);
+        let batched = runs("engine_op_times") > 0;
+        assert!(
+            batched != (runs("engine_op_done") > 0),
+            "one kind of end probe: {:?}",
+            footer.cost
+        );
+        let evs = events(&r);
+        let descs = last_descs(&evs);
+        // (graph ordinal) -> sorted (node index, op, ith); spans outside a graph fail.
+        let mut graphs: Vec<Vec<(u32, u32, u32)>> = Vec::new();
+        let mut open: Option<(u64, u64)> = None; // (start, graph id)
+        for e in &evs {
+            match e {
+                Event::Graph(g) if !g.header.is_exit() => {
+                    open = Some((g.header.ts_ns, g.graph_id));
+                    graphs.push(Vec::new());
+                }
+                Event::Graph(g) => {
+                    let (start, _) = open.take().expect("exit after entry");
+                    assert!(g.header.ts_ns >= start);
+                    graphs.last_mut().expect("open").sort_unstable();
+                }
+                // The analyzer resolves a graph's spans when it ends: their nodes'
+                // descriptions must come before.
+                Event::NodeDesc(_) => {
+                    assert!(open.is_some(), "{name}: a description after its graph")
+                }
+                Event::OpSpan(s) => {
+                    assert!(open.is_some(), "{name}: a span outside its graph");
+                    let d = descs.get(&s.node_addr).expect("described");
+                    graphs
+                        .last_mut()
+                        .expect("open")
+                        .push((d.index, d.op, s.ith()));
+                }
+                _ => {}
+            }
+        }
+        let (model, _, _) = analyzer::ingest::load(&out, &analyzer::NoProgress).expect("loads");
+        for g in model.graphs() {
+            let node_spans = model.graph_node_spans(g);
+            assert_eq!(node_spans.len(), g.n_nodes as usize, "{name}");
+            for w in node_spans.windows(2) {
+                assert_eq!(w[1].start_ns, w[0].end_ns, "{name}: starts at the release");
+            }
+        }
+        let per_type: Vec<u64> = model.op_type_aggregates().iter().map(|a| a.count).collect();
+        std::fs::remove_file(&out).ok();
+        (batched, graphs, per_type)
+    };
+    let (batched, a, a_types) = spans_per_graph(&[], "ends-batched");
+    assert!(batched, "the engine's node ends come batched by default");
+    let (batched, b, b_types) = spans_per_graph(&["--per-node-ends"], "ends-per-node");
+    assert!(!batched, "--per-node-ends probes each end");
+    assert_eq!(a_types, b_types, "node executions per op type");
+    assert_eq!(a.len(), b.len(), "graphs");
+    for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert!(!a.is_empty(), "graph {i} has spans");
+        assert_eq!(a, b, "graph {i}: the same nodes on the same threads");
+    }
+}
+
+/// The engine takes node ends only while a tracer has `engine_op_times` attached: its
+/// semaphore is 0 before, counted up while recording, and back to 0 when the tracer is
+/// killed (the kernel drops the probe with the dead tracer's fds), the engine running on.
+#[test]
+fn the_engine_takes_node_ends_only_while_traced_even_if_the_tracer_dies() {
+    require_root!();
+    let (engine, _) = engine_and_model();
+    let mut guard = KillOnDrop(long_engine("1000000").spawn().expect("engine starts"));
+    let pid = guard.0.id();
+    wait_for_exec(pid, engine);
+    assert_eq!(semaphore_in(pid, engine), 0, "untraced");
+    let out = trace_path("semaphore");
+    let mut tracer = KillOnDrop(
+        profinfer()
+            .args(["record", "-o"])
+            .arg(&out)
+            .args(["--pid", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("profinfer starts"),
+    );
+    let start = Instant::now();
+    while semaphore_in(pid, engine) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the semaphore never went up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(semaphore_in(pid, engine), 1, "one tracer");
+    // Records flow (the tables reach the trace).
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) < 256 << 10 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "trace never grew"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tracer.0.kill().expect("SIGKILL");
+    tracer.0.wait().expect("reaped");
+    let killed = Instant::now();
+    while semaphore_in(pid, engine) != 0 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "the semaphore stayed up after the tracer died"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        guard.0.try_wait().expect("waitable").is_none(),
+        "engine still running"
+    );
+    let r = TraceReader::open(&out).expect("killed trace opens");
+    assert!(
+        events(&r).iter().any(|e| matches!(e, Event::OpSpan(_))),
+        "spans recorded before the kill"
+    );
     std::fs::remove_file(&out).ok();
 }
 
@@ -727,18 +872,9 @@ fn foreign_engine_abi_version_is_counted_and_its_fields_are_not_recorded() {
 /// Address of `symbol`'s first byte in process `pid`, from its file offset in `exe` and
 /// the process's mapping of that offset (`/proc/PID/maps`).
 fn symbol_address_in(pid: u32, exe: &std::path::Path, symbol: &str) -> u64 {
-    use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
-    let data = std::fs::read(exe).expect("engine readable");
-    let file = object::File::parse(&*data).expect("ELF");
-    let sym = file
-        .symbols()
-        .find(|s| s.name() == Ok(symbol))
-        .expect("symbol present");
-    let section = file
-        .section_by_index(sym.section_index().expect("defined"))
-        .expect("section");
-    let (sec_off, _) = section.file_range().expect("in the file");
-    let file_off = sym.address() - section.address() + sec_off;
+    let [file_off] =
+        tracer_user::counted_uprobe::symbol_file_offsets(exe, [symbol]).expect("engine readable");
+    let file_off = file_off.expect("symbol defined in the file");
     let canon = std::fs::canonicalize(exe).expect("canonical");
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps readable");
     for line in maps.lines() {
@@ -760,14 +896,25 @@ fn symbol_address_in(pid: u32, exe: &std::path::Path, symbol: &str) -> u64 {
     );
 }
 
-/// The first byte of `symbol` as process `pid` sees it: 0xCC where a uprobe is installed.
-fn first_byte_in(pid: u32, exe: &std::path::Path, symbol: &str) -> u8 {
+/// The first `N` bytes of `symbol` as process `pid` sees them.
+fn bytes_in<const N: usize>(pid: u32, exe: &std::path::Path, symbol: &str) -> [u8; N] {
     use std::os::unix::fs::FileExt as _;
     let addr = symbol_address_in(pid, exe, symbol);
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem readable as root");
-    let mut b = [0u8];
-    mem.read_exact_at(&mut b, addr).expect("byte readable");
-    b[0]
+    let mut b = [0u8; N];
+    mem.read_exact_at(&mut b, addr).expect("bytes readable");
+    b
+}
+
+/// The first byte of `symbol` as process `pid` sees it: 0xCC where a uprobe is installed.
+fn first_byte_in(pid: u32, exe: &std::path::Path, symbol: &str) -> u8 {
+    bytes_in::<1>(pid, exe, symbol)[0]
+}
+
+/// The engine's `engine_op_times_semaphore` in process `pid`: how many tracers have
+/// `engine_op_times` attached (the kernel counts it).
+fn semaphore_in(pid: u32, exe: &std::path::Path) -> u16 {
+    u16::from_ne_bytes(bytes_in(pid, exe, symbols::OP_TIMES_SEMAPHORE))
 }
 
 /// A child that lives until killed, waited for on drop.
@@ -845,7 +992,19 @@ fn uprobes_trap_only_in_the_target_process() {
     }
     // SAFETY: plain kill(2) of the engine this test started (through profinfer).
     unsafe { libc::kill(target as i32, libc::SIGSTOP) };
-    for sym in ["engine_decode", "engine_op_done"] {
+    // The engine takes node ends only where the probe is: the kernel counts the
+    // semaphore up in the target alone.
+    assert_eq!(
+        semaphore_in(target, &engine_abs),
+        1,
+        "the target's semaphore"
+    );
+    assert_eq!(
+        semaphore_in(by_pid, &engine_abs),
+        0,
+        "the bystander's semaphore"
+    );
+    for sym in ["engine_decode", "engine_op_times"] {
         // int3 (0xCC), or on kernels that optimize uprobes on a 5-byte nop (6.18+ x86-64)
         // a call (0xE8) into the uprobe trampoline.
         let probed = first_byte_in(target, &engine_abs, sym);

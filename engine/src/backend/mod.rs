@@ -5,6 +5,7 @@
 
 pub mod accel;
 pub mod cpu;
+pub mod node_ends;
 pub mod pool;
 
 use core::ffi::c_void;

@@ -11,8 +11,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::engine_abi::{EngineGraph, EngineNode, OpType};
+use common::engine_abi::{EngineGraph, EngineNode, EngineOpTimes, OpType};
 
+use super::node_ends::{self, NodeEnds};
 use crate::ops::ComputeParams;
 use crate::sync::{Fence, SpinBarrier};
 
@@ -182,6 +183,16 @@ pub(crate) extern "C" fn op_done_entry(
 ) {
 }
 
+/// Body of `engine_op_times`: nothing to do; the call hands a tracer a table of a
+/// thread's node ends (`node_ends`).
+pub(crate) extern "C" fn op_times_entry(
+    _times: *const EngineOpTimes,
+    _ith: u32,
+    _nth: u32,
+    _backend_kind: u32,
+) {
+}
+
 /// Body of `engine_graph_thread`: nothing to do; the call marks where a thread begins
 /// its walk over a graph.
 pub(crate) extern "C" fn graph_thread_entry(_graph: *const EngineGraph, _ith: u32, _nth: u32) {}
@@ -212,14 +223,26 @@ fn compute_thread(
     // SAFETY: the probe point's body reads nothing.
     unsafe { crate::probe::engine_graph_thread(graph, ith, s.config.n_threads) };
     let nodes = graph.nodes as *const EngineNode;
+    // Nothing to compute, like ggml's empty ops.
+    let empty = |i: usize| {
+        // SAFETY: `nodes` points to `n_nodes` contiguous nodes (EngineGraph contract).
+        let op = unsafe { (*nodes.add(i)).op };
+        op == OpType::None as u32 || op == OpType::View as u32
+    };
+    // Node ends for a tracer that attached `engine_op_times` (else per node only the
+    // `engine_op_done` probe point), all handed over before the graph's last barrier:
+    // a tracer has a graph's spans and descriptions before the graph ends.
+    let mut ends =
+        node_ends::wanted().then(|| NodeEnds::new(ith, s.config.n_threads, backend_kind));
+    let last = (0..graph.n_nodes as usize).rev().find(|&i| !empty(i));
     for i in 0..graph.n_nodes as usize {
+        if empty(i) {
+            continue;
+        }
         // SAFETY: `nodes` points to `n_nodes` contiguous nodes (EngineGraph contract).
         let node = unsafe { nodes.add(i) };
         // SAFETY: as above.
         let op = unsafe { (*node).op };
-        if op == OpType::None as u32 || op == OpType::View as u32 {
-            continue; // nothing to compute, like ggml's empty ops
-        }
         // SAFETY: node and params are valid for the call; the op reads its sources and
         // writes only its share of the node's data.
         unsafe {
@@ -232,6 +255,12 @@ fn compute_thread(
         };
         // SAFETY: the probe point's body reads nothing.
         unsafe { crate::probe::engine_op_done(node, ith, s.config.n_threads, backend_kind) };
+        if let Some(ends) = ends.as_mut() {
+            ends.node_done(node, op);
+            if Some(i) == last {
+                ends.hand_over();
+            }
+        }
         s.barrier.wait();
     }
 }

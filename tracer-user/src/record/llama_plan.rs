@@ -63,6 +63,7 @@ impl LlamaCppPlan {
                             file: file.to_path_buf(),
                             symbol: point.symbol.clone(),
                             offset,
+                            counted: None,
                         },
                         point.clone(),
                         kind,

@@ -18,9 +18,9 @@ use std::{path::PathBuf, time::Instant};
 use aya::maps::MapError;
 use common::{
     control::{
-        CONTROL_FLAG_WAKE_ON_DECODE, CONTROL_FLAG_WAKE_ON_GRAPH, DETAIL_EXACT_SPANS, DETAIL_PMC,
-        DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF, OUTPUT_RING_BUF, STAT_ABI_MISMATCH,
-        STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED, TracerControl,
+        CONTROL_FLAG_WAKE_ON_DECODE, CONTROL_FLAG_WAKE_ON_GRAPH, DETAIL_EXACT_SPANS,
+        DETAIL_PER_NODE_ENDS, DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF,
+        OUTPUT_RING_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED, TracerControl,
     },
     event::{EventHeader, EventKind, LossEvent},
 };
@@ -344,6 +344,9 @@ fn initial_control(
     }
     if cfg.exact_spans || !pmcs.is_empty() {
         op_detail |= DETAIL_EXACT_SPANS;
+    }
+    if cfg.per_node_ends {
+        op_detail |= DETAIL_PER_NODE_ENDS;
     }
     Ok(TracerControl {
         target_tgid: pid,

@@ -151,7 +151,7 @@ impl ProbePlan for EnginePlan {
             &self.exe,
             &self.points,
             levels,
-            op_detail & DETAIL_EXACT_SPANS != 0,
+            op_detail,
             UprobeScope::OneProcess(pid),
         )
     }

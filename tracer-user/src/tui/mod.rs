@@ -83,7 +83,7 @@ pub fn run(req: RecordRequest, target_log: PathBuf) -> Result<LiveOutcome, LiveE
             let result = record_observed(req, &mut feed);
             feed.finish(match &result {
                 Ok(s) => Ok(s.to_string()),
-                Err(e) => Err(error_chain(e)),
+                Err(e) => Err(crate::error_chain(e)),
             });
             result.map_err(Box::new)
         })
@@ -158,16 +158,4 @@ pub fn run(req: RecordRequest, target_log: PathBuf) -> Result<LiveOutcome, LiveE
         summary: recorded.map_err(LiveError::Record)?,
         target_log,
     })
-}
-
-/// An error and its sources on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

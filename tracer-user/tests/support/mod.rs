@@ -197,6 +197,16 @@ pub fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
     output
 }
 
+/// How often the eBPF program `name` ran in a recording (0 if never), from its footer.
+pub fn program_runs(footer: &trace_format::TraceFooter, name: &str) -> u64 {
+    footer
+        .cost
+        .programs
+        .iter()
+        .find(|p| p.program == name)
+        .map_or(0, |p| p.hits)
+}
+
 /// `profinfer analyze trace -o dir`, asserting it succeeds.
 pub fn analyze_into(trace: &Path, dir: &Path) {
     let out = profinfer()

@@ -72,6 +72,8 @@ pub struct Recording {
     pub flags: &'static [&'static str],
     /// What it records.
     pub what: &'static str,
+    /// Only on the engine (llama.cpp records the same with or without its flags).
+    pub engine_only: bool,
 }
 
 /// Every configuration, in table order.
@@ -80,12 +82,22 @@ pub const RECORDINGS: &[Recording] = &[
         name: "default",
         flags: &[],
         what: "`profinfer record`: every operator of every token on every thread (one span \
-               per node and thread, starts at the barrier's release), phases, scheduler",
+               per node and thread, starts at the barrier's release; the engine's node ends \
+               batched, one probe hit per table of up to 32), phases, scheduler",
+        engine_only: false,
+    },
+    Recording {
+        name: "per-node ends",
+        flags: &["--per-node-ends"],
+        what: "`--per-node-ends`: the default with one probe hit per node and thread \
+               (`engine_op_done`) instead of the batched node ends (engine only)",
+        engine_only: true,
     },
     Recording {
         name: "token+graph",
         flags: &["--levels", "token,graph", "--no-pmc"],
         what: "`--levels token,graph --no-pmc`",
+        engine_only: false,
     },
     Recording {
         name: "token+graph+counters",
@@ -93,18 +105,21 @@ pub const RECORDINGS: &[Recording] = &[
         what: "`--levels token,graph --pmc`: counters are read per operator span, so \
                without the op level none are opened (profinfer says so): the probes of \
                token+graph",
+        engine_only: false,
     },
     Recording {
         name: "exact spans",
         flags: &["--exact-spans"],
         what: "`--exact-spans`: both bounds of every span probed (engine: operator starts; \
                llama.cpp: barrier waits)",
+        engine_only: false,
     },
     Recording {
         name: "op counters",
         flags: &["--pmc"],
         what: "`--pmc`: counters read at both bounds of every operator span (implies exact \
                spans)",
+        engine_only: false,
     },
 ];
 
@@ -364,6 +379,10 @@ fn bench_target(
     recordings: &[Recording],
 ) -> Result<(Vec<Row>, Vec<WindowRow>)> {
     let windows = cfg.windows.is_some() && matches!(model, BenchModel::SmolLm2);
+    let recordings: Vec<&Recording> = recordings
+        .iter()
+        .filter(|r| !r.engine_only || target == Target::Engine)
+        .collect();
     // Per recording: `pairs` × 4 runs and the two statistics runs; the windows runs.
     let total = recordings.len() as u64 * (u64::from(cfg.pairs) * 4 + 2)
         + if windows { u64::from(cfg.pairs) } else { 0 }
