@@ -90,6 +90,15 @@ pub fn recording_mode(settings: &BTreeMap<String, String>, model: &TraceModel) -
     let mut text = match spans {
         SpanBounds::None => "no operator level".to_owned(),
         SpanBounds::Exact => "exact operator spans (both ends probed on every thread)".to_owned(),
+        // The engine's node ends taken by the engine itself and handed over in tables
+        // (the header's `node_ends`), or probed one by one.
+        SpanBounds::StartAtRelease
+            if settings.get("node_ends").map(String::as_str) == Some("batched") =>
+        {
+            "operator spans: ends taken by the engine and handed over in batches, starts \
+             at the barrier's release (exact to a waiting thread's wake-up)"
+                .to_owned()
+        }
         SpanBounds::StartAtRelease => "operator spans: ends probed, starts at the barrier's \
                                        release (exact to a waiting thread's wake-up)"
             .to_owned(),
@@ -216,6 +225,15 @@ mod tests {
         let m = recording_mode(&none, &spans(&[OP_SPAN_START_AT_RELEASE]));
         assert_eq!(m.spans, SpanBounds::StartAtRelease);
         assert!(m.text.contains("barrier's release"), "{}", m.text);
+        assert!(m.text.contains("ends probed"), "{}", m.text);
+        let batched = BTreeMap::from([("node_ends".to_owned(), "batched".to_owned())]);
+        let m = recording_mode(&batched, &spans(&[OP_SPAN_START_AT_RELEASE]));
+        assert_eq!(m.spans, SpanBounds::StartAtRelease);
+        assert!(
+            m.text.contains("handed over in batches") && m.text.contains("barrier's release"),
+            "{}",
+            m.text
+        );
         assert_eq!(recording_mode(&none, &spans(&[0])).spans, SpanBounds::Exact);
         assert_eq!(
             recording_mode(&none, &spans(&[OP_SPAN_END_APPROX])).spans,

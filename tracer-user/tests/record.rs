@@ -608,6 +608,11 @@ fn batched_node_ends_give_the_spans_of_per_node_ends() {
         assert_eq!(footer.events_lost, 0);
         let runs = |prog: &str| support::program_runs(&footer, prog);
         let batched = runs("engine_op_times") > 0;
+        assert_eq!(
+            r.header().settings.get("node_ends").map(String::as_str),
+            Some(if batched { "batched" } else { "per-node" }),
+            "the header says how the ends were recorded"
+        );
         assert!(
             batched != (runs("engine_op_done") > 0),
             "one kind of end probe: {:?}",

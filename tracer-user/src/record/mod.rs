@@ -22,6 +22,7 @@ use common::{
         DETAIL_PER_NODE_ENDS, DETAIL_PMC, DETAIL_STRUCTURE, LEVEL_OP, OUTPUT_PERF_BUF,
         OUTPUT_RING_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED, TracerControl,
     },
+    engine_abi::symbols,
     event::{EventHeader, EventKind, LossEvent},
 };
 use trace_format::{ProbeCost, TargetInfo, TraceError, TraceFooter, TraceHeader, event_kind_table};
@@ -380,6 +381,20 @@ fn initial_control(
     })
 }
 
+/// How the engine's node ends were recorded, as the attached probes say: `batched`
+/// (`engine_op_times`) or `per-node` (`engine_op_done`); `None` without either (no
+/// operator level, or llama.cpp).
+fn node_ends(probes: &[trace_format::ProbeInfo]) -> Option<&'static str> {
+    let has = |symbol: &str| probes.iter().any(|p| p.point == symbol);
+    if has(symbols::OP_TIMES) {
+        Some("batched")
+    } else if has(symbols::OP_DONE) {
+        Some("per-node")
+    } else {
+        None
+    }
+}
+
 /// The trace header: host, clocks, target, probes, counters, settings.
 fn trace_header(
     cfg: &TracerConfig,
@@ -391,6 +406,7 @@ fn trace_header(
 ) -> TraceHeader {
     let (host, kernel) = uname();
     let (mono, real) = clocks();
+    let ends = node_ends(&probes);
     TraceHeader {
         format_version: trace_format::FORMAT_VERSION,
         clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns)".into(),
@@ -411,6 +427,9 @@ fn trace_header(
         settings: {
             let mut settings = cfg.settings();
             settings.extend(plan.settings());
+            if let Some(ends) = ends {
+                settings.insert("node_ends".into(), ends.into());
+            }
             settings
         },
         strings: Vec::new(),
