@@ -1,7 +1,36 @@
 //! CPU kernels of the inference engine, numerically compatible with ggml's CPU backend:
-//! ggml's Q8_0/Q4_0 blocks (and Q4_1, Q5_0, Q5_1, Q8_1, BF16 in `legacy`), the activation conversions, dot products and the tiled matrix
-//! product, each with an AVX2/FMA/F16C implementation and a portable one that rounds the
-//! same way, chosen at run time ([`Backend::detect`]).
+//! ggml's Q8_0/Q4_0 blocks (and Q4_1, Q5_0, Q5_1, Q8_1, BF16 in `legacy`), the K-quants,
+//! the activation conversions, dot products and the tiled matrix product, each with a
+//! SIMD implementation and a portable one that rounds the same way, chosen at run time
+//! ([`Backend::detect`]).
+//!
+//! # Layers
+//! Modules import downward only (files of one layer may import lower files of the same
+//! layer, never higher ones; a `mod.rs` is the top of its directory):
+//! 1. **Base**: `error`, `f16`, `backend`, `order` (the 8-lane accumulation orders every
+//!    backend reproduces), `shape` (buffer checks).
+//! 2. **Types and blocks**: `legacy/block32.rs` and the 32-element block types in
+//!    `legacy/`, the K-quant blocks in `k_quants/` (`scales`, `fit`, `unpacked`,
+//!    `q2_k` … `q8_k`), [`quant`] (row quantization and dequantization of every type).
+//! 3. **Dot products, one module per architecture**: [`dot`] (`generic`, `x86`, and the
+//!    dispatch in `dot/mod.rs`), `k_quants/{generic,x86}.rs`, [`vec`].
+//! 4. **Matrix products**: [`packed`], [`k_quants::tiles`] (with `tiles_x86`,
+//!    `q6_k_tiles`), [`matmul`].
+//!
+//! # Example
+//! ```
+//! use common::engine_abi::DType;
+//! use engine_kernels::{convert_activations, quant, vec_dot, vec_dot_type};
+//!
+//! let w: Vec<f32> = (0..64).map(|i| i as f32 / 64.0).collect();
+//! let x = vec![0.5f32; 64];
+//! let mut wq = vec![0u8; DType::Q8_0.row_bytes(64).unwrap()];
+//! quant::quantize_row(DType::Q8_0, &w, &mut wq).unwrap();
+//! let mut xq = vec![0u8; vec_dot_type(DType::Q8_0).row_bytes(64).unwrap()];
+//! convert_activations(vec_dot_type(DType::Q8_0), &x, &mut xq).unwrap();
+//! let d = vec_dot(DType::Q8_0, 64, &wq, &xq).unwrap();
+//! assert!((d - 15.75).abs() < 0.1);
+//! ```
 
 mod backend;
 pub mod dot;
@@ -10,8 +39,10 @@ pub mod f16;
 pub mod k_quants;
 mod legacy;
 pub mod matmul;
+mod order;
 pub mod packed;
 pub mod quant;
+mod shape;
 pub mod vec;
 
 pub use backend::Backend;

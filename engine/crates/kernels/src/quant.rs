@@ -11,10 +11,10 @@ use half::f16;
 
 use crate::error::KernelError;
 use crate::f16::{f16_bytes_to_f32_row, f32_row_to_f16_bytes, read_f16};
-use crate::legacy::{self, q4_1::Q4_1, q5_0::Q5_0, q5_1::Q5_1};
-
-/// Elements per Q8_0 / Q4_0 block.
-pub const QK: usize = 32;
+use crate::legacy::block32;
+pub use crate::legacy::block32::QK;
+use crate::legacy::{bf16, q4_1::Q4_1, q5_0::Q5_0, q5_1::Q5_1, q8_1};
+use crate::shape::check_row;
 
 /// One ggml Q8_0 block: `x[i] = d * qs[i]`.
 #[repr(C)]
@@ -213,26 +213,6 @@ fn blocks_from_bytes<T: Pod>(bytes: &[u8], dtype: DType) -> Result<Vec<T>, Kerne
         .collect())
 }
 
-/// Checks that `bytes` holds at least one row of `k` elements of `dtype`; returns the row size.
-pub(crate) fn check_row(
-    what: &'static str,
-    dtype: DType,
-    k: usize,
-    bytes: &[u8],
-) -> Result<usize, KernelError> {
-    let row = dtype
-        .row_bytes(k)
-        .ok_or(KernelError::RowNotBlockAligned { dtype, k })?;
-    if bytes.len() < row {
-        return Err(KernelError::BufferTooSmall {
-            what,
-            required: row,
-            actual: bytes.len(),
-        });
-    }
-    Ok(row)
-}
-
 /// Converts one row of `dst.len()` elements of type `dtype`, stored as ggml bytes at any
 /// alignment, into `f32` (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_1 and the
 /// K-quants).
@@ -262,11 +242,11 @@ pub fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> Result<(), K
         DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
             crate::k_quants::dequantize_row(dtype, src, dst);
         }
-        DType::Q4_1 => legacy::dequantize_row::<Q4_1>(src, dst),
-        DType::Q5_0 => legacy::dequantize_row::<Q5_0>(src, dst),
-        DType::Q5_1 => legacy::dequantize_row::<Q5_1>(src, dst),
-        DType::Q8_1 => legacy::q8_1::dequantize_row(src, dst),
-        DType::BF16 => legacy::bf16::bytes_to_f32_row(src, dst),
+        DType::Q4_1 => block32::dequantize_row::<Q4_1>(src, dst),
+        DType::Q5_0 => block32::dequantize_row::<Q5_0>(src, dst),
+        DType::Q5_1 => block32::dequantize_row::<Q5_1>(src, dst),
+        DType::Q8_1 => q8_1::dequantize_row(src, dst),
+        DType::BF16 => bf16::bytes_to_f32_row(src, dst),
         _ => {
             return Err(KernelError::UnsupportedType {
                 dtype,
@@ -303,10 +283,10 @@ pub fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<(), Ker
         DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K | DType::Q8_K => {
             crate::k_quants::quantize_row(dtype, src, dst);
         }
-        DType::Q4_1 => legacy::quantize_row::<Q4_1>(src, dst),
-        DType::Q5_0 => legacy::quantize_row::<Q5_0>(src, dst),
-        DType::Q5_1 => legacy::quantize_row::<Q5_1>(src, dst),
-        DType::BF16 => legacy::bf16::f32_row_to_bytes(src, dst),
+        DType::Q4_1 => block32::quantize_row::<Q4_1>(src, dst),
+        DType::Q5_0 => block32::quantize_row::<Q5_0>(src, dst),
+        DType::Q5_1 => block32::quantize_row::<Q5_1>(src, dst),
+        DType::BF16 => bf16::f32_row_to_bytes(src, dst),
         _ => {
             return Err(KernelError::UnsupportedType {
                 dtype,

@@ -112,7 +112,7 @@ pub fn softmax_in_place(x: &mut [f32], scale: f32) {
             *v = expf_vector(*v - max);
             *l = *v;
         }
-        sum += f64::from(crate::dot::generic::hsum8(lanes));
+        sum += f64::from(crate::order::hsum8(lanes));
     }
     for v in steps.into_remainder() {
         *v = (*v - max).exp();
@@ -131,7 +131,7 @@ pub fn softmax_in_place(x: &mut [f32], scale: f32) {
 /// [`expf_vector`] and summed in `hsum_float_8` order into an `f64`.
 pub fn exp_sum_masked_row(row: &mut [f32], max: f32) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if crate::Backend::detect() == crate::Backend::Avx2 {
+    if crate::backend::Backend::detect() == crate::backend::Backend::Avx2 {
         // SAFETY: the CPU has AVX2 and FMA (detected).
         return unsafe { exp_sum_masked_row_fma(row, max) };
     }
@@ -157,7 +157,7 @@ fn exp_sum_masked_row_body(row: &mut [f32], max: f32) -> f64 {
             *v = expf_vector(*v - max);
             *l = *v;
         }
-        sum += f64::from(crate::dot::generic::hsum8(lanes));
+        sum += f64::from(crate::order::hsum8(lanes));
     }
     sum
 }
@@ -168,7 +168,7 @@ fn exp_sum_masked_row_body(row: &mut [f32], max: f32) -> f64 {
 /// CPU has them (same results as the portable code, which calls `fmaf`).
 pub fn swiglu_span(g: &[f32], u: &[f32], out: &mut [f32], col0: usize, n: usize) {
     #[cfg(target_arch = "x86_64")]
-    if crate::Backend::detect() == crate::Backend::Avx2 {
+    if crate::backend::Backend::detect() == crate::backend::Backend::Avx2 {
         // SAFETY: the CPU has AVX2 and FMA (detected).
         return unsafe { swiglu_span_fma(g, u, out, col0, n) };
     }

@@ -5,40 +5,10 @@
 //! ([`crate::dot`]), so these functions index within bounds by construction.
 
 use crate::f16::read_f16;
-use crate::quant::QK;
-
-/// Lanes of one AVX2 `f32` vector.
-pub(crate) const LANES: usize = 8;
-
-/// ggml's `hsum_float_8` / tinyBLAS `hsum`: `(lo + hi)`, then `movehl` add, then `movehdup`.
-#[inline]
-pub(crate) fn hsum8(v: [f32; LANES]) -> f32 {
-    let r = [v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]];
-    let s0 = r[0] + r[2];
-    let s1 = r[1] + r[3];
-    s0 + s1
-}
-
-/// ggml's `GGML_F32x8_REDUCE` of four accumulators (pairwise adds, then two `hadd`s).
-#[inline]
-pub(crate) fn reduce4(acc: [[f32; LANES]; 4]) -> f32 {
-    let [mut a0, mut a1, a2, a3] = acc;
-    for l in 0..LANES {
-        a0[l] += a2[l];
-        a1[l] += a3[l];
-    }
-    for (x, y) in a0.iter_mut().zip(a1) {
-        *x += y;
-    }
-    let acc = [a0];
-    let t0 = [
-        acc[0][0] + acc[0][4],
-        acc[0][1] + acc[0][5],
-        acc[0][2] + acc[0][6],
-        acc[0][3] + acc[0][7],
-    ];
-    (t0[0] + t0[1]) + (t0[2] + t0[3])
-}
+use crate::legacy::bf16;
+use crate::legacy::block32::Block32;
+use crate::legacy::block32::QK;
+use crate::order::{K_BLOCK, LANES, hsum8, reduce4};
 
 #[inline]
 fn read_f32(b: &[u8], at: usize) -> f32 {
@@ -144,13 +114,13 @@ pub(crate) fn dot_q4_0(nb: usize, w: &[u8], x: &[u8]) -> f32 {
 
 /// tinyBLAS's `f32`/`f16` product for one output (what llama.cpp runs when there are at
 /// least two activation rows): a single 8-lane FMA accumulator over 8-element steps, then
-/// [`hsum8`] — per block of [`crate::matmul::K_BLOCK`] elements, the block sums added in
+/// [`hsum8`] — per block of [`K_BLOCK`] elements, the block sums added in
 /// order, as the AVX2 tiles block K. `k` must be a multiple of 8.
 pub(crate) fn dot_single_acc(k: usize, w: impl Fn(usize) -> f32, x: impl Fn(usize) -> f32) -> f32 {
     let mut sum = 0f32;
-    for k0 in (0..k).step_by(crate::matmul::K_BLOCK) {
+    for k0 in (0..k).step_by(K_BLOCK) {
         let mut acc = [0f32; LANES];
-        for i in (k0..k.min(k0 + crate::matmul::K_BLOCK)).step_by(LANES) {
+        for i in (k0..k.min(k0 + K_BLOCK)).step_by(LANES) {
             for (l, lane) in acc.iter_mut().enumerate() {
                 *lane = w(i + l).mul_add(x(i + l), *lane);
             }
@@ -174,19 +144,64 @@ pub(crate) fn dot_f16_single_acc(k: usize, w: &[u8], x: &[u8]) -> f32 {
     dot_single_acc(k, |e| read_f16(w, 2 * e), |e| read_f16(x, 2 * e))
 }
 
+/// The dot product of `nb` blocks of `B` with activation blocks, rounded exactly like
+/// the AVX2 code.
+pub(crate) fn dot_block32<B: Block32>(nb: usize, w: &[u8], x: &[u8]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let mut summs = 0f32;
+    for b in 0..nb {
+        let wb = &w[B::BYTES * b..B::BYTES * (b + 1)];
+        let xb = &x[B::X_BYTES * b..B::X_BYTES * (b + 1)];
+        if B::HAS_MIN {
+            summs = read_f16(wb, 2).mul_add(read_f16(xb, 2), summs);
+        }
+        let d = read_f16(wb, 0) * read_f16(xb, 0);
+        let lanes = block_lane_sums(&B::quants(wb), &xb[B::X_BYTES - QK..]);
+        for (a, l) in acc.iter_mut().zip(lanes) {
+            *a = d.mul_add(l, *a);
+        }
+    }
+    if B::HAS_MIN {
+        hsum8(acc) + summs
+    } else {
+        hsum8(acc)
+    }
+}
+
+/// `ggml_vec_dot_bf16` rounded like the AVX2 build (see [`crate::legacy::bf16`]).
+pub(crate) fn dot_bf16(k: usize, w: &[u8], x: &[u8]) -> f32 {
+    let np = k & !31;
+    let mut c = [[0f32; LANES]; 4];
+    for i in (0..np).step_by(32) {
+        for (j, cj) in c.iter_mut().enumerate() {
+            for (l, lane) in cj.iter_mut().enumerate() {
+                let e = i + j * LANES + l;
+                *lane = bf16::read(w, 2 * e).mul_add(bf16::read(x, 2 * e), *lane);
+            }
+        }
+    }
+    let mut v = [0f32; LANES];
+    for (l, out) in v.iter_mut().enumerate() {
+        *out = (c[0][l] + c[2][l]) + (c[1][l] + c[3][l]);
+    }
+    // ggml adds the vector sum to `ggml_float sumf = 0` (so -0.0 becomes +0.0).
+    let mut sum = 0f64;
+    sum += f64::from(hsum8(v));
+    for e in np..k {
+        sum += f64::from(bf16::read(w, 2 * e) * bf16::read(x, 2 * e));
+    }
+    sum as f32
+}
+
+/// tinyBLAS's order for one output ([`dot_single_acc`]) on bfloat16
+/// rows stored as bytes.
+pub(crate) fn dot_bf16_single_acc(k: usize, w: &[u8], x: &[u8]) -> f32 {
+    dot_single_acc(k, |e| bf16::read(w, 2 * e), |e| bf16::read(x, 2 * e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hsum_and_reduce_orders_add_everything() {
-        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
-        assert_eq!(hsum8(v), 36.0);
-        assert_eq!(reduce4([v, v, v, v]), 144.0);
-        // hsum8 pairs lane 0 with 4 first: (1e8 + -1e8) survives, (1 + 1) does not get lost.
-        let w = [1e8, 1.0, 0.0, 0.0, -1e8, 1.0, 0.0, 0.0];
-        assert_eq!(hsum8(w), 2.0);
-    }
 
     #[test]
     fn q8_0_single_block_by_hand() {

@@ -10,11 +10,14 @@ use common::engine_abi::DType;
 use crate::backend::Backend;
 use crate::error::KernelError;
 use crate::f16::f32_row_to_f16_bytes;
+use crate::k_quants::QK_K;
+use crate::legacy::block32::QK;
 use crate::legacy::q4_1::Q4_1;
 use crate::legacy::q5_0::Q5_0;
 use crate::legacy::q5_1::Q5_1;
-use crate::legacy::{self, bf16, q8_1};
-use crate::quant::{QK, check_row, quantize_block_q8_0_avx2_semantics};
+use crate::legacy::{bf16, q8_1};
+use crate::quant::quantize_block_q8_0_avx2_semantics;
+use crate::shape::check_row;
 
 /// Whether weight matrices of type `w` have dot-product and matrix-product kernels here.
 /// The loader refuses other types by name before anything runs.
@@ -132,69 +135,89 @@ pub(crate) unsafe fn vec_dot_unchecked(
     w: *const u8,
     x: *const u8,
 ) -> Result<f32, KernelError> {
-    let wbytes = wtype
-        .row_bytes(k)
-        .ok_or(KernelError::RowNotBlockAligned { dtype: wtype, k })?;
-    let xbytes = vec_dot_type(wtype)
-        .row_bytes(k)
-        .ok_or(KernelError::RowNotBlockAligned { dtype: wtype, k })?;
-    if crate::k_quants::is_k_weight(wtype) {
-        // SAFETY: rows of k elements (whole super-blocks) and a supported backend (caller).
-        let v =
-            unsafe { crate::k_quants::vec_dot(backend, wtype, wbytes / wtype.block_bytes(), w, x) };
-        return v.ok_or(KernelError::UnsupportedType {
-            dtype: wtype,
-            op: "vec_dot",
-        });
+    let unsupported = KernelError::UnsupportedType {
+        dtype: wtype,
+        op: "vec_dot",
+    };
+    if !has_kernels(wtype) {
+        return Err(unsupported);
     }
-    match backend {
+    let (Some(wbytes), Some(xbytes)) = (wtype.row_bytes(k), vec_dot_type(wtype).row_bytes(k))
+    else {
+        return Err(KernelError::RowNotBlockAligned { dtype: wtype, k });
+    };
+    let simd = match backend {
+        // SAFETY: the caller guarantees AVX2/FMA/F16C and whole rows of k elements.
         #[cfg(target_arch = "x86_64")]
-        Backend::Avx2 => {
-            // SAFETY: the caller guarantees AVX2/FMA/F16C and rows of k elements.
-            unsafe {
-                Ok(match wtype {
-                    DType::F32 => x86::dot_f32(k, w, x),
-                    DType::F16 => x86::dot_f16(k, w, x),
-                    DType::Q8_0 => x86::dot_q8_0(k / QK, w, x),
-                    DType::Q4_0 => x86::dot_q4_0(k / QK, w, x),
-                    DType::Q4_1 => legacy::dot_avx2::<Q4_1>(k / QK, w, x),
-                    DType::Q5_0 => legacy::dot_avx2::<Q5_0>(k / QK, w, x),
-                    DType::Q5_1 => legacy::dot_avx2::<Q5_1>(k / QK, w, x),
-                    DType::BF16 => bf16::dot_avx2(k, w, x),
-                    _ => {
-                        return Err(KernelError::UnsupportedType {
-                            dtype: wtype,
-                            op: "vec_dot",
-                        });
-                    }
-                })
-            }
-        }
-        _ => {
-            // SAFETY: the caller guarantees wbytes / xbytes readable bytes at w / x.
-            let (w, x) = unsafe {
-                (
-                    std::slice::from_raw_parts(w, wbytes),
-                    std::slice::from_raw_parts(x, xbytes),
-                )
-            };
-            Ok(match wtype {
-                DType::F32 => generic::dot_f32(k, w, x),
-                DType::F16 => generic::dot_f16(k, w, x),
-                DType::Q8_0 => generic::dot_q8_0(k / QK, w, x),
-                DType::Q4_0 => generic::dot_q4_0(k / QK, w, x),
-                DType::Q4_1 => legacy::dot::<Q4_1>(k / QK, w, x),
-                DType::Q5_0 => legacy::dot::<Q5_0>(k / QK, w, x),
-                DType::Q5_1 => legacy::dot::<Q5_1>(k / QK, w, x),
-                DType::BF16 => bf16::dot(k, w, x),
-                _ => {
-                    return Err(KernelError::UnsupportedType {
-                        dtype: wtype,
-                        op: "vec_dot",
-                    });
-                }
-            })
-        }
+        Backend::Avx2 => unsafe { x86_dot(wtype, k, w, x) },
+        _ => None,
+    };
+    if let Some(v) = simd {
+        return Ok(v);
+    }
+    // SAFETY: the caller guarantees wbytes / xbytes readable bytes at w / x.
+    let (w, x) = unsafe {
+        (
+            std::slice::from_raw_parts(w, wbytes),
+            std::slice::from_raw_parts(x, xbytes),
+        )
+    };
+    generic_dot(wtype, k, w, x).ok_or(unsupported)
+}
+
+/// The portable dot product of whole rows of `k` elements, or `None` for a type without
+/// kernels.
+pub(crate) fn generic_dot(wtype: DType, k: usize, w: &[u8], x: &[u8]) -> Option<f32> {
+    use crate::k_quants::generic as kg;
+    let nb = k / QK;
+    let nk = k / QK_K;
+    Some(match wtype {
+        DType::F32 => generic::dot_f32(k, w, x),
+        DType::F16 => generic::dot_f16(k, w, x),
+        DType::BF16 => generic::dot_bf16(k, w, x),
+        DType::Q8_0 => generic::dot_q8_0(nb, w, x),
+        DType::Q4_0 => generic::dot_q4_0(nb, w, x),
+        DType::Q4_1 => generic::dot_block32::<Q4_1>(nb, w, x),
+        DType::Q5_0 => generic::dot_block32::<Q5_0>(nb, w, x),
+        DType::Q5_1 => generic::dot_block32::<Q5_1>(nb, w, x),
+        DType::Q2_K => kg::dot_q2_k(nk, w, x),
+        DType::Q3_K => kg::dot_q3_k(nk, w, x),
+        DType::Q4_K => kg::dot_q4_k(nk, w, x),
+        DType::Q5_K => kg::dot_q5_k(nk, w, x),
+        DType::Q6_K => kg::dot_q6_k(nk, w, x),
+        _ => return None,
+    })
+}
+
+/// The AVX2 dot product of whole rows of `k` elements, or `None` for a type without
+/// kernels.
+///
+/// # Safety
+/// AVX2/FMA/F16C available; `w` and `x` point at whole rows of `k` elements of `wtype` and
+/// `vec_dot_type(wtype)`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn x86_dot(wtype: DType, k: usize, w: *const u8, x: *const u8) -> Option<f32> {
+    use crate::k_quants::x86 as kx;
+    let nb = k / QK;
+    let nk = k / QK_K;
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        Some(match wtype {
+            DType::F32 => x86::dot_f32(k, w, x),
+            DType::F16 => x86::dot_f16(k, w, x),
+            DType::BF16 => x86::dot_bf16(k, w, x),
+            DType::Q8_0 => x86::dot_q8_0(nb, w, x),
+            DType::Q4_0 => x86::dot_q4_0(nb, w, x),
+            DType::Q4_1 => x86::dot_block32::<Q4_1>(nb, w, x),
+            DType::Q5_0 => x86::dot_block32::<Q5_0>(nb, w, x),
+            DType::Q5_1 => x86::dot_block32::<Q5_1>(nb, w, x),
+            DType::Q2_K => kx::dot_q2_k(nk, w, x),
+            DType::Q3_K => kx::dot_q3_k(nk, w, x),
+            DType::Q4_K => kx::dot_q4_k(nk, w, x),
+            DType::Q5_K => kx::dot_q5_k(nk, w, x),
+            DType::Q6_K => kx::dot_q6_k(nk, w, x),
+            _ => return None,
+        })
     }
 }
 

@@ -229,15 +229,15 @@ pub(crate) struct AffineK4 {
     pub d: half::f16,
     /// Super-block scale of the sub-block mins.
     pub dmin: half::f16,
-    /// 6-bit scales and mins packed as [`super::scale_min_k4`] reads them.
-    pub scales: [u8; super::K_SCALE_SIZE],
+    /// 6-bit scales and mins packed as [`super::scales::scale_min_k4`] reads them.
+    pub scales: [u8; super::scales::K_SCALE_SIZE],
     /// Quants `0..=search.nmax` of the 256 values.
-    pub l: [u8; super::QK_K],
+    pub l: [u8; super::scales::QK_K],
 }
 
 /// Fits one super-block of 256 values (see [`AffineK4`]).
 pub(crate) fn fit_affine_k4(search: AffineSearch, x: &[f32]) -> AffineK4 {
-    let mut l = [0u8; super::QK_K];
+    let mut l = [0u8; super::scales::QK_K];
     let mut scales = [0f32; 8];
     let mut mins = [0f32; 8];
     let (mut max_scale, mut max_min) = (0f32, 0f32);
@@ -268,12 +268,12 @@ pub(crate) fn fit_affine_k4(search: AffineSearch, x: &[f32]) -> AffineK4 {
     // C stores the int in a uint8_t before taking MIN(63, ...).
     let ls: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_scale * scales[j]) as u8).min(63));
     let lm: [u8; 8] = std::array::from_fn(|j| (nearest_int(inv_min * mins[j]) as u8).min(63));
-    let packed = super::pack_scale_min_k4(&ls, &lm);
+    let packed = super::scales::pack_scale_min_k4(&ls, &lm);
     let d = half::f16::from_f32(max_scale / 63.0);
     let dmin = half::f16::from_f32(max_min / 63.0);
     let nmax = search.nmax;
     for (j, xj) in x.chunks_exact(32).enumerate() {
-        let (sc, m) = super::scale_min_k4(j, &packed);
+        let (sc, m) = super::scales::scale_min_k4(j, &packed);
         let dj = d.to_f32() * f32::from(sc);
         if dj == 0.0 {
             continue;

@@ -8,7 +8,8 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::fit::{AffineSearch, make_qkx2_quants, nearest_int};
-use super::{LANES, QK_K, hsum8, lane_sums, q8_k};
+use super::scales::QK_K;
+use super::unpacked::Unpacked;
 
 /// One ggml `block_q2_K` (84 bytes).
 #[repr(C)]
@@ -30,19 +31,19 @@ const _: () = assert!(size_of::<BlockQ2K>() == BLOCK_BYTES);
 
 /// The 2-bit quant of element `e`.
 #[inline]
-fn quant(b: &BlockQ2K, e: usize) -> u8 {
+pub(crate) fn quant(b: &BlockQ2K, e: usize) -> u8 {
     let (j, s, t) = (e / 128, (e % 128) / 32, e % 32);
     (b.qs[32 * j + t] >> (2 * s)) & 3
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`]: quants as stored, 4-bit scales,
+/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): quants as stored, 4-bit scales,
 /// 4-bit mins.
-pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
     let b: BlockQ2K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
     let q = std::array::from_fn(|e| quant(&b, e));
     let sc = std::array::from_fn(|g| i16::from(b.scales[g] & 0xf));
     let m = std::array::from_fn(|g| i16::from(b.scales[g] >> 4));
-    super::tiles::Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+    Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
 }
 
 /// `quantize_row_q2_K_ref` for one block of 256 values.
@@ -130,37 +131,11 @@ pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// `ggml_vec_dot_q2_K_q8_K` (AVX2) over `nb` blocks: per block, the mins against the
-/// activation group sums into the 8 lanes (`fma(−d_x·dmin, Σ m·bsum, acc)`), then the
-/// scaled quant products (`fma(d_x·d, lane sums, acc)`); [`hsum8`] at the end.
-pub(crate) fn dot(nb: usize, w: &[u8], x: &[u8]) -> f32 {
-    let mut acc = [0f32; LANES];
-    for (wb, xb) in w
-        .chunks_exact(BLOCK_BYTES)
-        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
-        .take(nb)
-    {
-        let b: BlockQ2K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
-        let d = y.d * b.d.to_f32();
-        let dmin = -y.d * b.dmin.to_f32();
-        for (l, a) in acc.iter_mut().enumerate() {
-            let m = |g: usize| i32::from(b.scales[g] >> 4) * i32::from(y.bsums[g]);
-            *a = dmin.mul_add((m(2 * l) + m(2 * l + 1)) as f32, *a);
-        }
-        let sumi = lane_sums(|e| {
-            i32::from(b.scales[e / 16] & 0xf) * i32::from(quant(&b, e)) * i32::from(y.qs[e])
-        });
-        for (a, s) in acc.iter_mut().zip(sumi) {
-            *a = d.mul_add(s as f32, *a);
-        }
-    }
-    hsum8(acc)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k_quants::generic::dot_q2_k as dot;
+    use crate::k_quants::q8_k;
 
     #[test]
     fn block_layout_by_hand() {

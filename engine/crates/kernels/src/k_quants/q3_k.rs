@@ -10,7 +10,8 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::fit::{make_q3_quants, nearest_int};
-use super::{K_SCALE_SIZE, LANES, QK_K, hsum8, lane_sums, q8_k};
+use super::scales::{K_SCALE_SIZE, QK_K};
+use super::unpacked::Unpacked;
 
 /// One ggml `block_q3_K` (110 bytes).
 #[repr(C)]
@@ -44,21 +45,21 @@ pub(crate) fn group_scale(scales: &[u8; K_SCALE_SIZE], g: usize) -> i8 {
 
 /// The quant (`-4..=3`) of element `e`.
 #[inline]
-fn quant(b: &BlockQ3K, e: usize) -> i8 {
+pub(crate) fn quant(b: &BlockQ3K, e: usize) -> i8 {
     let (j, s, t) = (e / 128, (e % 128) / 32, e % 32);
     let low = ((b.qs[32 * j + t] >> (2 * s)) & 3) as i8;
     let high_set = b.hmask[t] & (1 << (4 * j + s)) != 0;
     if high_set { low } else { low - 4 }
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`]: quants `q + 4` (`0..8`), signed
+/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): quants `q + 4` (`0..8`), signed
 /// scales, and the offset 4 folded into the coefficients `4·sc`.
-pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
     let b: BlockQ3K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
     let q = std::array::from_fn(|e| (quant(&b, e) + 4) as u8);
     let sc: [i16; 16] = std::array::from_fn(|g| i16::from(group_scale(&b.scales, g)));
     let c = sc.map(|s| 4 * s);
-    super::tiles::Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
+    Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
 }
 
 /// `quantize_row_q3_K_ref` for one block of 256 values.
@@ -132,28 +133,6 @@ pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
             *o = dl * f32::from(quant(&b, e));
         }
     }
-}
-
-/// `ggml_vec_dot_q3_K_q8_K` (AVX2) over `nb` blocks: `fma(d_x·d, lane sums of
-/// sc·q·q_x, acc)` per block, then [`hsum8`].
-pub(crate) fn dot(nb: usize, w: &[u8], x: &[u8]) -> f32 {
-    let mut acc = [0f32; LANES];
-    for (wb, xb) in w
-        .chunks_exact(BLOCK_BYTES)
-        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
-        .take(nb)
-    {
-        let b: BlockQ3K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
-        let d = y.d * b.d.to_f32();
-        let sumi = lane_sums(|e| {
-            i32::from(group_scale(&b.scales, e / 16)) * i32::from(quant(&b, e)) * i32::from(y.qs[e])
-        });
-        for (a, s) in acc.iter_mut().zip(sumi) {
-            *a = d.mul_add(s as f32, *a);
-        }
-    }
-    hsum8(acc)
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::fit::{AffineSearch, fit_affine_k4};
-use super::{K_SCALE_SIZE, LANES, QK_K, hsum8, lane_sums, q8_k, scale_min_k4};
+use super::scales::{K_SCALE_SIZE, QK_K, scale_min_k4};
+use super::unpacked::Unpacked;
 
 /// One ggml `block_q4_K` (144 bytes).
 #[repr(C)]
@@ -31,19 +32,19 @@ const _: () = assert!(size_of::<BlockQ4K>() == BLOCK_BYTES);
 
 /// The 4-bit quant of element `e`.
 #[inline]
-fn quant(b: &BlockQ4K, e: usize) -> u8 {
+pub(crate) fn quant(b: &BlockQ4K, e: usize) -> u8 {
     let (j, h, t) = (e / 64, (e % 64) / 32, e % 32);
     (b.qs[32 * j + t] >> (4 * h)) & 0xf
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`]: each 32-element sub-block's 6-bit
+/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): each 32-element sub-block's 6-bit
 /// scale and min given to both of its 16-groups.
-pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
     let b: BlockQ4K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
     let q = std::array::from_fn(|e| quant(&b, e));
     let sc = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).0));
     let m = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).1));
-    super::tiles::Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+    Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
 }
 
 /// `quantize_row_q4_K_ref` for one block of 256 values.
@@ -98,7 +99,7 @@ pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
 
 /// The 8 sub-block scales and the 8 mins of a block.
 #[inline]
-fn scales_and_mins(b: &BlockQ4K) -> ([i32; 8], [i32; 8]) {
+pub(crate) fn scales_and_mins(b: &BlockQ4K) -> ([i32; 8], [i32; 8]) {
     let mut sc = [0i32; 8];
     let mut m = [0i32; 8];
     for j in 0..8 {
@@ -109,41 +110,12 @@ fn scales_and_mins(b: &BlockQ4K) -> ([i32; 8], [i32; 8]) {
     (sc, m)
 }
 
-/// `ggml_vec_dot_q4_K_q8_K` (AVX2) over `nb` blocks: `fma(d_x·d, lane sums of sc·q·q_x,
-/// acc)` into 8 lanes, and the mins into 4 lanes (`fma(−d_x·dmin, m·Σx pairs, acc_m)`);
-/// the result is `hsum8(acc)` plus the 4 min lanes summed as `(m0 + m2) + (m1 + m3)`.
-pub(crate) fn dot(nb: usize, w: &[u8], x: &[u8]) -> f32 {
-    let mut acc = [0f32; LANES];
-    let mut acc_m = [0f32; 4];
-    for (wb, xb) in w
-        .chunks_exact(BLOCK_BYTES)
-        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
-        .take(nb)
-    {
-        let b: BlockQ4K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
-        let d = y.d * b.d.to_f32();
-        let dmin = -y.d * b.dmin.to_f32();
-        let (sc, m) = scales_and_mins(&b);
-        // Σ x of each 32-value sub-block, as `hadd_epi16` of the 16-value sums.
-        let q8s: [i32; 8] =
-            std::array::from_fn(|u| i32::from(y.bsums[2 * u].wrapping_add(y.bsums[2 * u + 1])));
-        for (t, a) in acc_m.iter_mut().enumerate() {
-            let prod = m[2 * t] * q8s[2 * t] + m[2 * t + 1] * q8s[2 * t + 1];
-            *a = dmin.mul_add(prod as f32, *a);
-        }
-        let sumi = lane_sums(|e| sc[e / 32] * i32::from(quant(&b, e)) * i32::from(y.qs[e]));
-        for (a, s) in acc.iter_mut().zip(sumi) {
-            *a = d.mul_add(s as f32, *a);
-        }
-    }
-    hsum8(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k_quants::pack_scale_min_k4;
+    use crate::k_quants::generic::dot_q4_k as dot;
+    use crate::k_quants::q8_k;
+    use crate::k_quants::scales::pack_scale_min_k4;
 
     #[test]
     fn dequantize_by_hand() {

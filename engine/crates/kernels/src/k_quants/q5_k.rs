@@ -8,7 +8,8 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::fit::{AffineSearch, fit_affine_k4};
-use super::{K_SCALE_SIZE, LANES, QK_K, hsum8, lane_sums, q8_k, scale_min_k4};
+use super::scales::{K_SCALE_SIZE, QK_K, scale_min_k4};
+use super::unpacked::Unpacked;
 
 /// One ggml `block_q5_K` (176 bytes).
 #[repr(C)]
@@ -32,20 +33,20 @@ const _: () = assert!(size_of::<BlockQ5K>() == BLOCK_BYTES);
 
 /// The 5-bit quant of element `e`.
 #[inline]
-fn quant(b: &BlockQ5K, e: usize) -> u8 {
+pub(crate) fn quant(b: &BlockQ5K, e: usize) -> u8 {
     let (j, h, t) = (e / 64, (e % 64) / 32, e % 32);
     let low = (b.qs[32 * j + t] >> (4 * h)) & 0xf;
     let high = (b.qh[t] >> (2 * j + h)) & 1;
     low | (high << 4)
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`] (scales and mins as for `Q4_K`).
-pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles) (scales and mins as for `Q4_K`).
+pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
     let b: BlockQ5K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
     let q = std::array::from_fn(|e| quant(&b, e));
     let sc = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).0));
     let m = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).1));
-    super::tiles::Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+    Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
 }
 
 /// `quantize_row_q5_K_ref` for one block of 256 values.
@@ -108,43 +109,10 @@ pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
     }
 }
 
-/// `ggml_vec_dot_q5_K_q8_K` (AVX2) over `nb` blocks: `fma(d_x·d, lane sums of sc·q·q_x,
-/// acc)` into 8 lanes; the mins as one scalar, `summs = fma(−d_x·dmin, Σ m·Σx, summs)`
-/// (ggml's `summs += dmin * isum`, contracted to an FMA by the compiler); the result is
-/// `hsum8(acc) + summs`.
-pub(crate) fn dot(nb: usize, w: &[u8], x: &[u8]) -> f32 {
-    let mut acc = [0f32; LANES];
-    let mut summs = 0f32;
-    for (wb, xb) in w
-        .chunks_exact(BLOCK_BYTES)
-        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
-        .take(nb)
-    {
-        let b: BlockQ5K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
-        let d = y.d * b.d.to_f32();
-        let dmin = -y.d * b.dmin.to_f32();
-        let mut sc = [0i32; 8];
-        let mut isum = 0i32;
-        for (j, s) in sc.iter_mut().enumerate() {
-            let (scale, m) = scale_min_k4(j, &b.scales);
-            *s = i32::from(scale);
-            let q8s = y.bsums[2 * j].wrapping_add(y.bsums[2 * j + 1]);
-            isum += i32::from(m) * i32::from(q8s);
-        }
-        summs = dmin.mul_add(isum as f32, summs);
-        let sumi = lane_sums(|e| sc[e / 32] * i32::from(quant(&b, e)) * i32::from(y.qs[e]));
-        for (a, s) in acc.iter_mut().zip(sumi) {
-            *a = d.mul_add(s as f32, *a);
-        }
-    }
-    hsum8(acc) + summs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k_quants::pack_scale_min_k4;
+    use crate::k_quants::scales::pack_scale_min_k4;
 
     #[test]
     fn dequantize_by_hand() {

@@ -8,7 +8,8 @@ use bytemuck::{Pod, Zeroable};
 use half::f16;
 
 use super::fit::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
-use super::{LANES, QK_K, hsum8, lane_sums, q8_k};
+use super::scales::QK_K;
+use super::unpacked::Unpacked;
 
 /// One ggml `block_q6_K` (210 bytes).
 #[repr(C)]
@@ -30,21 +31,21 @@ const _: () = assert!(size_of::<BlockQ6K>() == BLOCK_BYTES);
 
 /// The unsigned 6-bit quant (`0..64`, offset 32) of element `e`.
 #[inline]
-fn quant(b: &BlockQ6K, e: usize) -> u8 {
+pub(crate) fn quant(b: &BlockQ6K, e: usize) -> u8 {
     let (j, s, t) = (e / 128, (e % 128) / 32, e % 32);
     let low = (b.ql[64 * j + 32 * (s % 2) + t] >> (4 * (s / 2))) & 0xf;
     let high = (b.qh[32 * j + t] >> (2 * s)) & 3;
     low | (high << 4)
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`]: unsigned quants (`0..64`), signed
+/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): unsigned quants (`0..64`), signed
 /// scales, and the offset 32 folded into the coefficients `32·sc`.
-pub(crate) fn unpack(bytes: &[u8]) -> super::tiles::Unpacked {
+pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
     let b: BlockQ6K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
     let q = std::array::from_fn(|e| quant(&b, e));
     let sc: [i16; 16] = b.scales.map(i16::from);
     let c = sc.map(|s| 32 * s);
-    super::tiles::Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
+    Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
 }
 
 /// `quantize_row_q6_K_ref` for one block of 256 values.
@@ -110,31 +111,6 @@ pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
             *o = d * f32::from(b.scales[e / 16]) * q as f32;
         }
     }
-}
-
-/// `ggml_vec_dot_q6_K_q8_K` (AVX2) over `nb` blocks: lane sums of `sc·q·q_x` with the
-/// unsigned quants, minus `32·(sc·bsum)` of the lane's group pair, scaled by `fma(d_x·d,
-/// …, acc)`; then [`hsum8`].
-pub(crate) fn dot(nb: usize, w: &[u8], x: &[u8]) -> f32 {
-    let mut acc = [0f32; LANES];
-    for (wb, xb) in w
-        .chunks_exact(BLOCK_BYTES)
-        .zip(x.chunks_exact(q8_k::BLOCK_BYTES))
-        .take(nb)
-    {
-        let b: BlockQ6K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
-        let d = y.d * b.d.to_f32();
-        let sumi = lane_sums(|e| {
-            i32::from(b.scales[e / 16]) * i32::from(quant(&b, e)) * i32::from(y.qs[e])
-        });
-        for (l, (a, s)) in acc.iter_mut().zip(sumi).enumerate() {
-            let offset = |g: usize| i32::from(y.bsums[g]) * i32::from(b.scales[g]);
-            let lane = s.wrapping_sub((offset(2 * l) + offset(2 * l + 1)) << 5);
-            *a = d.mul_add(lane as f32, *a);
-        }
-    }
-    hsum8(acc)
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::{QK_K, q6_k, q8_k};
+use super::scales::QK_K;
+use super::{q6_k, q8_k};
 
 /// Weight rows unpacked together (one per 32-bit lane).
 const ROWS: usize = 8;

@@ -10,8 +10,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::QK_K;
 use super::fit::nearest_int;
+use super::scales::QK_K;
 
 /// One ggml `block_q8_K` (292 bytes, 4-byte aligned as a struct).
 #[repr(C)]

@@ -26,7 +26,9 @@ use std::ops::Range;
 
 use common::engine_abi::DType;
 
-use super::{QK_K, q8_k};
+use super::q8_k;
+use super::scales::QK_K;
+use super::unpacked::Unpacked;
 use crate::backend::Backend;
 
 /// Batches of at least this many activation rows go through this module (llama.cpp's
@@ -40,43 +42,6 @@ const ROWS: usize = 4;
 /// unpacked: an eighth of the 32 MiB L3, so that the unpacking (scalar, per weight
 /// row and slice) stays small next to the products.
 const SLICE_BYTES: usize = 4 * 1024 * 1024;
-
-/// One super-block of a weight row, unpacked for the integer products.
-#[repr(C, align(32))]
-#[derive(Clone, Copy)]
-pub(crate) struct Unpacked {
-    /// Unsigned quants (`0..2^bits`), element order.
-    pub q: [u8; QK_K],
-    /// Group scale of each `maddubs` output lane: lane `l` of 32-element chunk `c` covers
-    /// elements `32c + 2l, 32c + 2l + 1`, i.e. group `2c + l / 8`.
-    pub sc: [i16; QK_K / 2],
-    /// Per 16-group coefficient of the activation group sums (`bsums`): the min `m` for
-    /// types with mins, `offset · sc` for `Q3_K`/`Q6_K`.
-    pub c: [i16; QK_K / 16],
-    /// Super-block scale.
-    pub d: f32,
-    /// Super-block scale of the mins (0 for types without).
-    pub dmin: f32,
-}
-
-impl Unpacked {
-    const ZERO: Unpacked = Unpacked {
-        q: [0; QK_K],
-        sc: [0; QK_K / 2],
-        c: [0; QK_K / 16],
-        d: 0.0,
-        dmin: 0.0,
-    };
-
-    /// Builds a block from unsigned quants, one scale and one coefficient per 16-group.
-    pub(crate) fn new(q: [u8; QK_K], group_sc: [i16; 16], c: [i16; 16], d: f32, dmin: f32) -> Self {
-        let mut sc = [0i16; QK_K / 2];
-        for (l, s) in sc.iter_mut().enumerate() {
-            *s = group_sc[l / 8];
-        }
-        Unpacked { q, sc, c, d, dmin }
-    }
-}
 
 /// Whether the type's blocks have mins (`s2` subtracted in float) rather than an offset
 /// folded into the integer sum.
@@ -188,7 +153,7 @@ pub(crate) unsafe fn matmul(
                     // SAFETY: AVX2 supported (caller); scratch holds ROWS rows of nb
                     // blocks; activation rows i0..i1 are readable; outputs owned.
                     unsafe {
-                        super::x86::tiles_rows(
+                        super::tiles_x86::tiles_rows(
                             min,
                             &scratch,
                             nb,

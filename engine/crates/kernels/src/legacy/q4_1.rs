@@ -5,8 +5,7 @@
 use common::engine_abi::DType;
 use half::f16;
 
-use super::{Block32, min_max};
-use crate::quant::QK;
+use super::block32::{Block32, QK, min_max};
 
 /// Marker of the Q4_1 block layout.
 pub(crate) struct Q4_1;
@@ -40,19 +39,13 @@ impl Block32 for Q4_1 {
         }
         q
     }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    unsafe fn quants_avx2(p: *const u8) -> std::arch::x86_64::__m256i {
-        // SAFETY: the nibbles are bytes 4..20 of the block (caller); AVX2 (caller).
-        unsafe { super::nibbles_avx2(p.add(4)) }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::legacy::{dequantize_row, dot, quantize_row};
+    use crate::dot::generic::dot_block32 as dot;
+    use crate::legacy::block32::{dequantize_row, quantize_row};
 
     #[test]
     fn block_bytes_by_hand() {

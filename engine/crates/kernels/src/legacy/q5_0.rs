@@ -5,8 +5,7 @@
 use common::engine_abi::DType;
 use half::f16;
 
-use super::{Block32, five_bit_quants, pack_five_bit, signed_abs_max};
-use crate::quant::QK;
+use super::block32::{Block32, QK, five_bit_quants, pack_five_bit, signed_abs_max};
 
 /// Marker of the Q5_0 block layout.
 pub(crate) struct Q5_0;
@@ -33,25 +32,13 @@ impl Block32 for Q5_0 {
     fn quants(block: &[u8]) -> [i8; QK] {
         five_bit_quants(&block[2..6], &block[6..22]).map(|q| q as i8 - 16)
     }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    unsafe fn quants_avx2(p: *const u8) -> std::arch::x86_64::__m256i {
-        use std::arch::x86_64::*;
-        // SAFETY: qh is bytes 2..6 and the nibbles 6..22 of the block (caller); AVX2.
-        unsafe {
-            let qx = super::nibbles_avx2(p.add(6));
-            // 0xf0 where the fifth bit is clear: `nibble | 0xf0` is `nibble - 16` as i8.
-            let hi = _mm256_andnot_si256(super::bits_avx2(p.add(2)), _mm256_set1_epi8(-16));
-            _mm256_or_si256(qx, hi)
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::legacy::{dequantize_row, dot, quantize_row};
+    use crate::dot::generic::dot_block32 as dot;
+    use crate::legacy::block32::{dequantize_row, quantize_row};
 
     #[test]
     fn block_bytes_by_hand() {

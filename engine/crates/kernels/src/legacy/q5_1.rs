@@ -5,8 +5,7 @@
 use common::engine_abi::DType;
 use half::f16;
 
-use super::{Block32, five_bit_quants, min_max, pack_five_bit};
-use crate::quant::QK;
+use super::block32::{Block32, QK, five_bit_quants, min_max, pack_five_bit};
 
 /// Marker of the Q5_1 block layout.
 pub(crate) struct Q5_1;
@@ -34,24 +33,13 @@ impl Block32 for Q5_1 {
     fn quants(block: &[u8]) -> [i8; QK] {
         five_bit_quants(&block[4..8], &block[8..24]).map(|q| q as i8)
     }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline]
-    unsafe fn quants_avx2(p: *const u8) -> std::arch::x86_64::__m256i {
-        use std::arch::x86_64::*;
-        // SAFETY: qh is bytes 4..8 and the nibbles 8..24 of the block (caller); AVX2.
-        unsafe {
-            let qx = super::nibbles_avx2(p.add(8));
-            let hi = _mm256_and_si256(super::bits_avx2(p.add(4)), _mm256_set1_epi8(0x10));
-            _mm256_or_si256(qx, hi)
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::legacy::{dequantize_row, dot, quantize_row};
+    use crate::dot::generic::dot_block32 as dot;
+    use crate::legacy::block32::{dequantize_row, quantize_row};
 
     #[test]
     fn block_bytes_by_hand() {

@@ -4,7 +4,7 @@
 
 use half::f16;
 
-use crate::quant::QK;
+use super::block32::QK;
 
 /// Bytes of one Q8_1 block.
 pub(crate) const BYTES: usize = 36;

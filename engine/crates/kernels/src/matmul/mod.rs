@@ -15,15 +15,20 @@ use std::ops::Range;
 use common::engine_abi::DType;
 
 use crate::backend::Backend;
-use crate::dot::{generic, vec_dot_type, vec_dot_unchecked};
+#[cfg(target_arch = "x86_64")]
+use crate::dot::vec_dot_unchecked;
+use crate::dot::{generic, generic_dot, vec_dot_type};
 use crate::error::KernelError;
-use crate::quant::QK;
+#[cfg(target_arch = "x86_64")]
+use crate::legacy::block32::QK;
+use crate::shape::check_matrix;
 
 /// Weight rows [`split_rows`] hands out at a time: a whole packed group
 /// ([`crate::packed::PACK_ROWS`]), which is also a whole number of register tiles.
 pub const ROW_BLOCK: usize = crate::packed::PACK_ROWS;
 
 /// Weight rows per register tile of the row-major quantized products (4 x 2 accumulators).
+#[cfg(target_arch = "x86_64")]
 const QUANT_TILE_ROWS: usize = 4;
 
 /// F16 rows one `vec_dot`-order call computes together when `k < 32`, where the whole
@@ -34,18 +39,19 @@ const QUANT_TILE_ROWS: usize = 4;
 const F16_SHORT_DOT_ROWS: usize = 4;
 
 /// Activation rows per register tile of the quantized products (4 x 2 accumulators).
+#[cfg(target_arch = "x86_64")]
 const QUANT_TILE_COLS: usize = 2;
 /// Weight rows per register tile of the float products.
+#[cfg(target_arch = "x86_64")]
 const FLOAT_TILE_ROWS: usize = 3;
 /// Activation rows per register tile of the float products: 3 x 4 accumulators, 3
 /// weight vectors and one activation vector fill the 16 AVX2 registers exactly.
+#[cfg(target_arch = "x86_64")]
 const FLOAT_TILE_COLS: usize = 4;
-
-/// Elements of K a float tile covers before its sums are written out (a multiple of 8).
-pub(crate) const K_BLOCK: usize = 2048;
 
 /// Target size in bytes of the slice of activation rows kept hot in the L2 cache while all
 /// weight rows of the range stream past it.
+#[cfg(target_arch = "x86_64")]
 const ACTIVATION_CHUNK_BYTES: usize = 256 * 1024;
 
 /// The weight rows thread `ith` of `nth` computes out of `n`: contiguous, in multiples of
@@ -61,47 +67,6 @@ pub fn split_rows(n: usize, ith: usize, nth: usize) -> Range<usize> {
 /// Whether the F16/F32 product of `m` rows rounds like tinyBLAS rather than like `vec_dot`.
 const fn uses_tinyblas_order(m: usize, k: usize) -> bool {
     m >= 2 && k.is_multiple_of(8)
-}
-
-/// Checks that `bytes` holds `rows` rows of `k` elements of `dtype`, row `i` at byte
-/// `i * stride`, and returns the bytes of one row.
-pub(crate) fn check_matrix(
-    what: &'static str,
-    dtype: DType,
-    k: usize,
-    bytes: &[u8],
-    stride: usize,
-    rows: usize,
-) -> Result<usize, KernelError> {
-    let row = dtype
-        .row_bytes(k)
-        .ok_or(KernelError::RowNotBlockAligned { dtype, k })?;
-    if rows == 0 {
-        return Ok(row);
-    }
-    if rows > 1 && stride < row {
-        return Err(KernelError::BufferTooSmall {
-            what,
-            required: row,
-            actual: stride,
-        });
-    }
-    let required = (rows - 1)
-        .checked_mul(stride)
-        .and_then(|r| r.checked_add(row))
-        .ok_or(KernelError::BufferTooSmall {
-            what,
-            required: usize::MAX,
-            actual: bytes.len(),
-        })?;
-    if bytes.len() < required {
-        return Err(KernelError::BufferTooSmall {
-            what,
-            required,
-            actual: bytes.len(),
-        });
-    }
-    Ok(row)
 }
 
 /// `y[i * y_stride + n] = dot(w row n, x row i)` for `n` in `n_range` and `i` in `0..m`, with
@@ -236,26 +201,11 @@ unsafe fn matmul_generic(
             let v = match wtype {
                 DType::F32 if tinyblas => generic::dot_f32_single_acc(k, wr, xr),
                 DType::F16 if tinyblas => generic::dot_f16_single_acc(k, wr, xr),
-                DType::BF16 if tinyblas => crate::legacy::bf16::dot_single_acc(k, wr, xr),
-                DType::F32 => generic::dot_f32(k, wr, xr),
-                DType::F16 => generic::dot_f16(k, wr, xr),
-                DType::Q8_0 => generic::dot_q8_0(k / QK, wr, xr),
-                DType::Q4_0 => generic::dot_q4_0(k / QK, wr, xr),
-                DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => {
-                    // SAFETY: wr and xr are whole rows of k elements.
-                    unsafe {
-                        vec_dot_unchecked(Backend::Generic, wtype, k, wr.as_ptr(), xr.as_ptr())?
-                    }
-                }
-                DType::BF16 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
-                    crate::dot::vec_dot_with(Backend::Generic, wtype, k, wr, xr)?
-                }
-                _ => {
-                    return Err(KernelError::UnsupportedType {
-                        dtype: wtype,
-                        op: "matmul",
-                    });
-                }
+                DType::BF16 if tinyblas => generic::dot_bf16_single_acc(k, wr, xr),
+                _ => generic_dot(wtype, k, wr, xr).ok_or(KernelError::UnsupportedType {
+                    dtype: wtype,
+                    op: "matmul",
+                })?,
             };
             // SAFETY: the caller owns output (i, n).
             unsafe { *y.add(i * y_stride + n) = v };
@@ -372,11 +322,19 @@ unsafe fn matmul_avx2(
             }
         }
         DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => {
+            use crate::k_quants::x86 as kx;
+            let dot: RowDot = match wtype {
+                DType::Q2_K => kx::dot_q2_k,
+                DType::Q3_K => kx::dot_q3_k,
+                DType::Q4_K => kx::dot_q4_k,
+                DType::Q5_K => kx::dot_q5_k,
+                _ => kx::dot_q6_k,
+            };
             // SAFETY: rows checked by matmul_with; AVX2 supported; output owned.
             unsafe {
-                crate::k_quants::matmul_rows_avx2(
-                    wtype,
-                    k,
+                rows_with(
+                    dot,
+                    k / crate::k_quants::QK_K,
                     w.as_ptr(),
                     w_stride,
                     x.as_ptr(),
@@ -385,8 +343,8 @@ unsafe fn matmul_avx2(
                     n_range,
                     y,
                     y_stride,
-                );
-            }
+                )
+            };
         }
         _ => {
             for i in 0..m {
@@ -409,8 +367,43 @@ unsafe fn matmul_avx2(
     Ok(())
 }
 
+/// A dot-product kernel over `nb` blocks of one weight row and one activation row.
+#[cfg(target_arch = "x86_64")]
+type RowDot = unsafe fn(usize, *const u8, *const u8) -> f32;
+
+/// Every output `y[i·y_stride + n]` as `dot` of weight row `n` and activation row `i`,
+/// with the kernel chosen once (batches too small for tiles: decoding).
+///
+/// # Safety
+/// The CPU supports `dot`; rows `n_range` of `w` (stride `w_stride`) and `m` rows of `x`
+/// (stride `x_stride`) hold `nb` blocks each; the caller owns the outputs.
+#[cfg(target_arch = "x86_64")]
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
+unsafe fn rows_with(
+    dot: RowDot,
+    nb: usize,
+    w: *const u8,
+    w_stride: usize,
+    x: *const u8,
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    for i in 0..m {
+        for n in n_range.clone() {
+            // SAFETY: rows n of w and i of x hold nb blocks; the kernel is supported; output
+            // owned (all from the caller).
+            unsafe {
+                *y.add(i * y_stride + n) = dot(nb, w.add(n * w_stride), x.add(i * x_stride));
+            }
+        }
+    }
+}
+
 /// Float product in tinyBLAS's tile order, blocked over K: for each block of
-/// [`K_BLOCK`] elements and each slice of activation rows that fits the L2 cache, the
+/// [`K_BLOCK`](crate::order::K_BLOCK) elements and each slice of activation rows that fits the L2 cache, the
 /// slice (widened from f16/bf16 to f32 for f16/bf16 weights, as tinyBLAS loads them) meets
 /// every weight row of the range; later K blocks add to the outputs. Without blocking, a
 /// K of 8192 (an FFN down-projection) let only 8 activation rows share one pass over the
@@ -445,7 +438,7 @@ unsafe fn float_tiles(
     let mut buf = Vec::new();
     let mut k0 = 0;
     while k0 < k {
-        let kl = (k - k0).min(K_BLOCK);
+        let kl = (k - k0).min(crate::order::K_BLOCK);
         let mc = (ACTIVATION_CHUNK_BYTES / (4 * kl) / FLOAT_TILE_COLS * FLOAT_TILE_COLS)
             .max(FLOAT_TILE_COLS);
         let mut m0 = 0;

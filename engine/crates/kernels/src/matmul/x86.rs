@@ -8,10 +8,11 @@
 
 use std::arch::x86_64::*;
 
+use crate::dot::x86::{Avx2Block, load_bf16x8, mul_sum_avx2};
 use crate::dot::x86::{
     hsum8, load_f16_scalar, load_f16x8, load_q4_0_quants, load_q8_0_quants, mul_sum_i8_pairs,
 };
-use crate::legacy::{Block32, mul_sum_avx2};
+use crate::legacy::bf16;
 
 /// Signature shared by every tile: `(k_or_blocks, w, w_stride, x, x_stride, y, y_stride,
 /// add)`; with `add` the tile adds its sums to `y` (a later block of K) instead of
@@ -96,7 +97,7 @@ unsafe fn tile_f<const W: u8, const RM: usize, const RN: usize>(
             *ai = unsafe {
                 match W {
                     WEIGHT_F16 => load_f16x8(w.add(i * w_stride + 2 * l)),
-                    WEIGHT_BF16 => crate::legacy::bf16::load8_avx2(w.add(i * w_stride + 2 * l)),
+                    WEIGHT_BF16 => load_bf16x8(w.add(i * w_stride + 2 * l)),
                     _ => _mm256_loadu_ps(w.add(i * w_stride + 4 * l).cast()),
                 }
             };
@@ -175,14 +176,14 @@ const WEIGHT_F16: u8 = 1;
 const WEIGHT_BF16: u8 = 2;
 
 /// Quantized tile of a [`Block32`] weight type (Q4_1, Q5_0, Q5_1) against its activation
-/// blocks, each output rounded like [`crate::legacy::dot_avx2`] (llama.cpp runs `vec_dot`
+/// blocks, each output rounded like [`crate::dot::x86::dot_block32`] (llama.cpp runs `vec_dot`
 /// per output for Q4_1/Q5_1, and tinyBLAS for Q5_0, which rounds the same way).
 ///
 /// # Safety
 /// As [`tile_q`], with blocks of `B` and its activation type.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[expect(clippy::too_many_arguments, reason = "the shared TileFn signature")]
-unsafe fn tile_block<B: Block32, const RM: usize, const RN: usize>(
+unsafe fn tile_block<B: Avx2Block, const RM: usize, const RN: usize>(
     nb: usize,
     w: *const u8,
     w_stride: usize,
@@ -243,7 +244,7 @@ unsafe fn tile_block<B: Block32, const RM: usize, const RN: usize>(
 }
 
 /// The [`tile_block`] of `B` for `rm` weight rows (1..=4) by `rn` activation rows (1..=4).
-pub(crate) fn tile_block_table<B: Block32>(rm: usize, rn: usize) -> TileFn {
+pub(crate) fn tile_block_table<B: Avx2Block>(rm: usize, rn: usize) -> TileFn {
     match (rm, rn) {
         (1, 1) => tile_block::<B, 1, 1>,
         (1, 2) => tile_block::<B, 1, 2>,
@@ -273,14 +274,12 @@ pub(crate) unsafe fn bf16_row_to_f32(k: usize, src: *const u8, dst: *mut f32) {
     let mut i = 0;
     while i + 8 <= k {
         // SAFETY: elements i..i + 8 are in bounds of both rows (caller).
-        unsafe { _mm256_storeu_ps(dst.add(i), crate::legacy::bf16::load8_avx2(src.add(2 * i))) };
+        unsafe { _mm256_storeu_ps(dst.add(i), load_bf16x8(src.add(2 * i))) };
         i += 8;
     }
     while i < k {
         // SAFETY: element i is in bounds (caller).
-        unsafe {
-            *dst.add(i) = crate::legacy::bf16::to_f32(src.add(2 * i).cast::<u16>().read_unaligned())
-        };
+        unsafe { *dst.add(i) = bf16::to_f32(src.add(2 * i).cast::<u16>().read_unaligned()) };
         i += 1;
     }
 }

@@ -30,6 +30,7 @@
 //! repacked `gemv/gemm_q4_0_8x8_q8_0` round; the portable implementation here does the
 //! same operations and matches the AVX2 one bit for bit.
 
+mod layout;
 pub mod q4_k;
 #[cfg(target_arch = "x86_64")]
 mod q4_k_x86;
@@ -43,21 +44,17 @@ use common::engine_abi::DType;
 use crate::backend::Backend;
 use crate::error::KernelError;
 use crate::f16::read_f16;
-use crate::matmul::check_matrix;
-use crate::quant::QK;
-
-/// Rows per interleaved group.
-pub const PACK_ROWS: usize = 8;
-
-/// Bytes of the 8 f16 scales at the start of a group block.
-const SCALES_BYTES: usize = 2 * PACK_ROWS;
+use crate::legacy::block32::QK;
+use crate::shape::check_matrix;
+pub use layout::PACK_ROWS;
+use layout::{Q4_0_GROUP_BLOCK_BYTES, Q8_0_GROUP_BLOCK_BYTES, SCALES_BYTES};
 
 /// Bytes of one group block (8 rows × 32 elements) of `dtype`, or `None` if `dtype` is not
 /// packable.
 pub const fn group_block_bytes(dtype: DType) -> Option<usize> {
     match dtype {
-        DType::Q4_0 => Some(SCALES_BYTES + PACK_ROWS * 16),
-        DType::Q8_0 => Some(SCALES_BYTES + PACK_ROWS * 32),
+        DType::Q4_0 => Some(Q4_0_GROUP_BLOCK_BYTES),
+        DType::Q8_0 => Some(Q8_0_GROUP_BLOCK_BYTES),
         DType::Q4_K => Some(q4_k::GROUP_BLOCK_BYTES),
         _ => None,
     }
@@ -266,7 +263,7 @@ pub unsafe fn matmul_packed_with(
     }
     check_matrix(
         "matmul activations",
-        crate::vec_dot_type(wtype),
+        crate::dot::vec_dot_type(wtype),
         k,
         x,
         x_stride,

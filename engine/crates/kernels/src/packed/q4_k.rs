@@ -32,8 +32,9 @@
 //! portable and AVX2 implementations here perform the same operations and agree bit for
 //! bit.
 
-use super::PACK_ROWS;
-use crate::k_quants::{QK_K, pack_scale_min_k4, q4_k, q8_k, scale_min_k4};
+use super::layout::PACK_ROWS;
+use crate::k_quants::scales::{QK_K, pack_scale_min_k4, scale_min_k4};
+use crate::k_quants::{q4_k, q8_k};
 
 /// Bytes of one group block (8 rows × 256 elements).
 pub const GROUP_BLOCK_BYTES: usize = 32 + 64 + 64 + PACK_ROWS * QK_K / 2;

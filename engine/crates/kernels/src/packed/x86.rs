@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use common::engine_abi::DType;
 
-use super::{SCALES_BYTES, group_block_bytes};
+use super::layout::{Q4_0_GROUP_BLOCK_BYTES, Q8_0_GROUP_BLOCK_BYTES, SCALES_BYTES};
 use crate::dot::x86::load_f16_scalar;
 
 /// Activation rows per register tile (2 beat 3 and 4 for both types in an A/B run of
@@ -91,7 +91,11 @@ unsafe fn tile<const Q4: bool, const RN: usize>(
     y: *mut f32,
     y_stride: usize,
 ) {
-    let gb = group_block_bytes(if Q4 { DType::Q4_0 } else { DType::Q8_0 }).unwrap_or(0);
+    let gb = if Q4 {
+        Q4_0_GROUP_BLOCK_BYTES
+    } else {
+        Q8_0_GROUP_BLOCK_BYTES
+    };
     let mut acc = [_mm256_setzero_ps(); RN];
     for b in 0..nb {
         // SAFETY: group block b is inside the group (caller).
