@@ -9,18 +9,30 @@ pub enum Backend {
     Generic,
     /// x86-64 AVX2 + FMA + F16C.
     Avx2,
+    /// AArch64 Advanced SIMD (NEON), integer products with `smull`/`sadalp`.
+    Neon,
+    /// AArch64 NEON with the `dotprod` extension (`sdot`, Armv8.2+: Cortex-A55/A76 and
+    /// later).
+    NeonDotprod,
 }
 
 impl Backend {
+    /// Every backend, slowest first on its architecture.
+    const ALL: [Backend; 4] = [
+        Backend::Generic,
+        Backend::Avx2,
+        Backend::Neon,
+        Backend::NeonDotprod,
+    ];
+
     /// The fastest backend this CPU supports (detected on first call, then cached).
     pub fn detect() -> Backend {
         static DETECTED: OnceLock<Backend> = OnceLock::new();
         *DETECTED.get_or_init(|| {
-            if Backend::Avx2.is_supported() {
-                Backend::Avx2
-            } else {
-                Backend::Generic
-            }
+            Backend::supported()
+                .last()
+                .copied()
+                .unwrap_or(Backend::Generic)
         })
     }
 
@@ -29,22 +41,38 @@ impl Backend {
         match self {
             Backend::Generic => true,
             Backend::Avx2 => avx2_supported(),
+            Backend::Neon => neon_supported(),
+            Backend::NeonDotprod => neon_supported() && dotprod_supported(),
         }
     }
 
     /// Every backend this CPU can run, slowest first.
     pub fn supported() -> Vec<Backend> {
-        [Backend::Generic, Backend::Avx2]
+        Backend::ALL
             .into_iter()
             .filter(|b| b.is_supported())
             .collect()
     }
 
-    /// Short lower-case name (`generic`, `avx2`).
+    /// The SIMD backends of this build's architecture (whether or not this CPU has them):
+    /// what agreement tests must cover, and report as skipped when the CPU lacks one.
+    pub fn simd_for_target() -> &'static [Backend] {
+        if cfg!(target_arch = "x86_64") {
+            &[Backend::Avx2]
+        } else if cfg!(target_arch = "aarch64") {
+            &[Backend::Neon, Backend::NeonDotprod]
+        } else {
+            &[]
+        }
+    }
+
+    /// Short lower-case name (`generic`, `avx2`, `neon`, `neon-dotprod`).
     pub const fn name(self) -> &'static str {
         match self {
             Backend::Generic => "generic",
             Backend::Avx2 => "avx2",
+            Backend::Neon => "neon",
+            Backend::NeonDotprod => "neon-dotprod",
         }
     }
 }
@@ -61,6 +89,26 @@ fn avx2_supported() -> bool {
     false
 }
 
+#[cfg(target_arch = "aarch64")]
+fn neon_supported() -> bool {
+    std::arch::is_aarch64_feature_detected!("neon")
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn neon_supported() -> bool {
+    false
+}
+
+#[cfg(target_arch = "aarch64")]
+fn dotprod_supported() -> bool {
+    std::arch::is_aarch64_feature_detected!("dotprod")
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn dotprod_supported() -> bool {
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +118,20 @@ mod tests {
         assert!(Backend::detect().is_supported());
         assert!(Backend::supported().contains(&Backend::Generic));
         assert!(Backend::supported().contains(&Backend::detect()));
+    }
+
+    #[test]
+    fn detect_picks_the_fastest_supported() {
+        let supported = Backend::supported();
+        assert_eq!(Some(&Backend::detect()), supported.last());
+        // dotprod implies NEON: the plain NEON kernels are always tested alongside.
+        if supported.contains(&Backend::NeonDotprod) {
+            assert!(supported.contains(&Backend::Neon));
+        }
+        eprintln!("backends: {supported:?}, detected {:?}", Backend::detect());
+        // Lets a test run on a known (e.g. emulated) CPU check what detection picks.
+        if let Ok(want) = std::env::var("PROFINFER_EXPECT_BACKEND") {
+            assert_eq!(Backend::detect().name(), want, "detected {supported:?}");
+        }
     }
 }

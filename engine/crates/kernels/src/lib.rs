@@ -1,7 +1,8 @@
 //! CPU kernels of the inference engine, numerically compatible with ggml's CPU backend:
 //! ggml's Q8_0/Q4_0 blocks (and Q4_1, Q5_0, Q5_1, Q8_1, BF16 in `legacy`), the K-quants,
 //! the activation conversions, dot products and the tiled matrix product, each with a
-//! SIMD implementation and a portable one that rounds the same way, chosen at run time
+//! SIMD implementation (AVX2 on x86-64; NEON, with `dotprod` where the CPU has it, on
+//! AArch64) and a portable one that rounds the same way, chosen at run time
 //! ([`Backend::detect`]).
 //!
 //! # Layers
@@ -12,8 +13,9 @@
 //! 2. **Types and blocks**: `legacy/block32.rs` and the 32-element block types in
 //!    `legacy/`, the K-quant blocks in `k_quants/` (`scales`, `fit`, `unpacked`,
 //!    `q2_k` … `q8_k`), [`quant`] (row quantization and dequantization of every type).
-//! 3. **Dot products, one module per architecture**: [`dot`] (`generic`, `x86`, and the
-//!    dispatch in `dot/mod.rs`), `k_quants/{generic,x86}.rs`, [`vec`].
+//! 3. **Dot products, one module per architecture**: [`dot`] (`generic`, `x86`,
+//!    `aarch64`, and the dispatch in `dot/mod.rs`), `k_quants/{generic,x86,aarch64}.rs`,
+//!    [`vec`].
 //! 4. **Matrix products**: [`packed`], [`k_quants::tiles`] (with `tiles_x86`,
 //!    `q6_k_tiles`), [`matmul`].
 //!

@@ -1,6 +1,9 @@
-//! Agreement tests: AVX2 against the portable implementation (bit for bit), both against a
+//! Agreement tests: the SIMD backends (AVX2; NEON, NEON + dotprod) against the portable
+//! implementation (bit for bit), both against a
 //! dequantize-then-f64 reference (within the rounding error of an `f32` sum), quantization
 //! error bounds, and strided/unaligned/partial-range matrix products.
+
+mod backends;
 
 use common::engine_abi::DType;
 use engine_kernels::quant::{
@@ -290,7 +293,7 @@ fn dots_agree_across_backends_and_with_reference() {
                     (f64::from(g) - want).abs() <= tolerance(k, abs),
                     "{wtype:?} k={k}: {g} vs {want}"
                 );
-                for b in Backend::supported() {
+                for b in backends::simd() {
                     let v = vec_dot_with(b, wtype, k, wr, xr).unwrap();
                     assert_eq!(
                         v.to_bits(),
@@ -331,7 +334,7 @@ impl Product<'_> {
             ref n_range,
             y_stride,
         } = *self;
-        let outs: Vec<(Backend, Vec<f32>)> = Backend::supported()
+        let outs: Vec<(Backend, Vec<f32>)> = backends::all()
             .into_iter()
             .map(|b| {
                 let mut y = vec![sentinel; m * y_stride];

@@ -1,6 +1,8 @@
 //! Dot products of one weight row with one activation row, as ggml's `vec_dot` computes them,
 //! and the conversion of `f32` activations to the type each weight type is multiplied with.
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 pub(crate) mod generic;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
@@ -150,6 +152,11 @@ pub(crate) unsafe fn vec_dot_unchecked(
         // SAFETY: the caller guarantees AVX2/FMA/F16C and whole rows of k elements.
         #[cfg(target_arch = "x86_64")]
         Backend::Avx2 => unsafe { x86_dot(wtype, k, w, x) },
+        // SAFETY: the caller guarantees NEON (and dotprod for NeonDotprod) and whole rows.
+        #[cfg(target_arch = "aarch64")]
+        Backend::Neon | Backend::NeonDotprod => unsafe {
+            neon_dot(backend == Backend::NeonDotprod, wtype, k, w, x)
+        },
         _ => None,
     };
     if let Some(v) = simd {
@@ -216,6 +223,59 @@ unsafe fn x86_dot(wtype: DType, k: usize, w: *const u8, x: *const u8) -> Option<
             DType::Q4_K => kx::dot_q4_k(nk, w, x),
             DType::Q5_K => kx::dot_q5_k(nk, w, x),
             DType::Q6_K => kx::dot_q6_k(nk, w, x),
+            _ => return None,
+        })
+    }
+}
+
+/// The NEON dot product of whole rows of `k` elements for the types with NEON kernels (`None` for the others,
+/// which take the portable path). `dot` selects the `sdot` kernels.
+///
+/// # Safety
+/// NEON (and dotprod if `dot`) available; `w` and `x` point at whole rows of `k` elements
+/// of `wtype` and `vec_dot_type(wtype)`.
+#[cfg(target_arch = "aarch64")]
+unsafe fn neon_dot(dot: bool, wtype: DType, k: usize, w: *const u8, x: *const u8) -> Option<f32> {
+    if dot {
+        // SAFETY: forwarded; dotprod checked by the caller.
+        unsafe { vec_dot_impl::<true>(wtype, k, w, x) }
+    } else {
+        // SAFETY: forwarded.
+        unsafe { vec_dot_impl::<false>(wtype, k, w, x) }
+    }
+}
+
+/// [`neon_dot`] for one choice of integer product.
+///
+/// # Safety
+/// As [`neon_dot`].
+#[inline]
+#[cfg(target_arch = "aarch64")]
+unsafe fn vec_dot_impl<const DOT: bool>(
+    wtype: DType,
+    k: usize,
+    w: *const u8,
+    x: *const u8,
+) -> Option<f32> {
+    use crate::k_quants::aarch64 as kn;
+
+    use self::aarch64::{dot_bf16, dot_block32, dot_f16, dot_f32, dot_q4_0, dot_q8_0};
+    let nb = k / QK;
+    let nk = k / crate::k_quants::QK_K;
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        Some(match wtype {
+            DType::F32 => dot_f32(k, w, x),
+            DType::F16 => dot_f16(k, w, x),
+            DType::BF16 => dot_bf16(k, w, x),
+            DType::Q8_0 => dot_q8_0::<DOT>(nb, w, x),
+            DType::Q4_0 => dot_q4_0::<DOT>(nb, w, x),
+            DType::Q4_1 => dot_block32::<Q4_1, DOT>(nb, w, x),
+            DType::Q5_0 => dot_block32::<Q5_0, DOT>(nb, w, x),
+            DType::Q5_1 => dot_block32::<Q5_1, DOT>(nb, w, x),
+            DType::Q4_K => kn::dot_q4_k::<DOT>(nk, w, x),
+            DType::Q5_K => kn::dot_q5_k::<DOT>(nk, w, x),
+            DType::Q6_K => kn::dot_q6_k::<DOT>(nk, w, x),
             _ => return None,
         })
     }

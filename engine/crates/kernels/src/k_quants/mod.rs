@@ -4,7 +4,7 @@
 //! Each type module holds the block layout, ggml's reference quantizer
 //! (`quantize_row_q*_K_ref`, what llama.cpp writes into GGUF files when no importance
 //! matrix is given), the row dequantizer and the portable dot product with `Q8_K`
-//! activations; [`generic`] and [`x86`] hold the portable and AVX2 dot products.
+//! activations; [`generic`], [`x86`] and `aarch64` hold the portable, AVX2 and NEON dot products.
 //!
 //! # Rounding of the dot products
 //! ggml's AVX2 `ggml_vec_dot_q*_K_q8_K` compute, per super-block, exact integer sums in
@@ -14,6 +14,8 @@
 //! `bsums`. The portable functions compute the same lane sums ([`generic::lane_sums`]) and apply
 //! the same float operations in the same order, so both backends agree bit for bit.
 
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod aarch64;
 pub(crate) mod fit;
 pub(crate) mod generic;
 pub mod q2_k;

@@ -167,6 +167,15 @@ pub unsafe fn matmul_with(
             // SAFETY: buffers checked above, AVX2 supported, output contract from the caller.
             unsafe { matmul_avx2(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) }
         }
+        #[cfg(target_arch = "aarch64")]
+        Backend::Neon | Backend::NeonDotprod => {
+            // SAFETY: buffers checked above, NEON supported, output contract from the caller.
+            unsafe {
+                matmul_neon(
+                    backend, wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride,
+                )
+            }
+        }
         _ => {
             // SAFETY: output contract from the caller; buffers checked above.
             unsafe { matmul_generic(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) }
@@ -209,6 +218,53 @@ unsafe fn matmul_generic(
             };
             // SAFETY: the caller owns output (i, n).
             unsafe { *y.add(i * y_stride + n) = v };
+        }
+    }
+    Ok(())
+}
+
+/// NEON product, one output at a time: tinyBLAS's order for float weights and two or
+/// more rows, `vec_dot` otherwise (the NEON kernels where there are some, else the
+/// portable ones).
+///
+/// # Safety
+/// `backend` is a supported NEON backend; buffers checked by [`matmul_with`]; output
+/// contract of [`matmul`].
+#[cfg(target_arch = "aarch64")]
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
+unsafe fn matmul_neon(
+    backend: Backend,
+    wtype: DType,
+    w: &[u8],
+    w_stride: usize,
+    k: usize,
+    x: &[u8],
+    x_stride: usize,
+    m: usize,
+    n_range: Range<usize>,
+    y: *mut f32,
+    y_stride: usize,
+) -> Result<(), KernelError> {
+    use crate::dot::aarch64 as neon;
+    type Single = unsafe fn(usize, *const u8, *const u8) -> f32;
+    let single: Option<Single> = match wtype {
+        DType::F32 if uses_tinyblas_order(m, k) => Some(neon::dot_f32_single_acc),
+        DType::F16 if uses_tinyblas_order(m, k) => Some(neon::dot_f16_single_acc),
+        DType::BF16 if uses_tinyblas_order(m, k) => Some(neon::dot_bf16_single_acc),
+        _ => None,
+    };
+    for i in 0..m {
+        for n in n_range.clone() {
+            // SAFETY: rows n of w and i of x were checked by matmul_with; the backend is
+            // supported (caller); k % 8 == 0 for the tinyBLAS order; output (i, n) owned.
+            unsafe {
+                let (wr, xr) = (w.as_ptr().add(n * w_stride), x.as_ptr().add(i * x_stride));
+                let v = match single {
+                    Some(f) => f(k, wr, xr),
+                    None => crate::dot::vec_dot_unchecked(backend, wtype, k, wr, xr)?,
+                };
+                *y.add(i * y_stride + n) = v;
+            }
         }
     }
     Ok(())
