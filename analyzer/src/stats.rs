@@ -2,6 +2,9 @@
 //! the node classes driving its growth with context length (Fig. 9), matrix products'
 //! time against complexity with a linear fit (Fig. 10), counter-derived bandwidth and
 //! stall ratios per op type (Fig. 11), and per-thread load balance per op (Fig. 6).
+//! Which counters feed the derived metrics on which architecture: [`metrics`].
+
+pub mod metrics;
 
 use std::collections::BTreeMap;
 
@@ -134,10 +137,16 @@ pub struct OpTypeRow {
     pub idle_share: f64,
     /// Counter sums, by counter name.
     pub counters: BTreeMap<String, u64>,
-    /// `cache-misses × 64 B` per second of op time, GB/s (if `cache-misses` was read).
+    /// Miss counter × 64 B per second of op time, GB/s: `cache-misses` on x86-64, the
+    /// lowest-level refill recorded on arm64 ([`ProfStat::miss_counter`]).
     pub miss_bandwidth_gbps: Option<f64>,
-    /// `stalled-cycles-backend / cycles` (if both were read).
+    /// `stalled-cycles-backend / cycles` (STALL_BACKEND / CPU_CYCLES on arm64), if both
+    /// were read.
     pub stall_ratio: Option<f64>,
+    /// `instructions / cycles`, if both were read.
+    pub ipc: Option<f64>,
+    /// Miss counter per 1000 instructions, if both were read.
+    pub mpki: Option<f64>,
 }
 
 /// Load balance of one node of the DAG iteration on one thread.
@@ -176,6 +185,9 @@ pub struct ProfStat {
     pub matmul_fit_dense: Option<LinearFit>,
     /// Per op type.
     pub op_types: Vec<OpTypeRow>,
+    /// The counter behind `miss_bandwidth_gbps` and `mpki` ([`metrics::MISS_COUNTERS`]),
+    /// if one was recorded.
+    pub miss_counter: Option<String>,
     /// Per node and thread of the DAG iteration.
     pub load_balance: Vec<LoadBalanceRow>,
     /// Across experts, for a mixture-of-experts model (seed 002 Fig 13).
@@ -323,23 +335,25 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
 
     let token_ns: u64 = model.tokens().iter().map(|t| t.dur_ns()).sum();
     let names = model.counter_names();
-    let find = |n: &str| names.iter().position(|c| c == n);
-    let (misses, cycles, stalls) = (
-        find("cache-misses"),
-        find("cycles"),
-        find("stalled-cycles-backend"),
-    );
-    let op_types = model
-        .op_type_aggregates()
+    let aggregates = model.op_type_aggregates();
+    let picked = metrics::MetricCounters::pick(names, |i| {
+        aggregates
+            .iter()
+            .any(|a| a.pmc_nodes.get(i).copied().unwrap_or(0) > 0 && a.pmc[i] > 0)
+    });
+    let miss_counter = picked.misses.map(|i| names[i].clone());
+    let op_types = aggregates
         .iter()
         .enumerate()
         .filter(|(_, a)| a.count > 0)
         .map(|(slot, a)| {
-            let counter = |i: Option<usize>| {
-                i.filter(|&i| a.pmc_nodes.get(i).copied().unwrap_or(0) > 0)
+            let counter = |i: usize| {
+                Some(i)
+                    .filter(|&i| a.pmc_nodes.get(i).copied().unwrap_or(0) > 0)
                     .and_then(|i| a.pmc.get(i).copied())
                     .filter(|&v| v != PMC_MISSING)
             };
+            let derived = metrics::Derived::compute(&picked, counter, a.total_ns);
             OpTypeRow {
                 op: if slot == OP_TYPE_SLOTS - 1 {
                     "OTHER".to_owned()
@@ -361,13 +375,10 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
                     .filter(|&(i, _)| a.pmc_nodes.get(i).copied().unwrap_or(0) > 0)
                     .map(|(i, n)| (n.clone(), a.pmc[i]))
                     .collect(),
-                miss_bandwidth_gbps: counter(misses)
-                    .filter(|_| a.total_ns > 0)
-                    .map(|m| (m * CACHE_LINE_BYTES) as f64 / a.total_ns as f64),
-                stall_ratio: match (counter(stalls), counter(cycles)) {
-                    (Some(s), Some(c)) if c > 0 => Some(s as f64 / c as f64),
-                    _ => None,
-                },
+                miss_bandwidth_gbps: derived.miss_bandwidth_gbps,
+                stall_ratio: derived.stall_ratio,
+                ipc: derived.ipc,
+                mpki: derived.mpki,
             }
         })
         .collect();
@@ -379,6 +390,7 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
         matmul_fit_all,
         matmul_fit_dense,
         op_types,
+        miss_counter,
         load_balance,
         experts: crate::experts::compute(model),
         backends: Some(crate::backends::compute(model)).filter(|b| b.is_interesting()),
@@ -388,6 +400,150 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A synthetic run (2 tokens, 4 nodes, 2 threads) whose operator spans carry the
+    /// counter deltas `per_span` (one value per counter of `counters`), as `--pmc`
+    /// records them: each `op_span` becomes an `op_span_pmc`.
+    fn model_with_counters(counters: &[(&str, &str)], per_span: &[u64]) -> TraceModel {
+        use common::event::{EventKind, MAX_PMC, OpSpanPmcEvent};
+        use trace_format::{CounterInfo, Event};
+
+        use crate::synthetic::{SynthRecords, SynthSpec, generate, synth_header};
+
+        let mut header = synth_header();
+        header.counters = counters
+            .iter()
+            .map(|(name, source)| CounterInfo {
+                name: (*name).to_owned(),
+                source: (*source).to_owned(),
+                ..CounterInfo::default()
+            })
+            .collect();
+        let mut delta = [0u64; MAX_PMC];
+        delta[..per_span.len()].copy_from_slice(per_span);
+        let mut m = TraceModel::new(&header);
+        let spec = SynthSpec::sized(2, 4, 2).with_records(SynthRecords::Spans);
+        generate(&spec, |rec| {
+            let kind = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
+            let ev = EventKind::from_u32(kind)
+                .and_then(|k| trace_format::decode_record(k, rec))
+                .expect("synthetic records decode");
+            m.apply(&match ev {
+                Event::OpSpan(span) => {
+                    let mut span = span;
+                    span.kind = EventKind::OpSpanPmc as u32;
+                    Event::OpSpanPmc(OpSpanPmcEvent {
+                        span,
+                        pmc_ok: (1 << per_span.len()) - 1,
+                        _pad: 0,
+                        delta,
+                    })
+                }
+                other => other,
+            });
+        });
+        m.finish(None);
+        m
+    }
+
+    fn close(a: Option<f64>, b: f64) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-9 * b.abs().max(1.0))
+    }
+
+    #[test]
+    fn derived_metrics_from_an_x86_counter_set() {
+        let m = model_with_counters(
+            &[
+                ("cycles", "hardware (PERF_TYPE_HARDWARE 0)"),
+                ("instructions", "hardware (PERF_TYPE_HARDWARE 1)"),
+                ("cache-misses", "hardware (PERF_TYPE_HARDWARE 3)"),
+                ("stalled-cycles-backend", "hardware (PERF_TYPE_HARDWARE 8)"),
+                ("task-clock", "software (PERF_TYPE_SOFTWARE 1)"),
+            ],
+            &[10_000, 25_000, 50, 4_000, 7],
+        );
+        let s = compute(&m, None);
+        assert_eq!(s.miss_counter.as_deref(), Some("cache-misses"));
+        assert!(!s.op_types.is_empty());
+        for r in &s.op_types {
+            assert!(close(r.ipc, 2.5), "{r:?}");
+            assert!(close(r.mpki, 2.0), "{r:?}");
+            assert!(close(r.stall_ratio, 0.4), "{r:?}");
+            let misses = r.counters["cache-misses"] as f64;
+            let bw = misses * 64.0 / (r.total_ms * 1e6);
+            assert!(close(r.miss_bandwidth_gbps, bw), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn derived_metrics_from_an_arm64_counter_set() {
+        // The arm64 default set; LL_CACHE_MISS_RD added by hand and reading 0 (a core
+        // without an external last-level cache), so L2D refills are the miss counter.
+        let m = model_with_counters(
+            &[
+                (
+                    "cycles",
+                    "hardware (armv8_pmuv3 type 8: raw 0x11 CPU_CYCLES)",
+                ),
+                (
+                    "instructions",
+                    "hardware (armv8_pmuv3 type 8: raw 0x08 INST_RETIRED)",
+                ),
+                (
+                    "l1d-cache-refill",
+                    "hardware (armv8_pmuv3 type 8: raw 0x03 L1D_CACHE_REFILL)",
+                ),
+                (
+                    "l2d-cache-refill",
+                    "hardware (armv8_pmuv3 type 8: raw 0x17 L2D_CACHE_REFILL)",
+                ),
+                (
+                    "stalled-cycles-backend",
+                    "hardware (armv8_pmuv3 type 8: raw 0x24 STALL_BACKEND)",
+                ),
+                (
+                    "stalled-cycles-frontend",
+                    "hardware (armv8_pmuv3 type 8: raw 0x23 STALL_FRONTEND)",
+                ),
+                (
+                    "mem-access",
+                    "hardware (armv8_pmuv3 type 8: raw 0x13 MEM_ACCESS)",
+                ),
+                (
+                    "ll-cache-miss-rd",
+                    "hardware (armv8_pmuv3 type 8: raw 0x37 LL_CACHE_MISS_RD)",
+                ),
+            ],
+            &[8_000, 4_000, 400, 20, 6_000, 500, 1_500, 0],
+        );
+        let s = compute(&m, None);
+        assert_eq!(s.miss_counter.as_deref(), Some("l2d-cache-refill"));
+        assert!(!s.op_types.is_empty());
+        for r in &s.op_types {
+            assert!(close(r.ipc, 0.5), "{r:?}");
+            // 20 L2D refills per 4000 instructions, not the 400 L1D refills.
+            assert!(close(r.mpki, 5.0), "{r:?}");
+            assert!(close(r.stall_ratio, 0.75), "{r:?}");
+            let refills = r.counters["l2d-cache-refill"] as f64;
+            let bw = refills * 64.0 / (r.total_ms * 1e6);
+            assert!(close(r.miss_bandwidth_gbps, bw), "{r:?}");
+        }
+        // The qemu guest without -icount: cycles only, so no IPC and no traffic.
+        let m = model_with_counters(
+            &[(
+                "cycles",
+                "hardware (armv8_pmuv3 type 8: raw 0x11 CPU_CYCLES)",
+            )],
+            &[8_000],
+        );
+        let s = compute(&m, None);
+        assert_eq!(s.miss_counter, None);
+        assert!(
+            s.op_types
+                .iter()
+                .all(|r| r.ipc.is_none() && r.mpki.is_none())
+        );
+    }
 
     #[test]
     fn fit_recovers_an_exact_line() {

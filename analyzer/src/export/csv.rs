@@ -105,12 +105,13 @@ pub fn write_matmul(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
 pub fn write_op_types(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
     writeln!(
         w,
-        "op,count,total_ms,mean_us,share_of_token_time,idle_share,miss_bandwidth_gbps,stall_ratio"
+        "op,count,total_ms,mean_us,share_of_token_time,idle_share,miss_bandwidth_gbps,stall_ratio,\
+         ipc,mpki"
     )?;
     for r in &s.op_types {
         writeln!(
             w,
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{}",
             r.op,
             r.count,
             r.total_ms,
@@ -118,7 +119,9 @@ pub fn write_op_types(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
             r.share_of_token_time,
             r.idle_share,
             opt(r.miss_bandwidth_gbps),
-            opt(r.stall_ratio)
+            opt(r.stall_ratio),
+            opt(r.ipc),
+            opt(r.mpki)
         )?;
     }
     Ok(())
