@@ -49,7 +49,8 @@ pub mod vec;
 
 pub use backend::Backend;
 pub use dot::{
-    convert_activations, has_kernels, vec_dot, vec_dot_type, vec_dot_with, weight_types,
+    convert_activations, convert_activations_with, has_kernels, vec_dot, vec_dot_type,
+    vec_dot_with, weight_types,
 };
 pub use error::KernelError;
 pub use matmul::{ROW_BLOCK, matmul, matmul_with, split_rows};

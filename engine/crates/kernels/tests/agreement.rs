@@ -11,7 +11,8 @@ use engine_kernels::quant::{
     quantize_row_q8_0,
 };
 use engine_kernels::{
-    Backend, convert_activations, matmul_with, quant, vec_dot_type, vec_dot_with,
+    Backend, convert_activations, convert_activations_with, matmul_with, quant, vec_dot_type,
+    vec_dot_with,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -553,6 +554,47 @@ fn packed_matmul_agrees_across_backends_and_with_reference() {
                 )
             };
             assert!(err.is_err());
+        }
+    }
+}
+
+#[test]
+fn activation_conversion_agrees_across_backends() {
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    for dtype in [
+        DType::Q8_0,
+        DType::Q8_1,
+        DType::Q8_K,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+    ] {
+        for k in [256usize, 1024] {
+            let mut x = random_row(&mut rng, k);
+            // A zero block, a block with amax 127 (id = 1) holding ties, a constant block.
+            x[0..32].fill(0.0);
+            x[32] = 127.0;
+            x[33] = 2.5;
+            x[34] = -3.5;
+            x[35] = -0.5;
+            x[64..96].fill(-0.75);
+            if dtype == DType::F16 {
+                // Overflow, a subnormal half, a tie, a quiet NaN with payload, -0.
+                x[100] = 65520.0;
+                x[101] = 1e-6;
+                x[102] = 1.0 + f32::powi(2.0, -11);
+                x[103] = f32::from_bits(0x7fc1_2345);
+                x[104] = -0.0;
+            }
+            let row = dtype.row_bytes(k).unwrap();
+            let mut want = vec![0u8; row];
+            convert_activations_with(Backend::Generic, dtype, &x, &mut want).unwrap();
+            for b in backends::simd() {
+                let mut got = vec![0xa5u8; row];
+                convert_activations_with(b, dtype, &x, &mut got).unwrap();
+                let first = got.iter().zip(&want).position(|(g, w)| g != w);
+                assert_eq!(first, None, "{dtype:?} k={k} {b:?}: first differing byte");
+            }
         }
     }
 }

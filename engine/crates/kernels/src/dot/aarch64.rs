@@ -523,3 +523,91 @@ pub(crate) unsafe fn dot_block32<B: NeonBlock, const DOT: bool>(
         hsum8(acc)
     }
 }
+
+/// Quantizes 32 activations at `x` to one Q8_0 (`S = false`, 34 bytes) or Q8_1 (`S = true`,
+/// 36 bytes) block at `out`, like [`crate::quant`]'s AVX2-semantics quantizers: scale
+/// `127 / amax`, ties-to-even rounding (`fcvtns`), and for Q8_1 `s = f16(d · Σ q)`.
+///
+/// # Safety
+/// NEON available; `x` readable for 32 `f32`, `out` writable for the block.
+#[target_feature(enable = "neon")]
+unsafe fn quantize_block_q8<const S: bool>(x: *const f32, out: *mut u8) {
+    // SAFETY: 32 readable floats at x and a writable block at out (caller).
+    unsafe {
+        let v: [float32x4_t; 8] = std::array::from_fn(|i| load_f32x4(x.add(4 * i).cast()));
+        let mut m = vabsq_f32(v[0]);
+        for vi in &v[1..] {
+            m = vmaxnmq_f32(m, vabsq_f32(*vi));
+        }
+        // maxnm ignores NaN like f32::max; for the rest max is order-independent.
+        let amax = vmaxnmvq_f32(m);
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let q: [int32x4_t; 8] = v.map(|vi| vcvtnq_s32_f32(vmulq_n_f32(vi, id)));
+        let q16: [int16x8_t; 4] =
+            std::array::from_fn(|i| vcombine_s16(vqmovn_s32(q[2 * i]), vqmovn_s32(q[2 * i + 1])));
+        let q8 = [
+            vcombine_s8(vqmovn_s16(q16[0]), vqmovn_s16(q16[1])),
+            vcombine_s8(vqmovn_s16(q16[2]), vqmovn_s16(q16[3])),
+        ];
+        let head = if S { 4 } else { 2 };
+        vst1q_s8(out.add(head).cast(), q8[0]);
+        vst1q_s8(out.add(head + 16).cast(), q8[1]);
+        out.cast::<[u8; 2]>()
+            .write_unaligned(half::f16::from_f32(d).to_le_bytes());
+        if S {
+            let sum = vaddvq_s32(vaddq_s32(
+                vaddq_s32(vaddq_s32(q[0], q[1]), vaddq_s32(q[2], q[3])),
+                vaddq_s32(vaddq_s32(q[4], q[5]), vaddq_s32(q[6], q[7])),
+            ));
+            out.add(2)
+                .cast::<[u8; 2]>()
+                .write_unaligned(half::f16::from_f32(d * sum as f32).to_le_bytes());
+        }
+    }
+}
+
+/// Converts a row of `f32` activations (a multiple of 32) to Q8_0 blocks, as
+/// `convert_activations` does.
+///
+/// # Safety
+/// NEON available; `dst` holds `src.len() / 32` blocks of 34 bytes.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn quantize_row_q8_0(src: &[f32], dst: &mut [u8]) {
+    for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(34)) {
+        // SAFETY: 32 floats and a 34-byte block.
+        unsafe { quantize_block_q8::<false>(x.as_ptr(), out.as_mut_ptr()) };
+    }
+}
+
+/// Converts a row of `f32` activations (a multiple of 32) to Q8_1 blocks.
+///
+/// # Safety
+/// NEON available; `dst` holds `src.len() / 32` blocks of 36 bytes.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn quantize_row_q8_1(src: &[f32], dst: &mut [u8]) {
+    for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(36)) {
+        // SAFETY: 32 floats and a 36-byte block.
+        unsafe { quantize_block_q8::<true>(x.as_ptr(), out.as_mut_ptr()) };
+    }
+}
+
+/// Converts `src` to little-endian halves in `dst` (round to nearest even, `fcvtn`; the
+/// same bits as `half::f16::from_f32`, NaNs included).
+///
+/// # Safety
+/// NEON available; `dst` holds `2 * src.len()` bytes.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn f32_row_to_f16_bytes(src: &[f32], dst: &mut [u8]) {
+    let n4 = src.len() & !3;
+    for i in (0..n4).step_by(4) {
+        // SAFETY: elements i..i + 4 of src, bytes 2i..2i + 8 of dst (caller).
+        unsafe {
+            let h = vcvt_f16_f32(load_f32x4(src.as_ptr().add(i).cast()));
+            vst1_u8(dst.as_mut_ptr().add(2 * i), vreinterpret_u8_f16(h));
+        }
+    }
+    for (x, out) in src[n4..].iter().zip(dst[2 * n4..].chunks_exact_mut(2)) {
+        out.copy_from_slice(&half::f16::from_f32(*x).to_le_bytes());
+    }
+}

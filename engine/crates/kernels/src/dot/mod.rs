@@ -68,8 +68,35 @@ pub fn convert_activations(
     src: &[f32],
     dst: &mut [u8],
 ) -> Result<(), KernelError> {
+    convert_activations_with(Backend::detect(), dst_type, src, dst)
+}
+
+/// [`convert_activations`] with an explicit backend (an unsupported one falls back to
+/// [`Backend::Generic`]); every backend writes the same bytes.
+pub fn convert_activations_with(
+    backend: Backend,
+    dst_type: DType,
+    src: &[f32],
+    dst: &mut [u8],
+) -> Result<(), KernelError> {
     let k = src.len();
     check_row("convert_activations destination", dst_type, k, dst)?;
+    #[cfg(target_arch = "aarch64")]
+    if matches!(backend, Backend::Neon | Backend::NeonDotprod)
+        && backend.is_supported()
+        && matches!(dst_type, DType::Q8_0 | DType::Q8_1 | DType::F16)
+    {
+        // SAFETY: NEON supported; dst holds the row (checked above).
+        unsafe {
+            match dst_type {
+                DType::Q8_0 => aarch64::quantize_row_q8_0(src, dst),
+                DType::Q8_1 => aarch64::quantize_row_q8_1(src, dst),
+                _ => aarch64::f32_row_to_f16_bytes(src, dst),
+            }
+        }
+        return Ok(());
+    }
+    let _ = backend;
     match dst_type {
         DType::Q8_0 => {
             for (x, out) in src.chunks_exact(QK).zip(dst.chunks_exact_mut(34)) {
