@@ -30,6 +30,8 @@
 //! repacked `gemv/gemm_q4_0_8x8_q8_0` round; the portable implementation here does the
 //! same operations and matches the AVX2 one bit for bit.
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 mod layout;
 pub mod q4_k;
 #[cfg(target_arch = "x86_64")]
@@ -289,6 +291,18 @@ pub unsafe fn matmul_packed_with(
                         q4_k_x86::group_rows(nb, wg.as_ptr(), x.as_ptr(), x_stride, m, yg, y_stride)
                     }
                 }
+                #[cfg(target_arch = "aarch64")]
+                Backend::Neon | Backend::NeonDotprod => {
+                    let (wg, xp) = (wg.as_ptr(), x.as_ptr());
+                    // SAFETY: NEON (and dotprod for NeonDotprod) supported; as above.
+                    unsafe {
+                        if backend == Backend::NeonDotprod {
+                            aarch64::q4_k_group_rows::<true>(nb, wg, xp, x_stride, m, yg, y_stride)
+                        } else {
+                            aarch64::q4_k_group_rows::<false>(nb, wg, xp, x_stride, m, yg, y_stride)
+                        }
+                    }
+                }
                 _ => {
                     // SAFETY: as above.
                     unsafe { q4_k::group_rows_generic(nb, wg, x, x_stride, m, yg, y_stride) }
@@ -319,6 +333,21 @@ pub unsafe fn matmul_packed_with(
                 // of every row and block computed above; outputs of rows 8g..8g+8 for every
                 // i are the caller's.
                 unsafe { x86::group_rows(wtype, nb, wg.as_ptr(), &acts, m, yg, y_stride) }
+            }
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon | Backend::NeonDotprod => {
+                let (wg, xp) = (wg.as_ptr(), x.as_ptr());
+                type Group =
+                    unsafe fn(usize, usize, *const u8, *const u8, usize, usize, *mut f32, usize);
+                let f: Group = match (wtype == DType::Q4_0, backend == Backend::NeonDotprod) {
+                    (true, true) => aarch64::legacy_group_rows::<true, true>,
+                    (true, false) => aarch64::legacy_group_rows::<true, false>,
+                    (false, true) => aarch64::legacy_group_rows::<false, true>,
+                    (false, false) => aarch64::legacy_group_rows::<false, false>,
+                };
+                // SAFETY: NEON (and dotprod for NeonDotprod) supported; group and
+                // activation rows checked above; outputs of rows 8g..8g+8 are the caller's.
+                unsafe { f(nb, gb, wg, xp, x_stride, m, yg, y_stride) }
             }
             _ => {
                 // SAFETY: as above.

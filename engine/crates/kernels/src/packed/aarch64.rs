@@ -1,0 +1,183 @@
+//! NEON products of packed groups (layouts in [`super`] and [`super::q4_k`]).
+//!
+//! Both layouts round per output and block from exact integers (`isum`, and `imin` for
+//! `Q4_K`), so the NEON code only computes those integers (`sdot` or `smull` + pairwise
+//! adds) and then takes the portable code's float steps in the same order: the results
+//! are bit-identical to the portable (and AVX2) path.
+
+use std::arch::aarch64::*;
+
+use super::layout::{PACK_ROWS, SCALES_BYTES};
+use super::q4_k::{GROUP_BLOCK_BYTES, MINS, QUANTS, SCALES};
+use crate::dot::aarch64::lanes4;
+use crate::k_quants::q8_k;
+
+/// The little-endian half at `p` as `f32`.
+///
+/// # Safety
+/// `p` readable for 2 bytes.
+#[inline]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    // SAFETY: 2 readable bytes (caller); read_unaligned needs no alignment.
+    half::f16::from_bits(unsafe { p.cast::<u16>().read_unaligned() }).to_f32()
+}
+
+/// The 4 activation bytes at `p` in every 32-bit lane.
+///
+/// # Safety
+/// `p` readable for 4 bytes.
+#[inline(always)]
+unsafe fn broadcast4(p: *const u8) -> int8x16_t {
+    // SAFETY: 4 readable bytes (caller); NEON is part of every AArch64 target.
+    unsafe { vreinterpretq_s8_s32(vdupq_n_s32(p.cast::<i32>().read_unaligned())) }
+}
+
+/// `isum` and `imin` of super-block `gblk` of a packed `Q4_K` group for all 8 rows (as
+/// `q4_k::block_sums`), against the `Q8_K` block `xb`.
+///
+/// # Safety
+/// dotprod if `DOT`; `gblk` readable for one group block, `xb` for one `Q8_K` block.
+#[inline(always)]
+unsafe fn q4_k_block_sums<const DOT: bool>(gblk: *const u8, xb: *const u8) -> ([i32; 8], [i32; 8]) {
+    // SAFETY: offsets inside the group block and the Q8_K block (caller); dotprod if DOT.
+    unsafe {
+        let mut isum = [vdupq_n_s32(0); 2];
+        let m4 = vdupq_n_u8(0x0f);
+        for p in 0..4 {
+            let (mut lo, mut hi) = ([vdupq_n_s32(0); 2], [vdupq_n_s32(0); 2]);
+            for v in 0..8 {
+                let qv = gblk.add(QUANTS + 256 * p + 32 * v);
+                let xlo = broadcast4(xb.add(q8_k::QS + 64 * p + 4 * v));
+                let xhi = broadcast4(xb.add(q8_k::QS + 64 * p + 32 + 4 * v));
+                for h in 0..2 {
+                    let q = vld1q_u8(qv.add(16 * h));
+                    let ql = vreinterpretq_s8_u8(vandq_u8(q, m4));
+                    let qh = vreinterpretq_s8_u8(vshrq_n_u8::<4>(q));
+                    lo[h] = vaddq_s32(lo[h], lanes4::<DOT>(ql, xlo));
+                    hi[h] = vaddq_s32(hi[h], lanes4::<DOT>(qh, xhi));
+                }
+            }
+            // The 8 scales of sub-block 2p + h (row r at byte r) widened to rows 0..4, 4..8.
+            let sc = |h: usize| {
+                let s = vmovl_u8(vld1_u8(gblk.add(SCALES + 16 * p + 8 * h)));
+                [
+                    vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(s))),
+                    vreinterpretq_s32_u32(vmovl_high_u16(s)),
+                ]
+            };
+            let (s0, s1) = (sc(0), sc(1));
+            for half in 0..2 {
+                isum[half] = vmlaq_s32(isum[half], lo[half], s0[half]);
+                isum[half] = vmlaq_s32(isum[half], hi[half], s1[half]);
+            }
+        }
+        let mut out = [0i32; 8];
+        vst1q_s32(out.as_mut_ptr(), isum[0]);
+        vst1q_s32(out.as_mut_ptr().add(4), isum[1]);
+        let bsums = xb.add(q8_k::BSUMS).cast::<[i16; 16]>().read_unaligned();
+        let sub = |j: usize| i32::from(bsums[2 * j].wrapping_add(bsums[2 * j + 1]));
+        let mut imin = [0i32; 8];
+        for (r, im) in imin.iter_mut().enumerate() {
+            for p in 0..4 {
+                let m = |h: usize| i32::from(*gblk.add(MINS + 16 * p + 2 * r + h));
+                *im += m(0) * sub(2 * p) + m(1) * sub(2 * p + 1);
+            }
+        }
+        (out, imin)
+    }
+}
+
+/// The product of one packed `Q4_K` group (`nb` group blocks at `wg`) with `m` `Q8_K`
+/// rows into `y[i·y_stride + r]`, as `q4_k::group_rows_generic`.
+///
+/// # Safety
+/// NEON (and dotprod if `DOT`) available; `wg` holds `nb` group blocks, `x` `m` rows of
+/// `nb` `Q8_K` blocks at `x_stride`; outputs `(i, r)` for `r < 8` are the caller's.
+#[target_feature(enable = "neon")]
+pub(super) unsafe fn q4_k_group_rows<const DOT: bool>(
+    nb: usize,
+    wg: *const u8,
+    x: *const u8,
+    x_stride: usize,
+    m: usize,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    for i in 0..m {
+        let mut acc = [0f32; PACK_ROWS];
+        let mut acc_m = [0f32; PACK_ROWS];
+        for b in 0..nb {
+            // SAFETY: group block b and Q8_K block b of row i are readable (caller).
+            unsafe {
+                let gblk = wg.add(b * GROUP_BLOCK_BYTES);
+                let xb = x.add(i * x_stride + b * q8_k::BLOCK_BYTES);
+                let dx = xb.cast::<f32>().read_unaligned();
+                let (isum, imin) = q4_k_block_sums::<DOT>(gblk, xb);
+                for r in 0..PACK_ROWS {
+                    let d = f16_at(gblk.add(2 * r));
+                    let dmin = f16_at(gblk.add(16 + 2 * r));
+                    acc[r] = (isum[r] as f32).mul_add(d * dx, acc[r]);
+                    acc_m[r] = (imin[r] as f32).mul_add(dmin * dx, acc_m[r]);
+                }
+            }
+        }
+        for r in 0..PACK_ROWS {
+            // SAFETY: output (i, r) is the caller's.
+            unsafe { *y.add(i * y_stride + r) = acc[r] - acc_m[r] };
+        }
+    }
+}
+
+/// The product of one packed Q4_0 (`Q4 = true`) or Q8_0 group (`nb` group blocks of `gb`
+/// bytes at `wg`) with `m` Q8_0 rows, as the portable `group_rows_generic`.
+///
+/// # Safety
+/// NEON (and dotprod if `DOT`) available; `wg` holds `nb` group blocks, `x` `m` rows of
+/// `nb` Q8_0 blocks at `x_stride`; outputs `(i, r)` for `r < 8` are the caller's.
+#[target_feature(enable = "neon")]
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
+pub(super) unsafe fn legacy_group_rows<const Q4: bool, const DOT: bool>(
+    nb: usize,
+    gb: usize,
+    wg: *const u8,
+    x: *const u8,
+    x_stride: usize,
+    m: usize,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let chunk = (gb - SCALES_BYTES) / 4;
+    for i in 0..m {
+        let mut acc = [0f32; PACK_ROWS];
+        for b in 0..nb {
+            // SAFETY: group block b and Q8_0 block b of row i are readable (caller).
+            unsafe {
+                let gblk = wg.add(b * gb);
+                let xb = x.add(i * x_stride + b * 34);
+                let dx = f16_at(xb);
+                let x0 = vld1q_s8(xb.add(2).cast());
+                let x1 = vld1q_s8(xb.add(18).cast());
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let dw = f16_at(gblk.add(2 * r));
+                    let q = gblk.add(SCALES_BYTES + (r % 4) * chunk + if r >= 4 { 16 } else { 0 });
+                    let (lo, hi) = if Q4 {
+                        let byte = vld1q_u8(q);
+                        let bias = vdupq_n_s8(8);
+                        (
+                            vsubq_s8(vreinterpretq_s8_u8(vandq_u8(byte, vdupq_n_u8(0x0f))), bias),
+                            vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8::<4>(byte)), bias),
+                        )
+                    } else {
+                        (vld1q_s8(q.cast()), vld1q_s8(q.add(32).cast()))
+                    };
+                    let isum = vaddvq_s32(vaddq_s32(lanes4::<DOT>(lo, x0), lanes4::<DOT>(hi, x1)));
+                    *a = (isum as f32).mul_add(dw * dx, *a);
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            // SAFETY: output (i, r) is the caller's.
+            unsafe { *y.add(i * y_stride + r) = *a };
+        }
+    }
+}
