@@ -135,9 +135,21 @@ pub fn oracle(subcommand: &str) -> Command {
     cmd
 }
 
-/// A command running the engine binary's `subcommand`.
+/// A command running the engine binary's `subcommand`. With `PROFINFER_ENGINE_RUNNER`
+/// set (e.g. `qemu-aarch64-static -cpu max`, when the tests themselves run under user-mode
+/// emulation and the kernel has no binfmt handler for the target), the binary is started
+/// through that runner.
 pub fn engine(subcommand: &str) -> Command {
-    let mut cmd = Command::new(engine_bin());
+    let runner = std::env::var("PROFINFER_ENGINE_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(words).arg(engine_bin());
+            cmd
+        }
+        None => Command::new(engine_bin()),
+    };
     cmd.arg(subcommand);
     cmd
 }
