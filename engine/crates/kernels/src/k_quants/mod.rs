@@ -28,6 +28,8 @@ mod q6_k_tiles;
 pub mod q8_k;
 pub(crate) mod scales;
 pub mod tiles;
+#[cfg(target_arch = "aarch64")]
+mod tiles_aarch64;
 #[cfg(target_arch = "x86_64")]
 mod tiles_x86;
 pub(crate) mod unpacked;

@@ -21,6 +21,8 @@
 //! several `maddubs`. `Q6_K` on AVX2 has its own kernel (`q6_k_tiles`): 8 weight rows
 //! unpacked with SIMD into one interleaved block, one row per 32-bit lane, so no
 //! horizontal sums are needed; same integers and float steps, so same results.
+//! On AArch64 `tiles_aarch64` forms the same integers with NEON (`sdot` where the CPU
+//! has it), one output at a time.
 
 use std::ops::Range;
 
@@ -154,6 +156,31 @@ pub(crate) unsafe fn matmul(
                     // blocks; activation rows i0..i1 are readable; outputs owned.
                     unsafe {
                         super::tiles_x86::tiles_rows(
+                            min,
+                            &scratch,
+                            nb,
+                            x.as_ptr(),
+                            x_stride,
+                            i0..i1,
+                            n0,
+                            rows,
+                            y,
+                            y_stride,
+                        );
+                    }
+                }
+                #[cfg(target_arch = "aarch64")]
+                Backend::Neon | Backend::NeonDotprod => {
+                    let f = if backend == Backend::NeonDotprod {
+                        super::tiles_aarch64::tiles_rows::<true>
+                    } else {
+                        super::tiles_aarch64::tiles_rows::<false>
+                    };
+                    // SAFETY: NEON (and dotprod for NeonDotprod) supported (caller);
+                    // scratch holds ROWS rows of nb blocks; activation rows i0..i1 are
+                    // readable; outputs owned.
+                    unsafe {
+                        f(
                             min,
                             &scratch,
                             nb,
