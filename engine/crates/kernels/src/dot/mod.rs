@@ -300,6 +300,8 @@ unsafe fn vec_dot_impl<const DOT: bool>(
             DType::Q4_1 => dot_block32::<Q4_1, DOT>(nb, w, x),
             DType::Q5_0 => dot_block32::<Q5_0, DOT>(nb, w, x),
             DType::Q5_1 => dot_block32::<Q5_1, DOT>(nb, w, x),
+            DType::Q2_K => kn::dot_q2_k::<DOT>(nk, w, x),
+            DType::Q3_K => kn::dot_q3_k::<DOT>(nk, w, x),
             DType::Q4_K => kn::dot_q4_k::<DOT>(nk, w, x),
             DType::Q5_K => kn::dot_q5_k::<DOT>(nk, w, x),
             DType::Q6_K => kn::dot_q6_k::<DOT>(nk, w, x),

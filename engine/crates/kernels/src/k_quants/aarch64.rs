@@ -1,11 +1,11 @@
-//! NEON K-quant dot products with `Q8_K` activations (`Q4_K`, `Q5_K`, `Q6_K`).
+//! NEON K-quant dot products with `Q8_K` activations (`Q2_K` … `Q6_K`).
 //!
 //! The integer lane sums of a super-block (lane `l` = elements `4l..4l+4` of every
 //! 32-element chunk, weighted by the group scales, [`super::generic::lane_sums`]) come
 //! from `sdot` or `smull` + pairwise adds; they are exact, so any order gives the same
 //! integers. The few float operations per super-block then run exactly as in
 //! [`super::generic`], in scalar code, so the results are bit-identical to the portable
-//! (and the AVX2) path. `Q2_K` and `Q3_K` take the portable path on AArch64.
+//! (and the AVX2) path.
 
 use std::arch::aarch64::*;
 
@@ -264,6 +264,117 @@ pub(crate) unsafe fn dot_q6_k<const DOT: bool>(nb: usize, w: *const u8, x: *cons
                 let offset = |g: usize| i32::from(bsums[g]) * scales[g];
                 let lane = s.wrapping_sub((offset(2 * l) + offset(2 * l + 1)) << 5);
                 *a = d.mul_add(lane as f32, *a);
+            }
+        }
+    }
+    hsum8(acc)
+}
+
+/// Integer lanes of the 2-bit quants of a `Q2_K` (`HMASK = false`, quants `0..4`) or
+/// `Q3_K` block (`HMASK = true`: minus 4 where the `hmask` bit is clear): chunk
+/// `c = 4j + s` is bits `2s..2s+2` of bytes `32j..32j+32` of `qs`, one scale per 16
+/// elements.
+///
+/// # Safety
+/// dotprod if `DOT`; `qs` readable for 64 bytes, `hmask` for 32 if `HMASK`, `x` for one
+/// `Q8_K` block.
+#[inline(always)]
+unsafe fn two_bit_lanes<const DOT: bool, const HMASK: bool>(
+    qs: *const u8,
+    hmask: *const u8,
+    x: *const u8,
+    sc: &[i32; 16],
+) -> [i32; LANES] {
+    // SAFETY: all offsets are inside the stated extents (caller); NEON is part of every
+    // AArch64 target.
+    unsafe {
+        let mut acc = [vdupq_n_s32(0); 2];
+        let m3 = vdupq_n_u8(3);
+        let hm = if HMASK {
+            [vld1q_u8(hmask), vld1q_u8(hmask.add(16))]
+        } else {
+            [vdupq_n_u8(0); 2]
+        };
+        for j in 0..2 {
+            let raw = [vld1q_u8(qs.add(32 * j)), vld1q_u8(qs.add(32 * j + 16))];
+            for s in 0..4 {
+                let c = 4 * j + s;
+                let q = [0, 1].map(|i| {
+                    let low = vandq_u8(vshlq_u8(raw[i], vdupq_n_s8(-2 * s as i8)), m3);
+                    if HMASK {
+                        // 4 where the high bit is clear: q - 4 as a wrapping byte.
+                        let clear = vceqq_u8(vandq_u8(hm[i], vdupq_n_u8(1 << c)), vdupq_n_u8(0));
+                        vsubq_u8(low, vandq_u8(clear, vdupq_n_u8(4)))
+                    } else {
+                        low
+                    }
+                });
+                acc =
+                    add_chunk::<DOT>(acc, q, x.add(q8_k::QS + 32 * c), [sc[2 * c], sc[2 * c + 1]]);
+            }
+        }
+        lanes_array(acc)
+    }
+}
+
+/// `ggml_vec_dot_q2_K_q8_K` (as [`super::generic::dot_q2_k`]) over `nb` blocks.
+///
+/// # Safety
+/// NEON (and dotprod if `DOT`) available; `w` readable for `nb` `Q2_K` blocks and `x`
+/// for `nb` `Q8_K` blocks.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn dot_q2_k<const DOT: bool>(nb: usize, w: *const u8, x: *const u8) -> f32 {
+    let mut acc = [0f32; LANES];
+    for b in 0..nb {
+        // SAFETY: block b of both rows is readable (caller): scales at 0..16, qs at
+        // 16..80, d at 80, dmin at 82.
+        unsafe {
+            let (wb, xb) = (
+                w.add(b * super::q2_k::BLOCK_BYTES),
+                x.add(b * q8_k::BLOCK_BYTES),
+            );
+            let (yd, bsums) = q8k_head(xb);
+            let d = yd * f16_at(wb.add(80));
+            let dmin = -yd * f16_at(wb.add(82));
+            let scales = wb.cast::<[u8; 16]>().read_unaligned();
+            for (l, a) in acc.iter_mut().enumerate() {
+                let m = |g: usize| i32::from(scales[g] >> 4) * i32::from(bsums[g]);
+                *a = dmin.mul_add((m(2 * l) + m(2 * l + 1)) as f32, *a);
+            }
+            let sc = scales.map(|s| i32::from(s & 0xf));
+            let sumi = two_bit_lanes::<DOT, false>(wb.add(16), wb, xb, &sc);
+            for (a, s) in acc.iter_mut().zip(sumi) {
+                *a = d.mul_add(s as f32, *a);
+            }
+        }
+    }
+    hsum8(acc)
+}
+
+/// `ggml_vec_dot_q3_K_q8_K` (as [`super::generic::dot_q3_k`]) over `nb` blocks.
+///
+/// # Safety
+/// NEON (and dotprod if `DOT`) available; `w` readable for `nb` `Q3_K` blocks and `x`
+/// for `nb` `Q8_K` blocks.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn dot_q3_k<const DOT: bool>(nb: usize, w: *const u8, x: *const u8) -> f32 {
+    let mut acc = [0f32; LANES];
+    for b in 0..nb {
+        // SAFETY: block b of both rows is readable (caller): hmask at 0..32, qs at 32..96,
+        // scales at 96..108, d at 108.
+        unsafe {
+            let (wb, xb) = (
+                w.add(b * super::q3_k::BLOCK_BYTES),
+                x.add(b * q8_k::BLOCK_BYTES),
+            );
+            let (yd, _) = q8k_head(xb);
+            let d = yd * f16_at(wb.add(108));
+            let packed = wb.add(96).cast::<[u8; K_SCALE_SIZE]>().read_unaligned();
+            let sc: [i32; 16] =
+                std::array::from_fn(|g| i32::from(super::q3_k::group_scale(&packed, g)));
+            let sumi = two_bit_lanes::<DOT, true>(wb.add(32), wb, xb, &sc);
+            for (a, s) in acc.iter_mut().zip(sumi) {
+                *a = d.mul_add(s as f32, *a);
             }
         }
     }
