@@ -274,52 +274,70 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C
     const { assert!(size_of::<T>() <= LARGE_BLOCK_BYTES && align_of::<T>() <= 8) };
     bump(STAT_PRODUCED);
     let out = output();
-    // Where the record is built: a ring-buffer reservation, or this thread's scratch.
+    // Two separate paths, each with its own `fill`: when one path chose where the record
+    // is built and a second test after `fill` chose how to send it, the compiler tested
+    // the reservation's pointer for the second choice, and verifiers before Linux ~6.2
+    // (6.1's, found in the arm64 board test) do not know that a reserved, non-null
+    // pointer is not 0 there: they walked a path that never submits and refused the
+    // program ("Unreleased reference").
+    if out.perf {
+        emit_large_perf(ctx, fill);
+    } else {
+        emit_large_ring(out.wake_bytes, fill);
+    }
+}
+
+/// [`emit_large`] into this CPU's ring buffer: reserved in place, submitted or discarded.
+#[inline(always)]
+fn emit_large_ring<T: 'static, F: FnOnce(&mut T) -> bool>(wake_bytes: u32, fill: F) {
     // (The submit flags are taken at the submit, from the same CPU's ring: computed here
     // in each of the eight arms, they multiplied the verifier's states past its budget in
     // the programs that emit in a loop.)
-    let (p, entry) = if out.perf {
-        let tid = current_tid();
-        let p = match LARGE_SCRATCH.get_ptr_mut(tid) {
-            Some(p) => Some(p),
-            None => LARGE_ZERO
-                .get(0)
-                .and_then(|z| LARGE_SCRATCH.insert(tid, z, 0).ok())
-                .and_then(|()| LARGE_SCRATCH.get_ptr_mut(tid)),
-        };
-        (p.map(|p| p.cast::<T>()), None)
-    } else {
-        match on_ring!(|ring| ring.reserve::<T>(0)) {
-            Some(mut e) => (Some(e.as_mut_ptr()), Some(e)),
-            None => (None, None),
-        }
-    };
-    let Some(p) = p else {
+    let Some(mut entry) = on_ring!(|ring| ring.reserve::<T>(0)) else {
         bump(STAT_LOST);
         return;
     };
-    // SAFETY: `p` is a ring-buffer reservation of `size_of::<T>()` bytes, or this
-    // thread's scratch block, 8-byte aligned and large enough for a `T` (asserted above;
-    // only this thread uses it, one probe at a time). All-zero bytes are a valid wire
-    // record.
+    let p = entry.as_mut_ptr();
+    // SAFETY: `p` is a ring-buffer reservation of `size_of::<T>()` bytes, 8-byte aligned
+    // (asserted in `emit_large`). All-zero bytes are a valid wire record.
     let ev = unsafe {
         zero_words(p.cast::<u64>(), size_of::<T>() / 8);
         &mut *p
     };
-    let keep = fill(ev);
-    if !keep {
+    if fill(ev) {
+        entry.submit(on_ring!(|ring| ring_wakeup_flags(ring, wake_bytes)));
+    } else {
         // Not produced after all.
         unbump(STAT_PRODUCED);
+        entry.discard(BPF_RB_NO_WAKEUP as u64);
     }
-    if let Some(entry) = entry {
-        if keep {
-            entry.submit(on_ring!(|ring| ring_wakeup_flags(ring, out.wake_bytes)));
-        } else {
-            entry.discard(BPF_RB_NO_WAKEUP as u64);
-        }
+}
+
+/// [`emit_large`] into the perf buffer: built in the calling thread's `LARGE_SCRATCH`
+/// block, then copied out.
+#[inline(always)]
+fn emit_large_perf<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C, fill: F) {
+    let tid = current_tid();
+    let p = match LARGE_SCRATCH.get_ptr_mut(tid) {
+        Some(p) => Some(p),
+        None => LARGE_ZERO
+            .get(0)
+            .and_then(|z| LARGE_SCRATCH.insert(tid, z, 0).ok())
+            .and_then(|()| LARGE_SCRATCH.get_ptr_mut(tid)),
+    };
+    let Some(p) = p.map(|p| p.cast::<T>()) else {
+        bump(STAT_LOST);
         return;
-    }
-    if !keep {
+    };
+    // SAFETY: this thread's scratch block, 8-byte aligned and large enough for a `T`
+    // (asserted in `emit_large`; only this thread uses it, one probe at a time).
+    let ev = unsafe {
+        zero_words(p.cast::<u64>(), size_of::<T>() / 8);
+        &mut *p
+    };
+    if !fill(ev) {
+        // Not produced after all.
+        unbump(STAT_PRODUCED);
         return;
     }
     // SAFETY: as in `emit`.
@@ -366,24 +384,32 @@ pub fn pmc_slot(tid: u32) -> Option<u32> {
 pub fn read_pmc(i: u32, control: &TracerControl, slot: u32) -> Option<PmcReading> {
     let map = core::ptr::addr_of!(COUNTERS).cast_mut().cast::<c_void>();
     let index = u64::from(slot * control.n_pmc + i);
-    let mut reading = PmcReading::ZERO;
-    let read = if control.pmc_scaled & (1 << i) != 0 {
-        // SAFETY: `COUNTERS` is a perf event array map; the destination is a
-        // `PmcReading`, which has the layout of `bpf_perf_event_value` (24 bytes).
-        unsafe {
+    // No zeroed `PmcReading` first: bpf-linker made that a call of a byte-wise memset,
+    // which the verifier walks 24 times per call and per path, and Linux 6.1's verifier
+    // then gave up on the programs that read counters ("BPF program is too large").
+    if control.pmc_scaled & (1 << i) != 0 {
+        let mut reading = core::mem::MaybeUninit::<PmcReading>::uninit();
+        // SAFETY: `COUNTERS` is a perf event array map; the destination is 24 writable
+        // bytes with the layout of `bpf_perf_event_value` (the helper writes all of them,
+        // zeros on failure).
+        let read = unsafe {
             bpf_perf_event_read_value(
                 map,
                 index,
-                core::ptr::from_mut(&mut reading).cast::<bpf_perf_event_value>(),
+                reading.as_mut_ptr().cast::<bpf_perf_event_value>(),
                 size_of::<bpf_perf_event_value>() as u32,
             ) == 0
-        }
+        };
+        // SAFETY: written by the helper (above).
+        read.then(|| unsafe { reading.assume_init() })
     } else {
         // SAFETY: `COUNTERS` is a perf event array map. The helper returns the count,
         // or a negative errno in the same word (a count never reaches 2^63).
         let v = unsafe { bpf_perf_event_read(map, index) };
-        reading.counter = v;
-        (v as i64) >= 0
-    };
-    read.then_some(reading)
+        ((v as i64) >= 0).then_some(PmcReading {
+            counter: v,
+            enabled: 0,
+            running: 0,
+        })
+    }
 }

@@ -653,16 +653,24 @@ fn batched_ends(ebpf: &mut Ebpf, exe: &Path, points: &ProbePoints) -> Option<Cou
 }
 
 /// The sites of `spec` at `point` of `exe` (`has_done`: the engine has `engine_op_done`;
-/// `batched`: where `engine_op_times` goes).
+/// `batched`: where `engine_op_times` goes; `exact_spans`: spans open at node starts).
 fn spec_sites(
     spec: &UprobeSpec,
     exe: &Path,
     point: &crate::probe_points::ProbePoint,
     has_done: bool,
     batched: Option<CountedAt>,
+    exact_spans: bool,
 ) -> Vec<UprobeSite> {
+    // With exact starts a node's end closes the span its start opened (and reads the
+    // counters): a program of its own.
+    let enter = if spec.symbol == symbols::OP_DONE && exact_spans {
+        "engine_op_done_exact"
+    } else {
+        spec.enter
+    };
     let mut sites = vec![UprobeSite {
-        prog: spec.enter,
+        prog: enter,
         file: exe.to_path_buf(),
         symbol: spec.symbol.to_owned(),
         offset: point.attach_offset,
@@ -729,7 +737,7 @@ pub fn attach(
             }
             continue;
         };
-        let sites = spec_sites(spec, exe, point, has_done, batched);
+        let sites = spec_sites(spec, exe, point, has_done, batched, exact_spans);
         let infos: Vec<ProbeInfo> = sites
             .iter()
             .map(|site| probe_info(spec.kind, spec.level_name, site, point))

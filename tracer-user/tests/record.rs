@@ -265,7 +265,7 @@ fn counters_are_read_at_both_ends_of_every_span() {
     let plain = evs.iter().filter(|e| matches!(e, Event::OpSpan(_))).count();
     assert!(spans.len() > 100, "spans with counters ({})", spans.len());
     assert_eq!(runs("engine_op_compute") as usize, spans.len() + plain);
-    assert_eq!(runs("engine_op_done") as usize, spans.len() + plain);
+    assert_eq!(runs("engine_op_done_exact") as usize, spans.len() + plain);
     let mut checked = 0;
     let mut over = 0;
     for s in &spans {

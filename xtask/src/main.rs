@@ -4,8 +4,11 @@
 //! failing step makes the command exit with a non-zero code.
 
 mod bench;
+mod board;
+mod cross;
 mod demo;
 mod digest;
+mod dist;
 mod engine;
 mod oracle_env;
 mod paths;
@@ -45,6 +48,16 @@ enum Task {
     Test,
     /// Install what it needs, build, fetch SmolLM2, chat with it traced, analyze the trace.
     Demo,
+    /// Build the board tarball: static `engine` and `profinfer` for
+    /// `<target>-unknown-linux-musl`, the eBPF object and the board guide (`out/dist/`).
+    Dist {
+        /// Architecture: aarch64 (arm64 boards, OpenHarmony) or x86_64.
+        #[arg(long, default_value = "aarch64")]
+        target: String,
+    },
+    /// Prepare the emulated arm64 board (static aarch64 build, Debian arm64 kernels and
+    /// busybox, cached) and run the board tests in it (`tracer-user/tests/board.rs`; root).
+    Board,
     /// Analyze a trace into every view (runs `profinfer analyze`; extra options pass through).
     Analyze {
         /// The trace file.
@@ -141,6 +154,10 @@ fn main() -> ExitCode {
         Task::Setup { oracle } => run("setup", |s| setup::run(s, oracle)),
         Task::Test => run("test", test::run),
         Task::Demo => run("demo", demo::run),
+        Task::Board => run("board", board::run_tests),
+        Task::Dist { target } => run("dist", |s| {
+            dist::run(s, cross::Arch::parse(&target)?).map(|_| ())
+        }),
         Task::Analyze {
             trace,
             output,

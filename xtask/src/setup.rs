@@ -80,7 +80,7 @@ pub fn install(steps: &mut Steps, components: &[Component]) -> Result<()> {
 }
 
 /// Installs the missing `packages` (one `apt-get update` first).
-fn apt_packages(packages: &[&str]) -> Result<()> {
+pub fn apt_packages(packages: &[&str]) -> Result<()> {
     let missing: Vec<&str> = packages
         .iter()
         .copied()

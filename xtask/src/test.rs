@@ -1,9 +1,11 @@
 //! `cargo xtask test`: set-up (with the oracle), the real-model fixture (SmolLM2), every
 //! test of the workspace in release mode with the oracle required, then a short fuzzing
-//! smoke run of the GGUF parser.
+//! smoke run of the GGUF parser. The arm64 board kit (`board`) is prepared before the
+//! tests, so `tracer-user/tests/board.rs` boots real arm64 kernels.
 
 use anyhow::{Result, bail};
 
+use crate::board;
 use crate::paths;
 use crate::process;
 use crate::real_model::{SMOLLM2, SMOLLM2_ENV};
@@ -23,6 +25,15 @@ pub fn run(steps: &mut Steps) -> Result<()> {
         &format!("real-model fixture ({})", SMOLLM2.description),
         || SMOLLM2.ensure(),
     )?;
+    // The arm64 board: its absence fails the board tests (PROFINFER_REQUIRE_BOARD).
+    let board = steps.run(
+        "arm64 board kit (static aarch64 build, Debian kernels)",
+        board::prepare,
+    );
+    let board_env = match &board {
+        Ok(kit) => kit.env()?,
+        Err(_) => vec![("PROFINFER_REQUIRE_BOARD", "1".into())],
+    };
     let root = paths::repo_root();
     // tracer-ebpf targets bpfel-unknown-none and cannot be built for the host.
     let _ = steps.run("cargo test (release, oracle and browser required)", || {
@@ -40,7 +51,8 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                 .env("PROFINFER_REQUIRE_ORACLE", "1")
                 // Chromium was installed above: the report page's browser check must run.
                 .env("PROFINFER_REQUIRE_BROWSER", "1")
-                .env(SMOLLM2_ENV, &smollm2),
+                .env(SMOLLM2_ENV, &smollm2)
+                .envs(board_env.iter().map(|(k, v)| (k, v))),
         )
     });
     let fuzz_dir = root.join("engine/crates/gguf/fuzz");

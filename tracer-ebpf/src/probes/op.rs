@@ -15,7 +15,7 @@
 //! - `void engine_op_compute(const EngineNode *node, u32 ith, u32 nth, void *params)` and
 //!   the accel backend's `engine_accel_op_compute` (same signature), attached with
 //!   `DETAIL_EXACT_SPANS` (exact starts, counters): the span opens there and closes at
-//!   `engine_op_done`. An engine without `engine_op_done` (older builds) is closed by a
+//!   `engine_op_done` (program `engine_op_done_exact`). An engine without `engine_op_done` (older builds) is closed by a
 //!   uretprobe on `engine_op_compute` instead (`engine_op_compute_ret`).
 //!
 //! One thread per node (`is_describer`) reads the whole `EngineNode` (224 bytes, one
@@ -32,7 +32,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 use common::{
-    control::{DETAIL_EXACT_SPANS, DETAIL_STRUCTURE, LEVEL_OP, TracerControl},
+    control::{DETAIL_STRUCTURE, LEVEL_OP, TracerControl},
     engine_abi::{
         BackendKind, ENGINE_ABI_VERSION, EngineNode, EngineOpTime, EngineOpTimes, OP_TIMES_CHUNK,
         OpType,
@@ -266,7 +266,7 @@ fn end_args(ctx: &ProbeContext) -> Result<(u64, u32, u32, BackendKind), i64> {
 }
 
 /// `engine_op_done(node, ith, nth, backend_kind)` entry: the thread's share of the node
-/// is done.
+/// is done; its span started where the barrier before it released.
 #[uprobe]
 pub fn engine_op_done(ctx: ProbeContext) -> u32 {
     let end = now_ns();
@@ -280,17 +280,27 @@ fn try_op_done(ctx: &ProbeContext, end: u64) -> ProbeResult {
         return Ok(());
     };
     let tid = current_tid();
-    if control.op_detail & DETAIL_EXACT_SPANS != 0 {
-        // The span was opened at the node's start.
-        let st = state_of(tid).ok_or(-1i64)?;
-        close(ctx, st, tid, end, 0, PmcEnd::ReadNow, &control);
-        return Ok(());
-    }
     let (node, ith, nth, backend) = end_args(ctx)?;
     describe_if_mine(ctx, node, ith, nth, backend, &control)?;
     let flags = OpSpanEvent::flags_for(ith, backend as u32) | OP_SPAN_START_AT_RELEASE;
     emit(ctx, &OpSpanEvent::new(tid, node, end, 0, flags));
     Ok(())
+}
+
+/// `engine_op_done` entry with `DETAIL_EXACT_SPANS` (exact starts, counters): closes the
+/// span its thread opened at the node's start, reading the counters. A program of its
+/// own (the collector attaches one of the two): as one program with both paths, Linux
+/// 6.1's verifier walked more than its million instructions (the arm64 board test).
+#[uprobe]
+pub fn engine_op_done_exact(ctx: ProbeContext) -> u32 {
+    let end = now_ns();
+    if let Some(control) = enabled_for_target(LEVEL_OP) {
+        let tid = current_tid();
+        if let Some(st) = state_of(tid) {
+            close(&ctx, st, tid, end, 0, PmcEnd::ReadNow, &control);
+        }
+    }
+    0
 }
 
 /// `engine_op_times(times, ith, nth, backend_kind)` entry: a table of a thread's node

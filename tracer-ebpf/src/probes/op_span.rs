@@ -75,29 +75,48 @@ pub fn open(st: &mut OpThread, node: u64, flags: u32, control: &TracerControl) {
     st.fused = 0;
     st.pmc_ok = 0;
     if control.op_detail & DETAIL_PMC != 0 {
-        st.pmc_ok = read_pmcs(&mut st.pmc, control);
+        read_pmcs(&mut st.pmc, control, |i| {
+            set_bit_in_memory(&mut st.pmc_ok, i)
+        });
     }
     st.start_ns = now_ns();
 }
 
-/// Reads the calling thread's counters into `into`; bit `i` of the result is set when
-/// counter `i` was read.
+/// Reads the calling thread's counters into `into`, calling `read(i)` for each counter
+/// `i` read.
+///
+/// Callers gather the read counters' mask in map memory, not in a register or on the
+/// stack: there it is a constant the verifier tracks exactly, so each combination of
+/// counters read or not was another state to walk (2^8 at the end of the loop), and
+/// Linux 6.1's verifier gave up on the programs that read counters ("BPF program is too
+/// large", found in the arm64 board test).
 #[inline(always)]
-fn read_pmcs(into: &mut [PmcReading; MAX_PMC], control: &TracerControl) -> u32 {
+fn read_pmcs(
+    into: &mut [PmcReading; MAX_PMC],
+    control: &TracerControl,
+    mut read: impl FnMut(usize),
+) {
     let Some(slot) = pmc_slot(current_tid()) else {
-        return 0;
+        return;
     };
-    let mut ok = 0;
+    let live = (1u32 << control.n_pmc.min(MAX_PMC as u32)) - 1;
     for (i, reading) in into.iter_mut().enumerate() {
-        if i as u32 >= control.n_pmc {
-            break;
-        }
-        if let Some(r) = read_pmc(i as u32, control, slot) {
+        if live & (1 << i) != 0
+            && let Some(r) = read_pmc(i as u32, control, slot)
+        {
             *reading = r;
-            ok |= 1 << i;
+            read(i);
         }
     }
-    ok
+}
+
+/// `*mask |= 1 << bit` as a load and a store the compiler keeps (`mask` in map memory;
+/// see [`read_pmcs`]).
+#[inline(always)]
+fn set_bit_in_memory(mask: &mut u32, bit: usize) {
+    let p = core::ptr::from_mut(mask);
+    // SAFETY: `p` comes from a live `&mut u32`: valid, aligned, not aliased.
+    unsafe { core::ptr::write_volatile(p, core::ptr::read_volatile(p) | 1 << bit) };
 }
 
 /// Where a closing span's counter readings come from.
@@ -134,25 +153,25 @@ pub fn close<C: EbpfContext>(
         emit_large(ctx, |ev: &mut OpSpanPmcEvent| {
             ev.span = span;
             ev.span.kind = EventKind::OpSpanPmc as u32;
-            let mut ok = 0;
+            // The counters to read, as a mask: a `break`/`continue` in this loop let LLVM
+            // lay it out with its latch falling through into its header, a loop Linux
+            // before ~6.3 refuses ("back-edge from insn N to N+1": its CFG check allows
+            // a back-edge only on a jump), found in the arm64 board test on 6.1. The
+            // mask of deltas taken is gathered in the record itself (see `read_pmcs`).
+            let live = st.pmc_ok & ((1u32 << control.n_pmc.min(MAX_PMC as u32)) - 1);
             for i in 0..MAX_PMC {
-                if i as u32 >= control.n_pmc {
-                    break;
-                }
-                if st.pmc_ok & (1 << i) == 0 {
-                    continue;
-                }
-                let end = match pmc_end {
-                    PmcEnd::ReadNow if slot != u32::MAX => read_pmc(i as u32, control, slot),
-                    PmcEnd::ReadNow => None,
-                    _ => Some(st.pmc_wait[i]),
-                };
-                if let Some(r) = end {
-                    ev.delta[i] = scaled_delta(&st.pmc[i], &r);
-                    ok |= 1 << i;
+                if live & (1 << i) != 0 {
+                    let end = match pmc_end {
+                        PmcEnd::ReadNow if slot != u32::MAX => read_pmc(i as u32, control, slot),
+                        PmcEnd::ReadNow => None,
+                        _ => Some(st.pmc_wait[i]),
+                    };
+                    if let Some(r) = end {
+                        ev.delta[i] = scaled_delta(&st.pmc[i], &r);
+                        set_bit_in_memory(&mut ev.pmc_ok, i);
+                    }
                 }
             }
-            ev.pmc_ok = ok;
             true
         });
     } else {
@@ -171,7 +190,7 @@ pub fn close<C: EbpfContext>(
 #[inline(always)]
 pub fn read_wait_pmcs(st: &mut OpThread, control: &TracerControl) {
     if control.op_detail & DETAIL_PMC != 0 {
-        read_pmcs(&mut st.pmc_wait, control);
+        read_pmcs(&mut st.pmc_wait, control, |_| {});
     }
 }
 

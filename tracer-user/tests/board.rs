@@ -1,0 +1,268 @@
+//! End-to-end on an arm64 board in emulation (issue 22): the static aarch64 `profinfer`
+//! and `engine` of `cargo xtask dist --target aarch64`, run inside stock Debian arm64
+//! kernels (6.1 and 6.12) booted by `qemu-system-aarch64` — real arm64 kernels, real
+//! uprobes, uretprobes, sched tracepoints, bpf_loop, uprobe reference counters and the
+//! guest's `armv8_pmuv3` cycle counter. The traces come back over the serial console and
+//! are compared, here, with the x86-64 engine recorded on the host: the same nodes in
+//! every graph, the same sampled tokens, nothing lost, cycles on every operator.
+//!
+//! `cargo xtask test` prepares the kit (`PROFINFER_BOARD_*`: cross builds, kernels and
+//! busybox from Debian, cached) and sets `PROFINFER_REQUIRE_BOARD=1`; without a kit the
+//! tests print a loud banner and pass.
+
+#[macro_use]
+mod support;
+#[path = "board/guest.rs"]
+mod guest;
+
+use std::{path::Path, time::Duration};
+
+use analyzer::{TraceModel, model::PMC_MISSING};
+use common::event::EventKind;
+use guest::{BoardKit, GuestStep};
+use support::{events, trace_path};
+use trace_format::{Event, TraceReader};
+
+/// The tiny model's run: a 4-token prompt and 4 generated tokens, 2 threads.
+const TINY_RUN: &str = "-t 2 --tokens 1,2,3,4 -n 4 --temp 0 --ignore-eos";
+/// SmolLM2's run under emulation: a short prompt, 2 generated tokens.
+const SMOLLM2_RUN: &str = "-t 2 --tokens 1,9690,28,614 -n 2 --temp 0 --ignore-eos";
+/// Time limit of one boot (the verifier alone takes seconds per program under TCG).
+const BOOT_LIMIT: Duration = Duration::from_secs(240);
+/// Time limit of the SmolLM2 boot.
+const SMOLLM2_BOOT_LIMIT: Duration = Duration::from_secs(420);
+
+/// Each graph's computed nodes, in order: (position, op, name).
+fn node_sequences(model: &TraceModel) -> Vec<Vec<(u32, u32, String)>> {
+    model
+        .graphs()
+        .iter()
+        .map(|g| {
+            let mut nodes: Vec<(u32, u32, String)> = model
+                .graph_node_spans(g)
+                .iter()
+                .map(|s| {
+                    let n = &model.nodes()[s.node as usize];
+                    (n.index, n.op, n.name.clone())
+                })
+                .collect();
+            nodes.sort();
+            nodes
+        })
+        .collect()
+}
+
+/// The sampled tokens (the sample phase's return values), in order.
+fn sampled_tokens(evs: &[Event]) -> Vec<i32> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Phase(p)
+                if p.header.kind == EventKind::PhaseSample as u32 && p.header.is_exit() =>
+            {
+                Some(p.ret)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The model, events and loss count of a trace.
+fn load(trace: &Path) -> (TraceModel, Vec<Event>, u64) {
+    let reader = TraceReader::open(trace).expect("a readable trace");
+    let lost = reader
+        .footer()
+        .map(|f| f.events_lost)
+        .expect("a finished trace has a footer");
+    let evs = events(&reader);
+    let (model, _, _) = analyzer::ingest::load(trace, &analyzer::NoProgress).expect("loads");
+    (model, evs, lost)
+}
+
+/// Records `engine run -m model args` on the host (x86-64): the reference.
+fn host_reference(name: &str, model: &Path, args: &str) -> (TraceModel, Vec<Event>) {
+    let flags = ["--levels", "token,graph,op,phase"];
+    let run: Vec<&str> = args.split_whitespace().collect();
+    let (trace, _) = support::record_engine_with(name, model, &flags, &run);
+    let (model, evs, lost) = load(&trace);
+    assert_eq!(lost, 0, "host reference {name} lost events");
+    (model, evs)
+}
+
+/// Checks one guest trace against the host's: same nodes per graph, same tokens, 0 lost.
+fn assert_same_run(what: &str, guest: &Path, host: &(TraceModel, Vec<Event>)) -> TraceModel {
+    let (model, evs, lost) = load(guest);
+    assert_eq!(lost, 0, "{what}: the guest lost events");
+    assert_eq!(model.lost_from_records(), 0, "{what}: loss records");
+    let (host_model, host_evs) = host;
+    let tokens = sampled_tokens(&evs);
+    assert!(!tokens.is_empty(), "{what}: no sampled tokens recorded");
+    assert_eq!(
+        tokens,
+        sampled_tokens(host_evs),
+        "{what}: the aarch64 engine sampled other tokens than the x86-64 engine"
+    );
+    let seqs = node_sequences(&model);
+    assert!(
+        seqs.iter().all(|g| !g.is_empty()),
+        "{what}: a graph without operators"
+    );
+    assert_eq!(
+        seqs,
+        node_sequences(host_model),
+        "{what}: the graphs' nodes differ from the x86-64 run's"
+    );
+    model
+}
+
+/// Both kernels: the tiny model recorded the default way (batched node ends through
+/// bpf_loop and the uprobe reference counter) and with per-node probes, the guest's
+/// cycle counter and the scheduler.
+#[test]
+fn the_probes_fire_on_arm64_kernels_and_the_aarch64_engine_computes_the_x86_tokens() {
+    require_root!();
+    let Some(kit) = BoardKit::from_env() else {
+        return;
+    };
+    let model = support::gen_model("tiny-llama", "q8_0");
+    let host = host_reference("board-host-tiny", &model, TINY_RUN);
+    let record = |out: &str, flags: &str| {
+        format!("/profinfer record -o {out} {flags} -- /engine run -m /model.gguf {TINY_RUN}")
+    };
+    let steps = [
+        GuestStep {
+            name: "default".into(),
+            command: record("/tmp/default.pftrace", ""),
+            outputs: vec!["/tmp/default.pftrace".into()],
+        },
+        GuestStep {
+            name: "counters".into(),
+            command: record(
+                "/tmp/counters.pftrace",
+                "--levels token,graph,op,phase,sched --pmc --counters cycles,task-clock",
+            ),
+            outputs: vec!["/tmp/counters.pftrace".into()],
+        },
+    ];
+    for kernel in &kit.kernels {
+        let name = kernel
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("kernel")
+            .to_owned();
+        let dir = trace_path(&format!("board-{name}")).with_extension("d");
+        std::fs::create_dir_all(&dir).expect("work dir");
+        let initrd = guest::initramfs(
+            &dir,
+            &kit.busybox,
+            &[
+                ("/profinfer", &kit.profinfer),
+                ("/engine", &kit.engine),
+                ("/model.gguf", &model),
+            ],
+            &steps,
+        );
+        let run = guest::boot(kernel, &initrd, BOOT_LIMIT);
+        eprintln!(
+            "{name}: booted, recorded and powered off in {:?}",
+            run.elapsed
+        );
+        for step in ["default", "counters"] {
+            run.assert_step_ok(step);
+        }
+        assert!(
+            run.console.contains("aarch64"),
+            "{name}: not an arm64 guest?\n{}",
+            run.console
+        );
+
+        let default = run.save("/tmp/default.pftrace", &dir.join("default.pftrace"));
+        let header = TraceReader::open(&default).expect("trace").header().clone();
+        assert_eq!(
+            header.settings.get("node_ends").map(String::as_str),
+            Some("batched"),
+            "{name}: the default recording did not take batched node ends"
+        );
+        assert_same_run(&format!("{name} default"), &default, &host);
+
+        let counters = run.save("/tmp/counters.pftrace", &dir.join("counters.pftrace"));
+        let model = assert_same_run(&format!("{name} counters"), &counters, &host);
+        let cycles = model
+            .counter_names()
+            .iter()
+            .position(|c| c == "cycles")
+            .unwrap_or_else(|| {
+                panic!(
+                    "{name}: no cycles counter in the trace (counters {:?}); console:\n{}",
+                    model.counter_names(),
+                    run.console
+                )
+            });
+        // A thread's counters open when the collector sees it start (under emulation,
+        // after a few of its first operators): from then on every operator of it has
+        // its cycles.
+        let has_cycles = |s: &analyzer::model::OpSlice| {
+            model
+                .slice_pmc(s)
+                .is_some_and(|p| p[cycles] != PMC_MISSING && p[cycles] > 0)
+        };
+        let mut slices: Vec<_> = model.slices().iter().collect();
+        slices.sort_by_key(|s| (s.thread, s.start_ns));
+        let mut counted = 0;
+        for thread in slices.chunk_by(|a, b| a.thread == b.thread) {
+            let first = thread.iter().position(|s| has_cycles(s));
+            let first = first.unwrap_or_else(|| panic!("{name}: a thread without cycles"));
+            let gaps = thread[first..].iter().filter(|s| !has_cycles(s)).count();
+            assert_eq!(gaps, 0, "{name}: operators without cycles after the first");
+            counted += thread.len() - first;
+        }
+        assert!(
+            counted * 2 >= slices.len(),
+            "{name}: cycles counted on {counted} of {} operator slices",
+            slices.len()
+        );
+        assert!(
+            model.counts().sched > 0,
+            "{name}: no scheduler events recorded"
+        );
+    }
+}
+
+/// The real model on the newest kernel: SmolLM2-135M-Instruct recorded the default way
+/// inside the guest computes the x86-64 engine's tokens through the same graphs (a short
+/// run: the guest emulates every instruction).
+#[test]
+fn smollm2_on_the_arm64_board_gives_the_x86_tokens() {
+    require_root!();
+    let Some(kit) = BoardKit::from_env() else {
+        return;
+    };
+    let Some(smollm2) = support::smollm2() else {
+        return;
+    };
+    let host = host_reference("board-host-smollm2", &smollm2, SMOLLM2_RUN);
+    let kernel = kit.kernels.last().expect("a kernel");
+    let dir = trace_path("board-smollm2").with_extension("d");
+    std::fs::create_dir_all(&dir).expect("work dir");
+    let steps = [GuestStep {
+        name: "smollm2".into(),
+        command: format!(
+            "/profinfer record -o /tmp/smollm2.pftrace -- /engine run -m /smollm2.gguf {SMOLLM2_RUN}"
+        ),
+        outputs: vec!["/tmp/smollm2.pftrace".into()],
+    }];
+    let initrd = guest::initramfs(
+        &dir,
+        &kit.busybox,
+        &[
+            ("/profinfer", &kit.profinfer),
+            ("/engine", &kit.engine),
+            ("/smollm2.gguf", &smollm2),
+        ],
+        &steps,
+    );
+    let run = guest::boot(kernel, &initrd, SMOLLM2_BOOT_LIMIT);
+    eprintln!("SmolLM2 on {}: {:?}", kernel.display(), run.elapsed);
+    run.assert_step_ok("smollm2");
+    let trace = run.save("/tmp/smollm2.pftrace", &dir.join("smollm2.pftrace"));
+    assert_same_run("SmolLM2", &trace, &host);
+}

@@ -1,0 +1,135 @@
+//! Static builds for boards: `engine` and `profinfer` for `<arch>-unknown-linux-musl`,
+//! linked by rust-lld (shipped with the Rust toolchain: no cross compiler, no libc of
+//! the board needed), with the eBPF programs built for the same architecture (aya-build
+//! passes `bpf_target_arch` from the user-space target: the arm64 programs read arm64's
+//! `pt_regs`).
+//!
+//! OpenHarmony is the same route: its libc is musl and its kernel is Linux, and the
+//! `aarch64-unknown-linux-ohos` standard library cannot be downloaded here
+//! (`docs/boards.md`).
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use crate::paths;
+use crate::process;
+
+/// A board architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// 64-bit Arm (Cortex-A55/A76 boards, OpenHarmony devices).
+    Aarch64,
+    /// x86-64.
+    X86_64,
+}
+
+impl Arch {
+    /// Parses `aarch64`/`arm64` or `x86_64`/`amd64`.
+    pub fn parse(s: &str) -> Result<Arch> {
+        match s {
+            "aarch64" | "arm64" => Ok(Arch::Aarch64),
+            "x86_64" | "x86-64" | "amd64" => Ok(Arch::X86_64),
+            _ => bail!("unknown target `{s}` (known: aarch64, x86_64)"),
+        }
+    }
+
+    /// The architecture's name in file names (`aarch64`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "aarch64",
+            Arch::X86_64 => "x86_64",
+        }
+    }
+
+    /// The static Rust target.
+    pub fn musl_triple(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "aarch64-unknown-linux-musl",
+            Arch::X86_64 => "x86_64-unknown-linux-musl",
+        }
+    }
+}
+
+/// Adds the static target's standard library with rustup (fast when present).
+pub fn ensure_target(arch: Arch) -> Result<()> {
+    let installed = process::stdout(std::process::Command::new("rustup").args([
+        "target",
+        "list",
+        "--installed",
+    ]))?;
+    if installed.lines().any(|l| l.trim() == arch.musl_triple()) {
+        eprintln!("    {} already installed", arch.musl_triple());
+        return Ok(());
+    }
+    process::run(std::process::Command::new("rustup").args(["target", "add", arch.musl_triple()]))
+}
+
+/// The static binaries of one build.
+#[derive(Clone, Debug)]
+pub struct StaticBuild {
+    /// Directory holding `engine` and `profinfer`.
+    pub bin_dir: PathBuf,
+    /// The eBPF object the `profinfer` binary embeds (built for `arch`).
+    pub ebpf_object: PathBuf,
+}
+
+/// Builds `engine` and `profinfer` statically for `arch` (release profile).
+pub fn build(arch: Arch) -> Result<StaticBuild> {
+    let triple = arch.musl_triple();
+    process::run(
+        process::in_dir("cargo", &paths::repo_root())
+            .args(["build", "--release", "-p", "engine", "-p", "tracer-user"])
+            .args(["--target", triple])
+            // rust-lld links the musl targets on their own (self-contained crt objects
+            // and libc come with the target's standard library).
+            .args(["--config", &format!("target.{triple}.linker=\"rust-lld\"")]),
+    )?;
+    let bin_dir = paths::target_dir().join(triple).join("release");
+    for bin in ["engine", "profinfer"] {
+        if !bin_dir.join(bin).is_file() {
+            bail!(
+                "the {triple} build did not produce {}",
+                bin_dir.join(bin).display()
+            );
+        }
+    }
+    let ebpf_object = ebpf_object(&bin_dir)?;
+    Ok(StaticBuild {
+        bin_dir,
+        ebpf_object,
+    })
+}
+
+/// The eBPF object aya-build wrote for this build (`build/tracer-user-*/out/tracer-ebpf`,
+/// the newest if several).
+fn ebpf_object(bin_dir: &std::path::Path) -> Result<PathBuf> {
+    let build = bin_dir.join("build");
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&build)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("tracer-user-"))
+        .map(|e| e.path().join("out").join("tracer-ebpf"))
+        .filter(|p| p.is_file())
+        .filter_map(|p| Some((p.metadata().ok()?.modified().ok()?, p)))
+        .collect();
+    found.sort();
+    match found.pop() {
+        Some((_, p)) => Ok(p),
+        None => bail!("no eBPF object (tracer-ebpf) under {}", build.display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_names_parse() {
+        assert_eq!(Arch::parse("arm64").unwrap(), Arch::Aarch64);
+        assert_eq!(
+            Arch::parse("x86_64").unwrap().musl_triple(),
+            "x86_64-unknown-linux-musl"
+        );
+        assert!(Arch::parse("riscv64").is_err());
+    }
+}
