@@ -14,15 +14,20 @@ pub enum Backend {
     /// AArch64 NEON with the `dotprod` extension (`sdot`, Armv8.2+: Cortex-A55/A76 and
     /// later).
     NeonDotprod,
+    /// AArch64 NEON with `dotprod` and `i8mm` (`smmla`, Armv8.6+: Cortex-A510/A710/X2 and
+    /// later): the dotprod kernels, plus `smmla` where a product has two or more
+    /// activation rows and exact integer sums per output.
+    NeonI8mm,
 }
 
 impl Backend {
     /// Every backend, slowest first on its architecture.
-    const ALL: [Backend; 4] = [
+    const ALL: [Backend; 5] = [
         Backend::Generic,
         Backend::Avx2,
         Backend::Neon,
         Backend::NeonDotprod,
+        Backend::NeonI8mm,
     ];
 
     /// The fastest backend this CPU supports (detected on first call, then cached).
@@ -43,7 +48,14 @@ impl Backend {
             Backend::Avx2 => avx2_supported(),
             Backend::Neon => neon_supported(),
             Backend::NeonDotprod => neon_supported() && dotprod_supported(),
+            Backend::NeonI8mm => neon_supported() && dotprod_supported() && i8mm_supported(),
         }
+    }
+
+    /// Whether the backend runs the `sdot` kernels.
+    #[cfg(target_arch = "aarch64")]
+    pub(crate) const fn has_dotprod(self) -> bool {
+        matches!(self, Backend::NeonDotprod | Backend::NeonI8mm)
     }
 
     /// Every backend this CPU can run, slowest first.
@@ -60,19 +72,20 @@ impl Backend {
         if cfg!(target_arch = "x86_64") {
             &[Backend::Avx2]
         } else if cfg!(target_arch = "aarch64") {
-            &[Backend::Neon, Backend::NeonDotprod]
+            &[Backend::Neon, Backend::NeonDotprod, Backend::NeonI8mm]
         } else {
             &[]
         }
     }
 
-    /// Short lower-case name (`generic`, `avx2`, `neon`, `neon-dotprod`).
+    /// Short lower-case name (`generic`, `avx2`, `neon`, `neon-dotprod`, `neon-i8mm`).
     pub const fn name(self) -> &'static str {
         match self {
             Backend::Generic => "generic",
             Backend::Avx2 => "avx2",
             Backend::Neon => "neon",
             Backend::NeonDotprod => "neon-dotprod",
+            Backend::NeonI8mm => "neon-i8mm",
         }
     }
 }
@@ -109,6 +122,16 @@ fn dotprod_supported() -> bool {
     false
 }
 
+#[cfg(target_arch = "aarch64")]
+fn i8mm_supported() -> bool {
+    std::arch::is_aarch64_feature_detected!("i8mm")
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn i8mm_supported() -> bool {
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,7 +147,11 @@ mod tests {
     fn detect_picks_the_fastest_supported() {
         let supported = Backend::supported();
         assert_eq!(Some(&Backend::detect()), supported.last());
-        // dotprod implies NEON: the plain NEON kernels are always tested alongside.
+        // Each NEON level includes the one below, so the simpler kernels are always
+        // tested alongside.
+        if supported.contains(&Backend::NeonI8mm) {
+            assert!(supported.contains(&Backend::NeonDotprod));
+        }
         if supported.contains(&Backend::NeonDotprod) {
             assert!(supported.contains(&Backend::Neon));
         }

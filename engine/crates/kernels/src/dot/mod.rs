@@ -82,8 +82,10 @@ pub fn convert_activations_with(
     let k = src.len();
     check_row("convert_activations destination", dst_type, k, dst)?;
     #[cfg(target_arch = "aarch64")]
-    if matches!(backend, Backend::Neon | Backend::NeonDotprod)
-        && backend.is_supported()
+    if matches!(
+        backend,
+        Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm
+    ) && backend.is_supported()
         && matches!(dst_type, DType::Q8_0 | DType::Q8_1 | DType::F16)
     {
         // SAFETY: NEON supported; dst holds the row (checked above).
@@ -179,10 +181,10 @@ pub(crate) unsafe fn vec_dot_unchecked(
         // SAFETY: the caller guarantees AVX2/FMA/F16C and whole rows of k elements.
         #[cfg(target_arch = "x86_64")]
         Backend::Avx2 => unsafe { x86_dot(wtype, k, w, x) },
-        // SAFETY: the caller guarantees NEON (and dotprod for NeonDotprod) and whole rows.
+        // SAFETY: the caller guarantees NEON (and dotprod for NeonDotprod and NeonI8mm) and whole rows.
         #[cfg(target_arch = "aarch64")]
-        Backend::Neon | Backend::NeonDotprod => unsafe {
-            neon_dot(backend == Backend::NeonDotprod, wtype, k, w, x)
+        Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => unsafe {
+            neon_dot(backend.has_dotprod(), wtype, k, w, x)
         },
         _ => None,
     };

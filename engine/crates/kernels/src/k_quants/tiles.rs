@@ -170,13 +170,13 @@ pub(crate) unsafe fn matmul(
                     }
                 }
                 #[cfg(target_arch = "aarch64")]
-                Backend::Neon | Backend::NeonDotprod => {
-                    let f = if backend == Backend::NeonDotprod {
+                Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
+                    let f = if backend.has_dotprod() {
                         super::tiles_aarch64::tiles_rows::<true>
                     } else {
                         super::tiles_aarch64::tiles_rows::<false>
                     };
-                    // SAFETY: NEON (and dotprod for NeonDotprod) supported (caller);
+                    // SAFETY: NEON (and dotprod for NeonDotprod and NeonI8mm) supported (caller);
                     // scratch holds ROWS rows of nb blocks; activation rows i0..i1 are
                     // readable; outputs owned.
                     unsafe {

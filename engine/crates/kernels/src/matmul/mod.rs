@@ -168,7 +168,7 @@ pub unsafe fn matmul_with(
             unsafe { matmul_avx2(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) }
         }
         #[cfg(target_arch = "aarch64")]
-        Backend::Neon | Backend::NeonDotprod => {
+        Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
             // SAFETY: buffers checked above, NEON supported, output contract from the caller.
             unsafe {
                 matmul_neon(

@@ -181,3 +181,135 @@ pub(super) unsafe fn legacy_group_rows<const Q4: bool, const DOT: bool>(
         }
     }
 }
+
+/// `smmla`: `acc + A · Bᵀ` for the 2×8 signed byte matrices `a` and `b` (rows of 8
+/// bytes), as `[a0·b0, a0·b1, a1·b0, a1·b1]`. (Inline assembly: the `vmmlaq_s32`
+/// intrinsic is not stable yet.)
+///
+/// # Safety
+/// The CPU supports the i8mm extension.
+#[inline(always)]
+unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    // SAFETY: `smmla` only reads and writes the named vector registers; the caller
+    // guarantees the CPU has the extension the directive enables for the assembler.
+    unsafe {
+        std::arch::asm!(
+            ".arch_extension i8mm",
+            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags),
+        );
+    }
+    acc
+}
+
+/// Rows `c` and `c + 4` of a Q4_0 (`Q4`) or Q8_0 group block's chunk at `q` as four 2×8
+/// matrices, one per 8 elements of the block.
+///
+/// # Safety
+/// `q` readable for the chunk (32 or 64 bytes).
+#[inline(always)]
+unsafe fn pair_quants<const Q4: bool>(q: *const u8) -> [int8x16_t; 4] {
+    // SAFETY: offsets inside the chunk (caller); NEON is part of every AArch64 target.
+    unsafe {
+        if Q4 {
+            let bias = vdupq_n_s8(8);
+            let rows = [vld1q_u8(q), vld1q_u8(q.add(16))];
+            let lo =
+                rows.map(|v| vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), bias));
+            let hi = rows.map(|v| vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8::<4>(v)), bias));
+            [
+                vcombine_s8(vget_low_s8(lo[0]), vget_low_s8(lo[1])),
+                vcombine_s8(vget_high_s8(lo[0]), vget_high_s8(lo[1])),
+                vcombine_s8(vget_low_s8(hi[0]), vget_low_s8(hi[1])),
+                vcombine_s8(vget_high_s8(hi[0]), vget_high_s8(hi[1])),
+            ]
+        } else {
+            std::array::from_fn(|s| {
+                let off = (s / 2) * 32 + (s % 2) * 8;
+                vcombine_s8(vld1_s8(q.add(off).cast()), vld1_s8(q.add(off + 16).cast()))
+            })
+        }
+    }
+}
+
+/// [`legacy_group_rows`] with `smmla`: activation rows in pairs, each 2×2 block of
+/// outputs (rows `c`, `c + 4` × activations `i`, `i + 1`) from four `smmla`s per block;
+/// the same exact `isum`s and float steps, so the same results. An odd last row goes
+/// through the `sdot` kernel.
+///
+/// # Safety
+/// NEON, dotprod and i8mm available; otherwise as [`legacy_group_rows`].
+#[target_feature(enable = "neon")]
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
+pub(super) unsafe fn legacy_group_rows_i8mm<const Q4: bool>(
+    nb: usize,
+    gb: usize,
+    wg: *const u8,
+    x: *const u8,
+    x_stride: usize,
+    m: usize,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let chunk = (gb - SCALES_BYTES) / 4;
+    let mut i = 0;
+    while i + 2 <= m {
+        let mut acc = [[0f32; PACK_ROWS]; 2];
+        for b in 0..nb {
+            // SAFETY: group block b and Q8_0 block b of rows i, i + 1 are readable
+            // (caller); i8mm (caller).
+            unsafe {
+                let gblk = wg.add(b * gb);
+                let xb = [i, i + 1].map(|r| x.add(r * x_stride + b * 34));
+                let dx = xb.map(|p| f16_at(p));
+                let xs: [int8x16_t; 4] = std::array::from_fn(|s| {
+                    vcombine_s8(
+                        vld1_s8(xb[0].add(2 + 8 * s).cast()),
+                        vld1_s8(xb[1].add(2 + 8 * s).cast()),
+                    )
+                });
+                for c in 0..4 {
+                    let ws = pair_quants::<Q4>(gblk.add(SCALES_BYTES + c * chunk));
+                    let mut s = vdupq_n_s32(0);
+                    for k in 0..4 {
+                        s = smmla(s, ws[k], xs[k]);
+                    }
+                    let mut isum = [0i32; 4];
+                    vst1q_s32(isum.as_mut_ptr(), s);
+                    // isum = [c·i, c·(i+1), (c+4)·i, (c+4)·(i+1)].
+                    for (t, &v) in isum.iter().enumerate() {
+                        let (r, j) = (c + 4 * (t / 2), t % 2);
+                        let dw = f16_at(gblk.add(2 * r));
+                        acc[j][r] = (v as f32).mul_add(dw * dx[j], acc[j][r]);
+                    }
+                }
+            }
+        }
+        for (j, row) in acc.iter().enumerate() {
+            for (r, a) in row.iter().enumerate() {
+                // SAFETY: output (i + j, r) is the caller's.
+                unsafe { *y.add((i + j) * y_stride + r) = *a };
+            }
+        }
+        i += 2;
+    }
+    if i < m {
+        // SAFETY: row i is readable, outputs (i, r) are the caller's; dotprod (caller).
+        unsafe {
+            legacy_group_rows::<Q4, true>(
+                nb,
+                gb,
+                wg,
+                x.add(i * x_stride),
+                x_stride,
+                1,
+                y.add(i * y_stride),
+                y_stride,
+            )
+        };
+    }
+}

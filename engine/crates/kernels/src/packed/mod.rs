@@ -292,11 +292,11 @@ pub unsafe fn matmul_packed_with(
                     }
                 }
                 #[cfg(target_arch = "aarch64")]
-                Backend::Neon | Backend::NeonDotprod => {
+                Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
                     let (wg, xp) = (wg.as_ptr(), x.as_ptr());
-                    // SAFETY: NEON (and dotprod for NeonDotprod) supported; as above.
+                    // SAFETY: NEON (and dotprod for NeonDotprod and NeonI8mm) supported; as above.
                     unsafe {
-                        if backend == Backend::NeonDotprod {
+                        if backend.has_dotprod() {
                             aarch64::q4_k_group_rows::<true>(nb, wg, xp, x_stride, m, yg, y_stride)
                         } else {
                             aarch64::q4_k_group_rows::<false>(nb, wg, xp, x_stride, m, yg, y_stride)
@@ -335,17 +335,23 @@ pub unsafe fn matmul_packed_with(
                 unsafe { x86::group_rows(wtype, nb, wg.as_ptr(), &acts, m, yg, y_stride) }
             }
             #[cfg(target_arch = "aarch64")]
-            Backend::Neon | Backend::NeonDotprod => {
+            Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
                 let (wg, xp) = (wg.as_ptr(), x.as_ptr());
                 type Group =
                     unsafe fn(usize, usize, *const u8, *const u8, usize, usize, *mut f32, usize);
-                let f: Group = match (wtype == DType::Q4_0, backend == Backend::NeonDotprod) {
+                let f: Group = match (wtype == DType::Q4_0, backend.has_dotprod()) {
+                    (true, _) if backend == Backend::NeonI8mm && m >= 2 => {
+                        aarch64::legacy_group_rows_i8mm::<true>
+                    }
+                    (false, _) if backend == Backend::NeonI8mm && m >= 2 => {
+                        aarch64::legacy_group_rows_i8mm::<false>
+                    }
                     (true, true) => aarch64::legacy_group_rows::<true, true>,
                     (true, false) => aarch64::legacy_group_rows::<true, false>,
                     (false, true) => aarch64::legacy_group_rows::<false, true>,
                     (false, false) => aarch64::legacy_group_rows::<false, false>,
                 };
-                // SAFETY: NEON (and dotprod for NeonDotprod) supported; group and
+                // SAFETY: NEON (and dotprod, i8mm for the backends that have them) supported; group and
                 // activation rows checked above; outputs of rows 8g..8g+8 are the caller's.
                 unsafe { f(nb, gb, wg, xp, x_stride, m, yg, y_stride) }
             }
