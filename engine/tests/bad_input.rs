@@ -173,9 +173,8 @@ fn an_unsupported_tensor_type_is_named() {
 #[test]
 fn a_prompt_longer_than_the_context_is_refused() {
     let model = common::model("tiny-llama", "q8_0");
-    let mut cmd = Command::new(common::engine_bin());
-    cmd.arg("run")
-        .arg("-m")
+    let mut cmd = common::engine("run");
+    cmd.arg("-m")
         .arg(&model)
         .args(["-p", &"word ".repeat(64), "-n", "4", "-c", "16"]);
     let out = cmd.output().expect("run");
