@@ -313,3 +313,120 @@ pub(super) unsafe fn legacy_group_rows_i8mm<const Q4: bool>(
         };
     }
 }
+
+/// [`q4_k_group_rows`] with `smmla`: activation rows in pairs. Two consecutive 32-byte
+/// vectors of a sub-block pair hold 8 consecutive quant bytes of every row (4 per 32-bit
+/// lane each), so zipping their lanes gives the 2×8 matrices of rows `(0, 1)`, `(2, 3)`,
+/// `(4, 5)`, `(6, 7)`; one `smmla` against 8 bytes of two activation rows leaves four
+/// partial sums. The per-sub-block sums, `isum` and `imin` are the same exact integers and
+/// the float steps the same, so the results are too. An odd last row goes through the
+/// `sdot` kernel.
+///
+/// # Safety
+/// NEON, dotprod and i8mm available; otherwise as [`q4_k_group_rows`].
+#[target_feature(enable = "neon")]
+pub(super) unsafe fn q4_k_group_rows_i8mm(
+    nb: usize,
+    wg: *const u8,
+    x: *const u8,
+    x_stride: usize,
+    m: usize,
+    y: *mut f32,
+    y_stride: usize,
+) {
+    let mut i = 0;
+    while i + 2 <= m {
+        let mut acc = [[0f32; PACK_ROWS]; 2];
+        let mut acc_m = [[0f32; PACK_ROWS]; 2];
+        for b in 0..nb {
+            // SAFETY: group block b and Q8_K block b of rows i, i + 1 are readable
+            // (caller); i8mm (caller).
+            unsafe {
+                let gblk = wg.add(b * GROUP_BLOCK_BYTES);
+                let xb = [i, i + 1].map(|r| x.add(r * x_stride + b * q8_k::BLOCK_BYTES));
+                // isum[q] for row pair q (rows 2q, 2q + 1): [2q·i, 2q·i1, 2q+1·i, 2q+1·i1].
+                let mut isum = [vdupq_n_s32(0); 4];
+                let m4 = vdupq_n_u8(0x0f);
+                for p in 0..4 {
+                    let mut sub = [[vdupq_n_s32(0); 4]; 2];
+                    for v in (0..8).step_by(2) {
+                        let xs = |off: usize| {
+                            vcombine_s8(
+                                vld1_s8(xb[0].add(q8_k::QS + off).cast()),
+                                vld1_s8(xb[1].add(q8_k::QS + off).cast()),
+                            )
+                        };
+                        let x_lo = xs(64 * p + 4 * v);
+                        let x_hi = xs(64 * p + 32 + 4 * v);
+                        let qv = gblk.add(QUANTS + 256 * p + 32 * v);
+                        for half in 0..2 {
+                            let a = vreinterpretq_u32_u8(vld1q_u8(qv.add(16 * half)));
+                            let c = vreinterpretq_u32_u8(vld1q_u8(qv.add(32 + 16 * half)));
+                            for (z, pair) in
+                                [vzip1q_u32(a, c), vzip2q_u32(a, c)].into_iter().enumerate()
+                            {
+                                let q = vreinterpretq_u8_u32(pair);
+                                let ql = vreinterpretq_s8_u8(vandq_u8(q, m4));
+                                let qh = vreinterpretq_s8_u8(vshrq_n_u8::<4>(q));
+                                let k = 2 * half + z;
+                                sub[0][k] = smmla(sub[0][k], ql, x_lo);
+                                sub[1][k] = smmla(sub[1][k], qh, x_hi);
+                            }
+                        }
+                    }
+                    for (h, sums) in sub.iter().enumerate() {
+                        let sc = gblk.add(SCALES + 16 * p + 8 * h);
+                        for (k, s) in sums.iter().enumerate() {
+                            let (r0, r1) =
+                                (i32::from(*sc.add(2 * k)), i32::from(*sc.add(2 * k + 1)));
+                            let scale = vcombine_s32(vdup_n_s32(r0), vdup_n_s32(r1));
+                            isum[k] = vmlaq_s32(isum[k], *s, scale);
+                        }
+                    }
+                }
+                let mut sums = [[0i32; 4]; 4];
+                for (k, s) in isum.iter().enumerate() {
+                    vst1q_s32(sums[k].as_mut_ptr(), *s);
+                }
+                for (j, &xj) in xb.iter().enumerate() {
+                    let dx = xj.cast::<f32>().read_unaligned();
+                    let bsums = xj.add(q8_k::BSUMS).cast::<[i16; 16]>().read_unaligned();
+                    let subsum = |s: usize| i32::from(bsums[2 * s].wrapping_add(bsums[2 * s + 1]));
+                    for r in 0..PACK_ROWS {
+                        let mut imin = 0i32;
+                        for p in 0..4 {
+                            let mn = |h: usize| i32::from(*gblk.add(MINS + 16 * p + 2 * r + h));
+                            imin += mn(0) * subsum(2 * p) + mn(1) * subsum(2 * p + 1);
+                        }
+                        let is = sums[r / 2][2 * (r % 2) + j];
+                        let d = f16_at(gblk.add(2 * r));
+                        let dmin = f16_at(gblk.add(16 + 2 * r));
+                        acc[j][r] = (is as f32).mul_add(d * dx, acc[j][r]);
+                        acc_m[j][r] = (imin as f32).mul_add(dmin * dx, acc_m[j][r]);
+                    }
+                }
+            }
+        }
+        for j in 0..2 {
+            for r in 0..PACK_ROWS {
+                // SAFETY: output (i + j, r) is the caller's.
+                unsafe { *y.add((i + j) * y_stride + r) = acc[j][r] - acc_m[j][r] };
+            }
+        }
+        i += 2;
+    }
+    if i < m {
+        // SAFETY: row i is readable, outputs (i, r) are the caller's; dotprod (caller).
+        unsafe {
+            q4_k_group_rows::<true>(
+                nb,
+                wg,
+                x.add(i * x_stride),
+                x_stride,
+                1,
+                y.add(i * y_stride),
+                y_stride,
+            )
+        };
+    }
+}

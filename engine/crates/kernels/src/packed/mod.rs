@@ -294,9 +294,12 @@ pub unsafe fn matmul_packed_with(
                 #[cfg(target_arch = "aarch64")]
                 Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
                     let (wg, xp) = (wg.as_ptr(), x.as_ptr());
-                    // SAFETY: NEON (and dotprod for NeonDotprod and NeonI8mm) supported; as above.
+                    // SAFETY: NEON (and dotprod, i8mm for the backends that have them) supported;
+                    // as above.
                     unsafe {
-                        if backend.has_dotprod() {
+                        if backend == Backend::NeonI8mm && m >= 2 {
+                            aarch64::q4_k_group_rows_i8mm(nb, wg, xp, x_stride, m, yg, y_stride)
+                        } else if backend.has_dotprod() {
                             aarch64::q4_k_group_rows::<true>(nb, wg, xp, x_stride, m, yg, y_stride)
                         } else {
                             aarch64::q4_k_group_rows::<false>(nb, wg, xp, x_stride, m, yg, y_stride)
