@@ -6,6 +6,7 @@
 pub static EBPF_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tracer-ebpf"));
 
+pub mod a64_uprobe;
 pub mod analyze;
 pub mod cli;
 pub mod config;
@@ -26,6 +27,7 @@ pub mod record;
 pub mod report;
 pub mod target;
 pub mod tui;
+pub mod uprobe_cost_class;
 pub mod windows;
 
 /// An error and its sources on one line (only the first line of each: a verifier's log

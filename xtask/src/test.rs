@@ -6,11 +6,15 @@
 use anyhow::{Result, bail};
 
 use crate::board;
+use crate::cross::{self, Arch};
 use crate::paths;
 use crate::process;
 use crate::real_model::{SMOLLM2, SMOLLM2_ENV};
 use crate::setup;
 use crate::steps::Steps;
+
+/// Packages whose tests also run for aarch64 under qemu-aarch64.
+const AARCH64_TESTED: &[&str] = &["engine-kernels"];
 
 /// Seconds the fuzz smoke run lasts.
 pub const FUZZ_SECONDS: u32 = 60;
@@ -34,6 +38,32 @@ pub fn run(steps: &mut Steps) -> Result<()> {
         Ok(kit) => kit.env()?,
         Err(_) => vec![("PROFINFER_REQUIRE_BOARD", "1".into())],
     };
+    if board.is_ok() {
+        // The NEON kernels against the portable ones, bit for bit, on an emulated CPU with
+        // dotprod (every SIMD backend required) and on a Cortex-A53 (plain NEON only).
+        let _ = steps.run("aarch64 kernels under qemu-aarch64 (-cpu max)", || {
+            cross::test_under_qemu(
+                Arch::Aarch64,
+                AARCH64_TESTED,
+                "max",
+                &[
+                    ("PROFINFER_REQUIRE_SIMD", "1"),
+                    ("PROFINFER_EXPECT_BACKEND", "neon-i8mm"),
+                ],
+            )
+        });
+        let _ = steps.run(
+            "aarch64 kernels under qemu-aarch64 (-cpu cortex-a53)",
+            || {
+                cross::test_under_qemu(
+                    Arch::Aarch64,
+                    &["engine-kernels"],
+                    "cortex-a53",
+                    &[("PROFINFER_EXPECT_BACKEND", "neon")],
+                )
+            },
+        );
+    }
     let root = paths::repo_root();
     // tracer-ebpf targets bpfel-unknown-none and cannot be built for the host.
     let _ = steps.run("cargo test (release, oracle and browser required)", || {

