@@ -32,6 +32,34 @@ const BOOT_LIMIT: Duration = Duration::from_secs(240);
 /// Time limit of the SmolLM2 boot.
 const SMOLLM2_BOOT_LIMIT: Duration = Duration::from_secs(420);
 
+/// Boots `kernel` with busybox, the aarch64 `profinfer` and `engine` and `files` (guest
+/// path, host path), runs `steps` within `limit`; returns what came back and the work
+/// directory (named after `name`).
+fn run_on_board(
+    kit: &BoardKit,
+    name: &str,
+    kernel: &Path,
+    files: &[(&str, &Path)],
+    steps: &[GuestStep],
+    limit: Duration,
+) -> (guest::GuestRun, std::path::PathBuf) {
+    let dir = trace_path(&format!("board-{name}")).with_extension("d");
+    std::fs::create_dir_all(&dir).expect("work dir");
+    let mut all = vec![
+        ("/profinfer", kit.profinfer.as_path()),
+        ("/engine", kit.engine.as_path()),
+    ];
+    all.extend_from_slice(files);
+    let initrd = guest::initramfs(&dir, &kit.busybox, &all, steps);
+    let run = guest::boot(kernel, &initrd, limit);
+    eprintln!(
+        "{name} on {}: booted, ran and powered off in {:?}",
+        kernel.display(),
+        run.elapsed
+    );
+    (run, dir)
+}
+
 /// Each graph's computed nodes, in order: (position, op, name).
 fn node_sequences(model: &TraceModel) -> Vec<Vec<(u32, u32, String)>> {
     model
@@ -149,22 +177,13 @@ fn the_probes_fire_on_arm64_kernels_and_the_aarch64_engine_computes_the_x86_toke
             .and_then(|n| n.to_str())
             .unwrap_or("kernel")
             .to_owned();
-        let dir = trace_path(&format!("board-{name}")).with_extension("d");
-        std::fs::create_dir_all(&dir).expect("work dir");
-        let initrd = guest::initramfs(
-            &dir,
-            &kit.busybox,
-            &[
-                ("/profinfer", &kit.profinfer),
-                ("/engine", &kit.engine),
-                ("/model.gguf", &model),
-            ],
+        let (run, dir) = run_on_board(
+            &kit,
+            &name,
+            kernel,
+            &[("/model.gguf", &model)],
             &steps,
-        );
-        let run = guest::boot(kernel, &initrd, BOOT_LIMIT);
-        eprintln!(
-            "{name}: booted, recorded and powered off in {:?}",
-            run.elapsed
+            BOOT_LIMIT,
         );
         for step in ["default", "counters"] {
             run.assert_step_ok(step);
@@ -241,8 +260,6 @@ fn smollm2_on_the_arm64_board_gives_the_x86_tokens() {
     };
     let host = host_reference("board-host-smollm2", &smollm2, SMOLLM2_RUN);
     let kernel = kit.kernels.last().expect("a kernel");
-    let dir = trace_path("board-smollm2").with_extension("d");
-    std::fs::create_dir_all(&dir).expect("work dir");
     let steps = [GuestStep {
         name: "smollm2".into(),
         command: format!(
@@ -250,18 +267,14 @@ fn smollm2_on_the_arm64_board_gives_the_x86_tokens() {
         ),
         outputs: vec!["/tmp/smollm2.pftrace".into()],
     }];
-    let initrd = guest::initramfs(
-        &dir,
-        &kit.busybox,
-        &[
-            ("/profinfer", &kit.profinfer),
-            ("/engine", &kit.engine),
-            ("/smollm2.gguf", &smollm2),
-        ],
+    let (run, dir) = run_on_board(
+        &kit,
+        "smollm2",
+        kernel,
+        &[("/smollm2.gguf", &smollm2)],
         &steps,
+        SMOLLM2_BOOT_LIMIT,
     );
-    let run = guest::boot(kernel, &initrd, SMOLLM2_BOOT_LIMIT);
-    eprintln!("SmolLM2 on {}: {:?}", kernel.display(), run.elapsed);
     run.assert_step_ok("smollm2");
     let trace = run.save("/tmp/smollm2.pftrace", &dir.join("smollm2.pftrace"));
     assert_same_run("SmolLM2", &trace, &host);
@@ -328,8 +341,6 @@ fn llama_cpp_on_the_arm64_board_is_traced_unmodified() {
     let (host_model, _, host_lost) = load(&host_trace);
     assert_eq!(host_lost, 0);
 
-    let dir = trace_path("board-llama").with_extension("d");
-    std::fs::create_dir_all(&dir).expect("work dir");
     let mut files: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(&llama)
         .expect("the aarch64 llama.cpp directory")
         .filter_map(Result::ok)
@@ -345,7 +356,6 @@ fn llama_cpp_on_the_arm64_board_is_traced_unmodified() {
         let real = std::fs::canonicalize(sysroot.join(f)).expect("a glibc file");
         files.push((format!("/lib/{f}"), real));
     }
-    files.push(("/profinfer".into(), kit.profinfer.clone()));
     files.push(("/model.gguf".into(), model.clone()));
     let file_refs: Vec<(&str, &Path)> = files
         .iter()
@@ -359,10 +369,8 @@ fn llama_cpp_on_the_arm64_board_is_traced_unmodified() {
         ),
         outputs: vec!["/tmp/llama.pftrace".into()],
     }];
-    let initrd = guest::initramfs(&dir, &kit.busybox, &file_refs, &steps);
     let kernel = kit.kernels.last().expect("a kernel");
-    let run = guest::boot(kernel, &initrd, BOOT_LIMIT);
-    eprintln!("llama-bench on {}: {:?}", kernel.display(), run.elapsed);
+    let (run, dir) = run_on_board(&kit, "llama", kernel, &file_refs, &steps, BOOT_LIMIT);
     run.assert_step_ok("llama-bench");
     let trace = run.save("/tmp/llama.pftrace", &dir.join("llama.pftrace"));
     let header = TraceReader::open(&trace).expect("trace").header().clone();

@@ -27,6 +27,7 @@ use core::{
 };
 
 use aya_ebpf::{
+    EbpfContext,
     helpers::{bpf_probe_read_user, bpf_probe_read_user_buf, generated::bpf_loop},
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
@@ -293,14 +294,20 @@ fn try_op_done(ctx: &ProbeContext, end: u64) -> ProbeResult {
 /// 6.1's verifier walked more than its million instructions (the arm64 board test).
 #[uprobe]
 pub fn engine_op_done_exact(ctx: ProbeContext) -> u32 {
-    let end = now_ns();
+    close_own_span(&ctx, now_ns());
+    0
+}
+
+/// Closes the span the calling thread opened at its node's start, ending at `end`, with
+/// its counters read now.
+#[inline(always)]
+fn close_own_span<C: EbpfContext>(ctx: &C, end: u64) {
     if let Some(control) = enabled_for_target(LEVEL_OP) {
         let tid = current_tid();
         if let Some(st) = state_of(tid) {
-            close(&ctx, st, tid, end, 0, PmcEnd::ReadNow, &control);
+            close(ctx, st, tid, end, 0, PmcEnd::ReadNow, &control);
         }
     }
-    0
 }
 
 /// `engine_op_times(times, ith, nth, backend_kind)` entry: a table of a thread's node
@@ -433,12 +440,6 @@ extern "C" fn describe_entry(i: u32, lp: *mut c_void) -> i64 {
 /// `engine_op_compute` return, for engines without `engine_op_done`.
 #[uretprobe]
 pub fn engine_op_compute_ret(ctx: RetProbeContext) -> u32 {
-    let end = now_ns();
-    if let Some(control) = enabled_for_target(LEVEL_OP) {
-        let tid = current_tid();
-        if let Some(st) = state_of(tid) {
-            close(&ctx, st, tid, end, 0, PmcEnd::ReadNow, &control);
-        }
-    }
+    close_own_span(&ctx, now_ns());
     0
 }
