@@ -119,27 +119,26 @@ fn ebpf_object(bin_dir: &std::path::Path) -> Result<PathBuf> {
     }
 }
 
-/// One run of a package's tests built for `arch` (static musl) under QEMU's user-mode
-/// emulation of `cpu` (`qemu-aarch64-static -cpu max`: NEON, dotprod, i8mm), with
-/// `env` for the tests.
+/// One run of tests built for `arch` (static musl) under QEMU's user-mode emulation of
+/// `cpu` (`qemu-aarch64-static -cpu max`: NEON, dotprod, i8mm): `selection` is what
+/// follows `cargo test --release --target T` (`-p engine-kernels`, or `-p engine --test
+/// oracle -- greedy`), `env` what the tests read. Programs the tests start (the engine
+/// binary) go through `PROFINFER_ENGINE_RUNNER`: no binfmt handler runs them here.
 pub fn test_under_qemu(
     arch: Arch,
-    packages: &[&str],
+    selection: &[&str],
     cpu: &str,
     env: &[(&str, &str)],
 ) -> Result<()> {
     let triple = arch.musl_triple();
     let var = triple.to_uppercase().replace('-', "_");
+    let runner = format!("qemu-{}-static -cpu {cpu}", arch.name());
     let mut cmd = process::in_dir("cargo", &paths::repo_root());
-    cmd.args(["test", "--release", "--target", triple]);
-    for p in packages {
-        cmd.args(["-p", p]);
-    }
-    cmd.env(format!("CARGO_TARGET_{var}_LINKER"), "rust-lld")
-        .env(
-            format!("CARGO_TARGET_{var}_RUNNER"),
-            format!("qemu-{}-static -cpu {cpu}", arch.name()),
-        )
+    cmd.args(["test", "--release", "--target", triple])
+        .args(selection)
+        .env(format!("CARGO_TARGET_{var}_LINKER"), "rust-lld")
+        .env(format!("CARGO_TARGET_{var}_RUNNER"), &runner)
+        .env("PROFINFER_ENGINE_RUNNER", &runner)
         .envs(env.iter().copied());
     process::run(&mut cmd)
 }

@@ -13,9 +13,6 @@ use crate::real_model::{SMOLLM2, SMOLLM2_ENV};
 use crate::setup;
 use crate::steps::Steps;
 
-/// Packages whose tests also run for aarch64 under qemu-aarch64.
-const AARCH64_TESTED: &[&str] = &["engine-kernels"];
-
 /// Seconds the fuzz smoke run lasts.
 pub const FUZZ_SECONDS: u32 = 60;
 /// The GGUF parser's fuzz target.
@@ -40,11 +37,11 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     };
     if board.is_ok() {
         // The NEON kernels against the portable ones, bit for bit, on an emulated CPU with
-        // dotprod (every SIMD backend required) and on a Cortex-A53 (plain NEON only).
+        // dotprod and i8mm (every SIMD backend required) and on a Cortex-A53 (plain NEON).
         let _ = steps.run("aarch64 kernels under qemu-aarch64 (-cpu max)", || {
             cross::test_under_qemu(
                 Arch::Aarch64,
-                AARCH64_TESTED,
+                &["-p", "engine-kernels"],
                 "max",
                 &[
                     ("PROFINFER_REQUIRE_SIMD", "1"),
@@ -57,12 +54,23 @@ pub fn run(steps: &mut Steps) -> Result<()> {
             || {
                 cross::test_under_qemu(
                     Arch::Aarch64,
-                    &["engine-kernels"],
+                    &["-p", "engine-kernels"],
                     "cortex-a53",
                     &[("PROFINFER_EXPECT_BACKEND", "neon")],
                 )
             },
         );
+        // The aarch64 engine's greedy tokens on the generated models of every type and
+        // architecture against llama.cpp's (the oracle runs natively); SmolLM2's tokens
+        // on arm64 are the board test's.
+        let _ = steps.run("aarch64 engine greedy tests under qemu-aarch64", || {
+            cross::test_under_qemu(
+                Arch::Aarch64,
+                &["-p", "engine", "--test", "oracle", "--", "greedy"],
+                "max",
+                &[("PROFINFER_REQUIRE_ORACLE", "1")],
+            )
+        });
     }
     let root = paths::repo_root();
     // tracer-ebpf targets bpfel-unknown-none and cannot be built for the host.
