@@ -5,7 +5,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use engine_gguf::{GgmlType, GgufFile, GgufWriter, Value};
 
