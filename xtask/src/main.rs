@@ -10,11 +10,13 @@ mod demo;
 mod digest;
 mod dist;
 mod engine;
+mod llama_builds;
 mod llama_cross;
 mod oracle_env;
 mod paths;
 mod process;
 mod real_model;
+mod sdist;
 mod setup;
 mod steps;
 mod test;
@@ -41,7 +43,8 @@ struct Cli {
 enum Task {
     /// Install what the project needs (apt packages, nightly rust-src, bpf-linker, cargo-fuzz).
     Setup {
-        /// Also build/install the llama.cpp oracle (Python venv in `.venv`).
+        /// Also build/install the llama.cpp oracle (Python venv in `.venv`) and the older
+        /// llama.cpp builds (`.venv/llama-builds/`).
         #[arg(long)]
         oracle: bool,
     },

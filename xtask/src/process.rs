@@ -3,10 +3,18 @@
 
 use std::ffi::OsStr;
 use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead as _, BufReader, IsTerminal as _};
 use std::path::Path;
-use std::process::{Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+use crate::steps::Secs;
+
+/// How often [`run_logged`] prints a progress line when stderr is not a terminal.
+const PLAIN_PROGRESS_EVERY: Duration = Duration::from_secs(60);
 
 /// A command line rendered for humans: program and arguments, quoted when needed.
 pub fn display(cmd: &Command) -> String {
@@ -96,6 +104,104 @@ pub fn check(cmd: &Command, status: ExitStatus) -> Result<()> {
     }
 }
 
+/// Runs a long `cmd` (a build) with its stdout and stderr appended to `log_path`, showing
+/// the elapsed time and the log's last line (a spinner on a terminal, a line a minute
+/// otherwise) and, when it ends, `"{what} finished in ..."`. On failure it prints the
+/// log's last 40 lines and names the command and the log.
+pub fn run_logged(cmd: &mut Command, log_path: &Path, what: &str) -> Result<()> {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let log_err = log
+        .try_clone()
+        .context("cannot duplicate the log file handle")?;
+    cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
+    announce(cmd);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("failed to start `{}`", display(cmd)))?;
+    let status = wait_with_progress(&mut child, log_path, what)
+        .with_context(|| format!("while waiting for `{}`", display(cmd)))?;
+    if !status.success() {
+        print_log_tail(log_path, 40);
+        bail!(
+            "`{}` failed with {status}; full log in {}",
+            display(cmd),
+            log_path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Waits for `child`, showing the elapsed time and the last log line.
+fn wait_with_progress(child: &mut Child, log_path: &Path, what: &str) -> Result<ExitStatus> {
+    let start = Instant::now();
+    let spinner = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("    {spinner} [{elapsed_precise}] {wide_msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
+    let mut last_plain = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if let Some(bar) = spinner {
+                bar.finish_and_clear();
+            }
+            eprintln!("    {what} finished in {}", Secs(start.elapsed()));
+            return Ok(status);
+        }
+        let last = last_log_line(log_path);
+        match &spinner {
+            Some(bar) => bar.set_message(last),
+            None if last_plain.elapsed() >= PLAIN_PROGRESS_EVERY => {
+                eprintln!(
+                    "    ... still building ({} elapsed): {last}",
+                    Secs(start.elapsed())
+                );
+                last_plain = Instant::now();
+            }
+            None => {}
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The last non-empty line of the log, shortened for a progress display.
+fn last_log_line(log_path: &Path) -> String {
+    let Ok(file) = File::open(log_path) else {
+        return String::new();
+    };
+    let last = BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|l| !l.trim().is_empty())
+        .last()
+        .unwrap_or_default();
+    last.trim().chars().take(120).collect()
+}
+
+/// Prints the last `n` lines of the log (after a failure).
+fn print_log_tail(log_path: &Path, n: usize) {
+    let Ok(file) = File::open(log_path) else {
+        return;
+    };
+    let lines: Vec<String> = BufReader::new(file).lines().map_while(Result::ok).collect();
+    for line in &lines[lines.len().saturating_sub(n)..] {
+        eprintln!("    | {line}");
+    }
+}
+
+/// Number of cores to build with.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+}
+
 /// A new command for `program` running in `dir`.
 pub fn in_dir(program: impl AsRef<OsStr>, dir: &Path) -> Command {
     let mut cmd = Command::new(program);
@@ -139,6 +245,20 @@ mod tests {
         let mut cmd = Command::new("false");
         let err = run(&mut cmd).expect_err("`false` fails");
         assert!(err.to_string().contains("`false` failed"), "{err}");
+    }
+
+    #[test]
+    fn run_logged_appends_output_to_the_log() {
+        let log = std::env::temp_dir().join(format!("xtask-run-logged-{}", std::process::id()));
+        std::fs::write(&log, "before\n").expect("write");
+        run_logged(Command::new("echo").arg("built"), &log, "echo").expect("echo runs");
+        assert_eq!(
+            std::fs::read_to_string(&log).expect("read"),
+            "before\nbuilt\n"
+        );
+        let err = run_logged(&mut Command::new("false"), &log, "false").expect_err("fails");
+        assert!(err.to_string().contains("`false` failed"), "{err}");
+        let _ = std::fs::remove_file(&log);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `cargo xtask setup`: installs what building, testing and tracing need on a Debian
 //! machine: apt packages, the nightly `rust-src` component, bpf-linker, cargo-fuzz and
-//! (with `--oracle`) the llama.cpp oracle venv.
+//! (with `--oracle`) the llama.cpp oracle venv and the older llama.cpp builds in it.
 //!
 //! `cargo xtask demo` and `cargo xtask test` install what they need themselves through
 //! [`install`] with their own component lists ([`DEMO`], [`TEST`]), so each works on a
@@ -10,6 +10,7 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
+use crate::llama_builds;
 use crate::oracle_env;
 use crate::process;
 use crate::steps::Steps;
@@ -36,6 +37,9 @@ pub enum Component {
     CargoFuzz,
     /// The llama.cpp oracle's Python venv.
     OracleVenv,
+    /// Older llama.cpp builds (libraries and binding) in the oracle venv, for the tracer's
+    /// tests (after [`Component::OracleVenv`]).
+    OlderLlamaBuilds,
 }
 
 /// What `cargo xtask demo` needs: the eBPF toolchain to build `profinfer`, graphviz for
@@ -53,6 +57,7 @@ pub const TEST: &[Component] = &[
     Component::BpfLinker,
     Component::CargoFuzz,
     Component::OracleVenv,
+    Component::OlderLlamaBuilds,
 ];
 
 /// What `cargo xtask setup` installs (the oracle only with `--oracle`).
@@ -60,7 +65,7 @@ pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {
     let wanted: Vec<Component> = TEST
         .iter()
         .copied()
-        .filter(|c| oracle || !matches!(c, Component::OracleVenv))
+        .filter(|c| oracle || !matches!(c, Component::OracleVenv | Component::OlderLlamaBuilds))
         .collect();
     install(steps, &wanted)
 }
@@ -74,6 +79,9 @@ pub fn install(steps: &mut Steps, components: &[Component]) -> Result<()> {
             Component::BpfLinker => steps.run("bpf-linker", bpf_linker)?,
             Component::CargoFuzz => steps.run("cargo-fuzz", cargo_fuzz)?,
             Component::OracleVenv => steps.run("llama.cpp oracle venv", oracle_env::ensure)?,
+            Component::OlderLlamaBuilds => {
+                steps.run("older llama.cpp builds", llama_builds::ensure)?;
+            }
         }
     }
     Ok(())

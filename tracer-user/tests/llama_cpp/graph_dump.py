@@ -7,20 +7,51 @@ callback (called for every node before it is computed).
 
 With --wait-stdin the model is loaded, "ready" is printed, and generation starts when a
 line arrives on stdin (so a tracer can attach to the running process first).
+
+Works with the bindings of llama-cpp-python 0.3.2 (Nov 2024) to 0.3.36: the venv's, or an
+older one from `cargo xtask setup --oracle` in `.venv/llama-builds/llama-cpp-python-<v>/`
+with `PYTHONPATH=<that>/python LLAMA_CPP_LIB_PATH=<that>/lib` (the binding loads
+`$LLAMA_CPP_LIB_PATH/libllama.so`). The C API changed in between; each call below takes the
+newer name and falls back to the older one.
 """
 import ctypes
 import json
 import os
 import sys
 
-import llama_cpp
 from llama_cpp import llama_cpp as C
 
 model_path, prompt, n_gen, threads, out_path = sys.argv[1:6]
 n_gen, threads = int(n_gen), int(threads)
 wait = "--wait-stdin" in sys.argv[6:]
 
-base = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so.0"))
+
+def api(*names):
+    """The first of `names` the binding has (newest name first)."""
+    for name in names:
+        if hasattr(C, name):
+            return getattr(C, name)
+    sys.exit(f"the llama_cpp binding has none of {', '.join(names)}")
+
+
+def ggml_base_path():
+    """The libggml-base the loader mapped for the binding's libllama: libllama's DT_NEEDED
+    name (`libggml-base.so.0` in 0.3.36, `libggml-base.so` in 0.3.2 and 0.3.9), next to the
+    libllama the binding loaded (`$LLAMA_CPP_LIB_PATH` or `llama_cpp/lib`). Another file of
+    the same library would be loaded as a second copy, so the mapped one comes first."""
+    lib_dir = os.path.dirname(os.path.abspath(C._lib._name))
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and os.path.basename(fields[5].strip()).startswith("libggml-base.so"):
+                return fields[5].strip()
+    for name in ("libggml-base.so.0", "libggml-base.so"):
+        if os.path.exists(os.path.join(lib_dir, name)):
+            return os.path.join(lib_dir, name)
+    sys.exit(f"no libggml-base.so[.0] mapped or in {lib_dir}")
+
+
+base = ctypes.CDLL(ggml_base_path())
 for fn in ("ggml_op_desc", "ggml_get_name"):
     getattr(base, fn).restype = ctypes.c_char_p
     getattr(base, fn).argtypes = [ctypes.c_void_p]
@@ -46,30 +77,49 @@ def on_node(tensor, ask, _user):
 
 C.llama_backend_init()
 mparams = C.llama_model_default_params()
-model = C.llama_model_load_from_file(model_path.encode(), mparams)
+model = api("llama_model_load_from_file", "llama_load_model_from_file")(model_path.encode(), mparams)
+if not model:
+    sys.exit(f"llama.cpp could not load {model_path}")
 cparams = C.llama_context_default_params()
 cparams.n_ctx = 256
 cparams.n_threads = threads
 cparams.n_threads_batch = threads
 cparams.cb_eval = on_node
-ctx = C.llama_init_from_model(model, cparams)
-vocab = C.llama_model_get_vocab(model)
+ctx = api("llama_init_from_model", "llama_new_context_with_model")(model, cparams)
+if not ctx:
+    sys.exit("llama.cpp could not create a context")
+# llama_tokenize and the vocabulary size take the vocab since llama.cpp split it from the
+# model (0.3.9, 0.3.36), the model before (0.3.2).
+has_vocab = hasattr(C, "llama_model_get_vocab")
+vocab = C.llama_model_get_vocab(model) if has_vocab else None
+tokenizer = vocab if has_vocab else model
 
 text = prompt.encode()
 tokens = (C.llama_token * 256)()
-n = C.llama_tokenize(vocab, text, len(text), tokens, 256, True, False)
+n = C.llama_tokenize(tokenizer, text, len(text), tokens, 256, True, False)
+if n < 0:
+    sys.exit(f"the prompt is longer than 256 tokens ({-n})")
 if wait:
     print("ready", flush=True)
     sys.stdin.readline()
 
-n_vocab = C.llama_vocab_n_tokens(vocab)
+n_vocab = C.llama_vocab_n_tokens(vocab) if has_vocab else C.llama_n_vocab(model)
+# llama_batch_get_one(tokens, n_tokens) in 0.3.2 and later; older bindings also took the
+# first position and the sequence id (untested: no binding here has that form).
+batch_args = len(C._lib.llama_batch_get_one.argtypes)
 batch_tokens = list(tokens[:n])
 generated = []
+n_past = 0
 for step in range(n_gen + 1):
     graphs.append([])
     arr = (C.llama_token * len(batch_tokens))(*batch_tokens)
-    if C.llama_decode(ctx, C.llama_batch_get_one(arr, len(batch_tokens))) != 0:
+    if batch_args == 4:
+        batch = C.llama_batch_get_one(arr, len(batch_tokens), n_past, 0)
+    else:
+        batch = C.llama_batch_get_one(arr, len(batch_tokens))
+    if C.llama_decode(ctx, batch) != 0:
         sys.exit("llama_decode failed")
+    n_past += len(batch_tokens)
     logits = C.llama_get_logits_ith(ctx, -1)
     best = max(range(n_vocab), key=lambda i: logits[i])
     generated.append(best)
@@ -78,4 +128,4 @@ for step in range(n_gen + 1):
 with open(out_path, "w") as f:
     json.dump({"prompt_tokens": n, "generated": generated, "graphs": graphs}, f)
 C.llama_free(ctx)
-C.llama_model_free(model)
+api("llama_model_free", "llama_free_model")(model)

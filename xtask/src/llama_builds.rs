@@ -1,0 +1,554 @@
+//! Older llama.cpp builds the tracer is tested on, libraries only: the llama.cpp that
+//! llama-cpp-python 0.3.2 (Nov 2024) and 0.3.9 (May 2025) vendor, built from their sdists
+//! with CMake and Ninja (`ninja llama`: libllama and the ggml libraries, no programs),
+//! cached per user in `~/.cache/profinfer/llama-builds/` (keyed by version and build flags
+//! like the oracle's wheels) and installed into the venv as
+//! `.venv/llama-builds/llama-cpp-python-<version>/`:
+//! - `lib/`: every `libllama*.so*` and `libggml*.so*` of the build (with its symlinks),
+//!   built with RUNPATH `$ORIGIN` as llama-cpp-python's own wheel build does, so their
+//!   `DT_NEEDED` names resolve without `LD_LIBRARY_PATH`;
+//! - `python/llama_cpp/`: that version's pure-Python binding from the sdist.
+//!
+//! To run that version's binding: `PYTHONPATH=<dir>/python LLAMA_CPP_LIB_PATH=<dir>/lib
+//! .venv/bin/python ...` — [`LIB_PATH_ENV`] makes the binding load
+//! `$LLAMA_CPP_LIB_PATH/libllama.so` instead of `llama_cpp/lib/libllama.so` (absent here),
+//! and `PYTHONPATH` puts that `llama_cpp` before the venv's 0.3.36.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+use crate::digest::sha256_hex;
+use crate::oracle_env::{BUILD_INFO, BUILD_LOG, LLAMA_CMAKE_ARGS};
+use crate::paths;
+use crate::process;
+use crate::sdist::{self, BuildTools, Sdist};
+
+/// The environment variable llama-cpp-python (0.3.2 to 0.3.36, `llama_cpp/llama_cpp.py`)
+/// loads `libllama.so` from when it is set.
+pub const LIB_PATH_ENV: &str = "LLAMA_CPP_LIB_PATH";
+
+/// One older llama.cpp, as vendored by a llama-cpp-python release.
+#[derive(Debug)]
+struct OlderBuild {
+    /// The llama-cpp-python version.
+    version: &'static str,
+    /// SHA-256 of its sdist (as PyPI's index lists it).
+    sdist_sha256: &'static str,
+    /// The llama.cpp commit it vendors (its CHANGELOG.md).
+    llama_cpp_commit: &'static str,
+}
+
+/// The older builds, oldest first.
+const OLDER_BUILDS: [OlderBuild; 2] = [
+    OlderBuild {
+        version: "0.3.2",
+        sdist_sha256: "8fbf246a55a999f45015ed0d48f91b4ae04ae959827fac1cd6ac6ec65aed2e2f",
+        llama_cpp_commit: "74d73dc85cc2057446bf63cc37ff649ae7cebd80",
+    },
+    OlderBuild {
+        version: "0.3.9",
+        sdist_sha256: "a3a985f558385e2f5de5b663f4e9b0817506d6af98122450142cd98e79216370",
+        llama_cpp_commit: "8733e0cf6eefc7c7752297cc22d0836706f4222c",
+    },
+];
+
+/// CMake flags beyond [`LLAMA_CMAKE_ARGS`]: a shared release build without the server and
+/// curl (nothing that wants the network), and RUNPATH `$ORIGIN` from the start
+/// (llama-cpp-python's CMakeLists sets the same on its libraries), so the libraries find
+/// each other once copied into one directory. OpenMP stays at llama.cpp's default (on).
+const EXTRA_CMAKE_ARGS: &[&str] = &[
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=ON",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN",
+];
+
+/// The Ninja target: libllama, which depends on every ggml library.
+const NINJA_TARGET: &str = "llama";
+
+/// The installed `lib/`'s file the binding loads.
+const LIBLLAMA: &str = "libllama.so";
+
+impl OlderBuild {
+    /// `llama-cpp-python-0.3.2`: the install directory's name and the cache entry's prefix.
+    fn name(&self) -> String {
+        format!("llama-cpp-python-{}", self.version)
+    }
+
+    /// The sdist's file name.
+    fn sdist_file(&self) -> String {
+        format!("llama_cpp_python-{}.tar.gz", self.version)
+    }
+
+    /// All CMake flags, in order.
+    fn cmake_args() -> Vec<&'static str> {
+        EXTRA_CMAKE_ARGS
+            .iter()
+            .copied()
+            .chain(LLAMA_CMAKE_ARGS.split_whitespace())
+            .collect()
+    }
+
+    /// Everything that determines the build's content, one item per line.
+    fn build_info(&self) -> String {
+        format!(
+            "llama-cpp-python=={} (sdist sha256 {}, llama.cpp {})\nCMAKE_ARGS={}\nninja target={NINJA_TARGET}\n",
+            self.version,
+            self.sdist_sha256,
+            self.llama_cpp_commit,
+            Self::cmake_args().join(" ")
+        )
+    }
+
+    /// The cache entry of the build described by `build_info`.
+    fn cache_entry(&self, build_info: &str) -> Result<PathBuf> {
+        let key = &sha256_hex(build_info.as_bytes())[..16];
+        Ok(paths::user_cache_dir()?
+            .join("llama-builds")
+            .join(format!("{}-{key}", self.name())))
+    }
+}
+
+/// The installed build of llama-cpp-python `version` (`.venv/llama-builds/
+/// llama-cpp-python-<version>/`, after [`ensure`]): run its binding with
+/// `PYTHONPATH=<dir>/python` and `LLAMA_CPP_LIB_PATH=<dir>/lib` ([`LIB_PATH_ENV`]).
+pub fn install_dir(version: &str) -> PathBuf {
+    paths::venv_dir()
+        .join("llama-builds")
+        .join(format!("llama-cpp-python-{version}"))
+}
+
+/// Builds the older llama.cpp libraries the cache does not have (0.5 to 3 minutes each on
+/// 2 cores, docs/llama-cpp.md) and installs them into the venv (which
+/// [`crate::oracle_env::ensure`] made). Fast when everything is present.
+pub fn ensure() -> Result<()> {
+    if !paths::venv_python().exists() {
+        bail!(
+            "{} is missing: the older llama.cpp builds are installed into the oracle venv, set \
+             up first (`cargo xtask setup --oracle`)",
+            paths::venv_python().display()
+        );
+    }
+    let scratch = paths::user_cache_dir()?
+        .join("llama-builds")
+        .join("scratch");
+    let mut tools = None;
+    for build in &OLDER_BUILDS {
+        let build_info = build.build_info();
+        let entry = ensure_build(build, &build_info, &scratch, &mut tools)?;
+        install(build, &build_info, &entry)?;
+    }
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch)
+            .with_context(|| format!("cannot remove {}", scratch.display()))?;
+    }
+    Ok(())
+}
+
+/// Returns the cache entry of `build`, building it if it is missing.
+fn ensure_build(
+    build: &OlderBuild,
+    build_info: &str,
+    scratch: &Path,
+    tools: &mut Option<BuildTools>,
+) -> Result<PathBuf> {
+    let entry = build.cache_entry(build_info)?;
+    let recorded = std::fs::read_to_string(entry.join(BUILD_INFO)).unwrap_or_default();
+    if recorded == build_info && entry.join("lib").join(LIBLLAMA).is_file() {
+        eprintln!("    cached: {}", entry.display());
+        return Ok(entry);
+    }
+
+    // Build into a scratch entry and rename it into place only when complete, so an
+    // interrupted build is never mistaken for a cached one.
+    let mut partial = entry.clone().into_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    remove_if_present(&partial)?;
+    paths::create_dir(&partial)?;
+    let tools = match tools {
+        Some(tools) => tools,
+        None => {
+            remove_if_present(scratch)?;
+            paths::create_dir(scratch)?;
+            tools.insert(sdist::build_tools(&scratch.join("tools"))?)
+        }
+    };
+    let work = partial.join("work");
+    paths::create_dir(&work)?;
+    let file = build.sdist_file();
+    let sdist = Sdist {
+        project: "llama-cpp-python",
+        file: &file,
+        sha256: build.sdist_sha256,
+    };
+    let archive = work.join(&file);
+    sdist.download(&tools.python, &archive)?;
+    let top = sdist.top_dir();
+    process::run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(&work)
+            .arg(format!("{top}/vendor/llama.cpp"))
+            .arg(format!("{top}/llama_cpp")),
+    )?;
+    let src = work.join(top);
+    let build_dir = work.join("build");
+    let log_path = partial.join(BUILD_LOG);
+    eprintln!(
+        "    building llama-cpp-python {}'s llama.cpp libraries from source (0.5 to 3 \
+         minutes on 2 cores; once per machine; cached in {})",
+        build.version,
+        entry.display()
+    );
+    eprintln!("    build log: {}", log_path.display());
+    process::run_logged(
+        Command::new(&tools.cmake)
+            .arg("-S")
+            .arg(src.join("vendor").join("llama.cpp"))
+            .arg("-B")
+            .arg(&build_dir)
+            .args(["-G", "Ninja"])
+            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
+            .args(OlderBuild::cmake_args()),
+        &log_path,
+        "configure",
+    )?;
+    process::run_logged(
+        Command::new(&tools.ninja)
+            .arg("-C")
+            .arg(&build_dir)
+            .arg(format!("-j{}", process::available_cores()))
+            .arg(NINJA_TARGET),
+        &log_path,
+        "build",
+    )?;
+
+    let lib = partial.join("lib");
+    paths::create_dir(&lib)?;
+    let copied = collect_libraries(&build_dir, &lib)?;
+    eprintln!("    libraries: {}", copied.join(", "));
+    check_libraries(&lib)?;
+    copy_tree(
+        &src.join("llama_cpp"),
+        &partial.join("python").join("llama_cpp"),
+    )?;
+    std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
+    std::fs::write(partial.join(BUILD_INFO), build_info)
+        .with_context(|| format!("cannot write {}", partial.join(BUILD_INFO).display()))?;
+    remove_if_present(&entry)?;
+    std::fs::rename(&partial, &entry)
+        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))?;
+    Ok(entry)
+}
+
+/// Copies every `libllama*.so*` and `libggml*.so*` under `build_dir` (CMake leaves them in
+/// several directories in older llama.cpp) into `lib`, symlinks as symlinks; returns their
+/// names.
+fn collect_libraries(build_dir: &Path, lib: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let mut dirs = vec![build_dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
+        {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let file_type = entry.file_type()?;
+            if file_type.is_dir() {
+                if name != "CMakeFiles" {
+                    dirs.push(path);
+                }
+            } else if is_library_name(&name) {
+                if names.contains(&name) {
+                    bail!("two libraries named {name} in {}", build_dir.display());
+                }
+                copy_entry(&path, &lib.join(&name))?;
+                names.push(name);
+            }
+        }
+    }
+    if !names.iter().any(|n| n == LIBLLAMA) {
+        bail!("the build made no {LIBLLAMA} under {}", build_dir.display());
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Whether `name` is one of llama.cpp's shared libraries (`libggml-cpu.so`,
+/// `libllama.so.0.0.1`).
+fn is_library_name(name: &str) -> bool {
+    (name.starts_with("libllama") || name.starts_with("libggml"))
+        && (name.ends_with(".so") || name.contains(".so."))
+}
+
+/// Checks that every llama.cpp library a library in `lib` needs (`DT_NEEDED`, read with
+/// `readelf -d`) is in `lib` under that name and found through a RUNPATH of `$ORIGIN`, so
+/// the loader needs no `LD_LIBRARY_PATH`.
+fn check_libraries(lib: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(lib).with_context(|| format!("cannot read {}", lib.display()))? {
+        let entry = entry?;
+        if entry.file_type()?.is_symlink() {
+            continue;
+        }
+        let path = entry.path();
+        let dynamic = parse_dynamic(&process::stdout(
+            Command::new("readelf").arg("-d").arg(&path),
+        )?);
+        let ours: Vec<&String> = dynamic
+            .needed
+            .iter()
+            .filter(|n| is_library_name(n))
+            .collect();
+        for needed in &ours {
+            if !lib.join(needed).exists() {
+                bail!(
+                    "{} needs {needed}, which is not in {}",
+                    path.display(),
+                    lib.display()
+                );
+            }
+        }
+        if !ours.is_empty() && !dynamic.runpath.split(':').any(|d| d == "$ORIGIN") {
+            bail!(
+                "{} needs {} but its RUNPATH is `{}`, not `$ORIGIN`: the loader would not find \
+                 them without LD_LIBRARY_PATH",
+                path.display(),
+                ours.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                dynamic.runpath
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What `readelf -d` says about a library's dynamic section.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Dynamic {
+    /// `DT_NEEDED` names, in order.
+    needed: Vec<String>,
+    /// `DT_RUNPATH` (or `DT_RPATH`), empty if none.
+    runpath: String,
+}
+
+/// Parses `readelf -d` output: the bracketed value of the `(NEEDED)` and `(RUNPATH)`
+/// (or `(RPATH)`) lines.
+fn parse_dynamic(readelf: &str) -> Dynamic {
+    let mut dynamic = Dynamic::default();
+    for line in readelf.lines() {
+        let value = || {
+            line.split_once('[')
+                .and_then(|(_, rest)| rest.rsplit_once(']'))
+                .map(|(v, _)| v.to_owned())
+                .unwrap_or_default()
+        };
+        if line.contains("(NEEDED)") {
+            dynamic.needed.push(value());
+        } else if line.contains("(RUNPATH)") || line.contains("(RPATH)") {
+            dynamic.runpath = value();
+        }
+    }
+    dynamic
+}
+
+/// Installs the cached `entry` of `build` into the venv unless the installed copy records
+/// the same build, then checks that its binding loads its libraries.
+fn install(build: &OlderBuild, build_info: &str, entry: &Path) -> Result<()> {
+    let dest = install_dir(build.version);
+    let installed = std::fs::read_to_string(dest.join(BUILD_INFO)).unwrap_or_default();
+    if installed == build_info && dest.join("lib").join(LIBLLAMA).is_file() {
+        eprintln!("    {} is up to date", dest.display());
+        return Ok(());
+    }
+    remove_if_present(&dest)?;
+    copy_tree(&entry.join("lib"), &dest.join("lib"))?;
+    copy_tree(&entry.join("python"), &dest.join("python"))?;
+    std::fs::write(dest.join("README"), readme(build, &dest))
+        .with_context(|| format!("cannot write {}", dest.join("README").display()))?;
+    check_binding(build, &dest)?;
+    // Written last: a half-finished install has no build-info and is redone.
+    std::fs::write(dest.join(BUILD_INFO), build_info)
+        .with_context(|| format!("cannot write {}", dest.join(BUILD_INFO).display()))
+}
+
+/// The README of an installed build: what it is and which environment runs its binding.
+fn readme(build: &OlderBuild, dest: &Path) -> String {
+    format!(
+        "llama-cpp-python {} (llama.cpp {}): llama.cpp's libraries only (lib/) and the \
+         pure-Python binding (python/llama_cpp/), built by `cargo xtask setup --oracle`.\n\
+         Run the binding with: PYTHONPATH={dir}/python {LIB_PATH_ENV}={dir}/lib .venv/bin/python ...\n\
+         ({LIB_PATH_ENV} makes it load lib/{LIBLLAMA}; the ggml libraries are found through its RUNPATH $ORIGIN.)\n",
+        build.version,
+        build.llama_cpp_commit,
+        dir = dest.display()
+    )
+}
+
+/// Imports the installed binding with the venv's Python and checks that it is this
+/// version's and that every llama.cpp library mapped comes from its `lib/`.
+fn check_binding(build: &OlderBuild, dest: &Path) -> Result<()> {
+    let script = format!(
+        "import os, llama_cpp\n\
+         from llama_cpp import llama_cpp as C\n\
+         lib = os.path.realpath(os.environ['{LIB_PATH_ENV}'])\n\
+         python = os.path.realpath(os.environ['PYTHONPATH'])\n\
+         assert llama_cpp.__version__ == '{version}', f'imported llama_cpp {{llama_cpp.__version__}}'\n\
+         assert os.path.realpath(llama_cpp.__file__).startswith(python + '/'), f'imported {{llama_cpp.__file__}}'\n\
+         mapped = {{l.split(maxsplit=5)[5].strip() for l in open('/proc/self/maps') if len(l.split(maxsplit=5)) == 6}}\n\
+         ours = sorted(p for p in mapped if os.path.basename(p).startswith(('libllama', 'libggml')))\n\
+         stray = [p for p in ours if os.path.dirname(os.path.realpath(p)) != lib]\n\
+         assert not stray, f'libraries from elsewhere: {{stray}}'\n\
+         assert os.path.dirname(os.path.realpath(C._lib._name)) == lib, C._lib._name\n\
+         print('    llama_cpp', llama_cpp.__version__, 'loads', ', '.join(os.path.basename(p) for p in ours))\n",
+        version = build.version
+    );
+    process::run(
+        Command::new(paths::venv_python())
+            .arg("-c")
+            .arg(script)
+            .env("PYTHONPATH", dest.join("python"))
+            .env(LIB_PATH_ENV, dest.join("lib"))
+            .env_remove("LD_LIBRARY_PATH"),
+    )
+    .with_context(|| {
+        format!(
+            "the llama-cpp-python {} binding in {} does not load its own libraries",
+            build.version,
+            dest.display()
+        )
+    })
+}
+
+/// Copies the directory `from` to `to` (which must not exist), symlinks as symlinks.
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    paths::create_dir(to)?;
+    for entry in
+        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?
+    {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            copy_entry(&entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies one file, or recreates one symlink with the same target.
+fn copy_entry(from: &Path, to: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(from)
+        .with_context(|| format!("cannot stat {}", from.display()))?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(from)
+            .with_context(|| format!("cannot read the link {}", from.display()))?;
+        std::os::unix::fs::symlink(&target, to)
+            .with_context(|| format!("cannot create the link {}", to.display()))
+    } else {
+        std::fs::copy(from, to)
+            .map(drop)
+            .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
+    }
+}
+
+/// Removes the directory `dir` if it exists.
+fn remove_if_present(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_entry_depends_on_version_and_flags() {
+        let [old, newer] = &OLDER_BUILDS;
+        let info = old.build_info();
+        assert!(
+            info.contains("-DGGML_AVX2=ON") && info.contains("$ORIGIN"),
+            "{info}"
+        );
+        let a = old.cache_entry(&info).expect("dir");
+        let b = old
+            .cache_entry(&info.replace("-DGGML_AVX2=ON", "-DGGML_AVX2=OFF"))
+            .expect("dir");
+        assert_ne!(a, b);
+        assert!(
+            a.to_string_lossy()
+                .contains("llama-builds/llama-cpp-python-0.3.2-")
+        );
+        assert_ne!(a, newer.cache_entry(&newer.build_info()).expect("dir"));
+    }
+
+    #[test]
+    fn library_names() {
+        for name in [
+            "libllama.so",
+            "libggml-base.so",
+            "libggml-cpu.so.0",
+            "libllama.so.0.0.1",
+        ] {
+            assert!(is_library_name(name), "{name}");
+        }
+        for name in ["libstdc++.so.6", "libllama.a", "libggml.solib", "llama.so"] {
+            assert!(!is_library_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn readelf_dynamic_section_is_parsed() {
+        let text = "Dynamic section at offset 0x1b5d10 contains 33 entries:\n  \
+            Tag        Type                         Name/Value\n \
+            0x0000000000000001 (NEEDED)             Shared library: [libggml.so]\n \
+            0x0000000000000001 (NEEDED)             Shared library: [libstdc++.so.6]\n \
+            0x000000000000000e (SONAME)             Library soname: [libllama.so]\n \
+            0x000000000000001d (RUNPATH)            Library runpath: [$ORIGIN]\n";
+        assert_eq!(
+            parse_dynamic(text),
+            Dynamic {
+                needed: vec!["libggml.so".into(), "libstdc++.so.6".into()],
+                runpath: "$ORIGIN".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn copy_tree_keeps_symlinks() {
+        let dir = std::env::temp_dir().join(format!("xtask-copy-tree-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let from = dir.join("from");
+        std::fs::create_dir_all(from.join("sub")).expect("dir");
+        std::fs::write(from.join("libggml.so.0.1"), b"elf").expect("write");
+        std::os::unix::fs::symlink("libggml.so.0.1", from.join("libggml.so.0")).expect("link");
+        std::fs::write(from.join("sub").join("a.py"), b"x").expect("write");
+        copy_tree(&from, &dir.join("to")).expect("copy");
+        let to = dir.join("to");
+        assert_eq!(
+            std::fs::read_link(to.join("libggml.so.0")).expect("link"),
+            Path::new("libggml.so.0.1")
+        );
+        assert_eq!(
+            std::fs::read(to.join("libggml.so.0")).expect("read"),
+            b"elf"
+        );
+        assert_eq!(
+            std::fs::read(to.join("sub").join("a.py")).expect("read"),
+            b"x"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
