@@ -46,6 +46,9 @@ enum Command {
         /// More llama.cpp libraries to look in.
         #[arg(long = "lib", value_name = "PATH")]
         libs: Vec<PathBuf>,
+        /// A llama.cpp struct offset the build's code does not name (repeat).
+        #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
+        ggml_offsets: Vec<crate::ggml_layout::GivenOffset>,
     },
     /// List the engine probe symbols this version knows.
     Symbols,
@@ -148,6 +151,12 @@ struct CaptureArgs {
     /// loads libllama at run time): repeat for each; with --pid the mapped ones are found.
     #[arg(long = "lib", value_name = "PATH")]
     libs: Vec<PathBuf>,
+    /// A llama.cpp struct offset to use instead of the one derived from the build's code
+    /// (`ggml_tensor.name=256`, from `offsetof` against the build's `ggml.h`): for a
+    /// build whose layout cannot be derived; repeat for each field. Checked like derived
+    /// ones, before and on attach.
+    #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
+    ggml_offsets: Vec<crate::ggml_layout::GivenOffset>,
     /// The command to start, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
@@ -191,8 +200,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             binary,
             target,
             libs,
+            ggml_offsets,
         } => {
-            if let Some(plan) = llama_plan_if_any(&binary, target, &libs)? {
+            if let Some(plan) = llama_plan_if_any(&binary, target, &libs, &ggml_offsets)? {
                 print_llama_probes(&plan);
                 return Ok(ExitCode::SUCCESS);
             }
@@ -262,6 +272,7 @@ impl CaptureArgs {
             target,
             kind: self.target.into(),
             libs: self.libs.clone(),
+            ggml_offsets: self.ggml_offsets.clone(),
         })
     }
 }
@@ -294,13 +305,14 @@ fn llama_plan_if_any(
     binary: &std::path::Path,
     target: TargetArg,
     libs: &[PathBuf],
+    given: &[crate::ggml_layout::GivenOffset],
 ) -> anyhow::Result<Option<LlamaCppPlan>> {
     let engine = || probe_points::resolve(binary).is_ok();
     if target == TargetArg::Engine || (target == TargetArg::Auto && engine()) {
         return Ok(None);
     }
     let files = crate::ggml_build::candidate_files(binary, None, libs);
-    let build = crate::ggml_build::GgmlBuild::detect(&files)?;
+    let build = crate::ggml_build::GgmlBuild::detect(&files, given)?;
     Ok(Some(LlamaCppPlan::new(binary, build)))
 }
 
@@ -324,6 +336,20 @@ fn print_llama_probes(plan: &LlamaCppPlan) {
             "  ops profinfer has no name for (recorded as GGML_OP_<n>): {}",
             unknown.join(", ")
         );
+    }
+    if let Some(why) = &b.op_level_missing {
+        println!("  no op level: {why}");
+    }
+    println!(
+        "  struct layout ({} of {} offsets read from the build's code):",
+        b.layout_fields
+            .iter()
+            .filter(|f| matches!(f.source, crate::ggml_layout::OffsetSource::Derived(_)))
+            .count(),
+        b.layout_fields.len()
+    );
+    for f in &b.layout_fields {
+        println!("    {:<26} {:>5}  {}", f.field, f.offset, f.source);
     }
     if b.barrier_point.is_none() {
         println!(

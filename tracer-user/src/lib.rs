@@ -14,6 +14,7 @@ pub mod counted_uprobe;
 pub mod diff;
 pub mod drain;
 pub mod ggml_build;
+pub mod ggml_layout;
 pub mod leaves;
 pub mod load;
 pub mod observe;

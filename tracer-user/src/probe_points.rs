@@ -237,6 +237,21 @@ pub fn points_matching(
         .collect()
 }
 
+/// The code of function `sym`: its bytes (at least a decode window's worth, for a
+/// symbol without a size), from the section that holds it.
+pub fn function_bytes<'d>(
+    file: &object::File<'d>,
+    sym: &impl ObjectSymbol<'d>,
+) -> Option<&'d [u8]> {
+    let address = sym.address();
+    let size = sym.size().min(MAX_FUNCTION_SCAN);
+    let sec = file.section_by_index(sym.section_index()?).ok()?;
+    let data = sec.data().ok()?;
+    let start = usize::try_from(address.checked_sub(sec.address())?).ok()?;
+    let end = (start + (size as usize).max(DECODE_WINDOW)).min(data.len());
+    data.get(start..end)
+}
+
 /// Most bytes of one function decoded to look for branches into its start.
 const MAX_FUNCTION_SCAN: u64 = 1 << 20;
 
@@ -251,15 +266,8 @@ fn point_of<'d>(
 ) -> ProbePoint {
     let address = sym.address();
     let size = sym.size().min(MAX_FUNCTION_SCAN);
-    let bytes = sym
-        .section_index()
-        .and_then(|i| file.section_by_index(i).ok())
-        .and_then(|sec| {
-            let data = sec.data().ok()?;
-            let start = usize::try_from(address.checked_sub(sec.address())?).ok()?;
-            let end = (start + (size as usize).max(DECODE_WINDOW)).min(data.len());
-            data.get(start..end).map(<[u8]>::to_vec)
-        })
+    let bytes = function_bytes(file, sym)
+        .map(<[u8]>::to_vec)
         .unwrap_or_default();
     let (first_insn, entry_cost, attach) = match file.architecture() {
         object::Architecture::Aarch64 => {

@@ -133,15 +133,100 @@ fn recorded(trace: &Path, out: &std::process::Output) -> Vec<Event> {
 
 /// `profinfer record` of the command; asserts success and no losses.
 fn record(name: &str, args: &[&std::ffi::OsStr]) -> (PathBuf, Vec<Event>) {
+    let (trace, evs, _) = record_with_env(name, args, &[]);
+    (trace, evs)
+}
+
+/// [`record`] with `env` set for profinfer and the target; also returns profinfer's
+/// stderr.
+fn record_with_env(
+    name: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &Path)],
+) -> (PathBuf, Vec<Event>, String) {
     let trace = trace_path(name);
     let out = profinfer()
         .arg("record")
         .arg("-o")
         .arg(&trace)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
         .output()
         .expect("profinfer runs");
-    (trace.clone(), recorded(&trace, &out))
+    let evs = recorded(&trace, &out);
+    (
+        trace,
+        evs,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One llama.cpp build driven through its Python binding by `graph_dump.py`.
+struct PyBuild {
+    /// Short name for files (`0.25`, `0.3.9`).
+    name: &'static str,
+    /// Its libllama (named with `--lib`).
+    libllama: PathBuf,
+    /// Environment making `.venv/bin/python` import this build's binding.
+    env: Vec<(&'static str, PathBuf)>,
+    /// Whether the build has the fused RMS_NORM+MUL entry point.
+    fused: bool,
+    /// Whether the build allows the operator level.
+    ops: bool,
+    /// Whether the CPU backend dispatches view nodes too (RESHAPE, VIEW, PERMUTE,
+    /// TRANSPOSE: computed as nothing, but each still a call through the dispatcher,
+    /// before llama.cpp skipped them in spring 2025).
+    views_dispatched: bool,
+}
+
+impl PyBuild {
+    /// llama-cpp-python 0.3.36 in the venv.
+    fn venv(site: &Path) -> PyBuild {
+        PyBuild {
+            name: "0.25",
+            libllama: site.join("llama_cpp/lib/libllama.so"),
+            env: Vec::new(),
+            fused: true,
+            ops: true,
+            views_dispatched: false,
+        }
+    }
+
+    /// An older llama-cpp-python built by `cargo xtask setup --oracle` into
+    /// `.venv/llama-builds` (libraries and the pure-Python binding), or `None` after a
+    /// loud banner (fatal with `PROFINFER_REQUIRE_ORACLE=1`).
+    fn older(
+        version: &'static str,
+        fused: bool,
+        ops: bool,
+        views_dispatched: bool,
+    ) -> Option<PyBuild> {
+        let dir = support::workspace()
+            .join(".venv/llama-builds")
+            .join(format!("llama-cpp-python-{version}"));
+        if !dir.join("lib/libllama.so").is_file() {
+            assert!(
+                std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
+                "no llama-cpp-python {version} in {} but PROFINFER_REQUIRE_ORACLE=1: run `cargo xtask setup --oracle`",
+                dir.display()
+            );
+            eprintln!(
+                "\n!!! SKIPPED: no llama-cpp-python {version} (cargo xtask setup --oracle)\n"
+            );
+            return None;
+        }
+        Some(PyBuild {
+            name: version,
+            libllama: dir.join("lib/libllama.so"),
+            env: vec![
+                ("PYTHONPATH", dir.join("python")),
+                ("LLAMA_CPP_LIB_PATH", dir.join("lib")),
+            ],
+            fused,
+            ops,
+            views_dispatched,
+        })
+    }
 }
 
 /// llama-cpp-python's build (ggml 0.25) through its C API, on the tiny model and (when
@@ -154,12 +239,13 @@ fn the_trace_of_llama_cpp_0_25_is_llama_cpps_own_graph() {
     require_root!();
     let Some(site) = venv() else { return };
     let (_, model) = engine_and_model();
-    let trace = check_against_graph_dump(&site, model, "tiny", false);
+    let build = PyBuild::venv(&site);
+    let trace = check_against_graph_dump(&build, model, "tiny", false);
     check_views(&trace);
     let _ = std::fs::remove_file(&trace);
     match std::env::var_os("PROFINFER_SMOLLM2") {
         Some(smollm2) if !smollm2.is_empty() => {
-            let trace = check_against_graph_dump(&site, Path::new(&smollm2), "smollm2", false);
+            let trace = check_against_graph_dump(&build, Path::new(&smollm2), "smollm2", false);
             let _ = std::fs::remove_file(&trace);
         }
         _ => eprintln!("!!! PROFINFER_SMOLLM2 not set: SmolLM2 on llama.cpp not checked"),
@@ -173,15 +259,111 @@ fn a_running_llama_cpp_process_is_traced_by_pid() {
     require_root!();
     let Some(site) = venv() else { return };
     let (_, model) = engine_and_model();
-    let trace = check_against_graph_dump(&site, model, "pid", true);
+    let trace = check_against_graph_dump(&PyBuild::venv(&site), model, "pid", true);
     let _ = std::fs::remove_file(&trace);
 }
 
-/// Records `graph_dump.py` on `model` (started by `profinfer record`, or with `by_pid`
-/// started first and attached to with `--pid`) and checks the trace against the dump.
-fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: bool) -> PathBuf {
+/// llama-cpp-python 0.3.9 (May 2025): the operator entry points, but no `ggml_version`,
+/// so no table applies — every offset is read from the build's own code, and the trace
+/// is llama.cpp's own graph as for the newer builds.
+#[test]
+fn llama_cpp_without_a_version_string_is_traced_through_its_derived_layout() {
+    require_root!();
+    let Some(_) = venv() else { return };
+    let Some(build) = PyBuild::older("0.3.9", false, true, true) else {
+        return;
+    };
+    let out = profinfer()
+        .args(["probes", "--target", "llama.cpp"])
+        .arg(&build.libllama)
+        .output()
+        .expect("probes");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("no version string"), "{text}");
+    assert!(
+        text.contains("ggml_tensor.src              152  derived from ggml_dup"),
+        "{text}"
+    );
+    let (_, model) = engine_and_model();
+    let trace = check_against_graph_dump(&build, model, "tiny", false);
+    check_views(&trace);
+    let _ = std::fs::remove_file(&trace);
+    match std::env::var_os("PROFINFER_SMOLLM2") {
+        Some(smollm2) if !smollm2.is_empty() => {
+            let trace = check_against_graph_dump(&build, Path::new(&smollm2), "smollm2", false);
+            // Attention as KQ, softmax, KQV products (no flash attention by default in
+            // this build), the views dispatched as nodes.
+            per_layer_dag_folds(
+                &trace,
+                &[
+                    ("mul_mat", "MUL_MAT"),
+                    ("soft_max", "SOFT_MAX"),
+                    ("mul_mat #2", "MUL_MAT"),
+                    ("attn_out", "MUL_MAT"),
+                ],
+                "mul_mat",
+                40,
+            );
+            let _ = std::fs::remove_file(&trace);
+        }
+        _ => eprintln!("!!! PROFINFER_SMOLLM2 not set: SmolLM2 on llama.cpp 0.3.9 not checked"),
+    }
+}
+
+/// llama-cpp-python 0.3.2 (Nov 2024): a different `ggml_tensor` (a deprecated `backend`
+/// field and `grad` move `src` to 160), no `ggml_version`, and no operator entry point.
+/// It is recognised, its layout derived, the missing level named in one line, and the
+/// token and graph levels recorded with llama.cpp's own node counts.
+#[test]
+fn an_old_llama_cpp_records_tokens_and_graphs_and_says_why_not_operators() {
+    require_root!();
+    let Some(_) = venv() else { return };
+    let Some(build) = PyBuild::older("0.3.2", false, false, true) else {
+        return;
+    };
+    let out = profinfer()
+        .args(["probes", "--target", "llama.cpp"])
+        .arg(&build.libllama)
+        .output()
+        .expect("probes");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("ggml_tensor.src              160  derived from ggml_dup"),
+        "{text}"
+    );
+    assert!(text.contains("no op level"), "{text}");
+    let (_, model) = engine_and_model();
+    let trace = check_against_graph_dump(&build, model, "tiny", false);
+    let report = profinfer()
+        .arg("report")
+        .arg(&trace)
+        .output()
+        .expect("report");
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let _ = std::fs::remove_file(&trace);
+}
+
+/// Records `graph_dump.py` on `model` with `build` (started by `profinfer record`, or
+/// with `by_pid` started first and attached to with `--pid`) and checks the trace
+/// against the dump.
+fn check_against_graph_dump(build: &PyBuild, model: &Path, name: &str, by_pid: bool) -> PathBuf {
+    let name = format!("{}-{name}", build.name);
     let dump_path = trace_path(&format!("llama-dump-{name}.json"));
-    let libllama = site.join("llama_cpp/lib/libllama.so");
+    let libllama = &build.libllama;
     let script_args: Vec<&std::ffi::OsStr> = vec![
         graph_dump_script().into_os_string().leak(),
         model.as_os_str(),
@@ -191,7 +373,7 @@ fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: bool)
         dump_path.as_os_str(),
     ];
     let (trace, evs) = if by_pid {
-        record_by_pid(&format!("llama-0.25-{name}"), &script_args)
+        record_by_pid(&format!("llama-{name}"), &script_args)
     } else {
         let mut args: Vec<&std::ffi::OsStr> = vec![
             "--target".as_ref(),
@@ -203,7 +385,14 @@ fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: bool)
         let py = python();
         args.push(py.as_os_str());
         args.extend(script_args.iter().copied());
-        record(&format!("llama-0.25-{name}"), &args)
+        let env: Vec<(&str, &Path)> = build.env.iter().map(|(k, v)| (*k, v.as_path())).collect();
+        let (trace, evs, stderr) = record_with_env(&format!("llama-{name}"), &args, &env);
+        assert_eq!(
+            stderr.contains("recording without operators"),
+            !build.ops,
+            "{stderr}"
+        );
+        (trace, evs)
     };
     let dump: Dump =
         serde_json::from_str(&std::fs::read_to_string(&dump_path).expect("dump written"))
@@ -233,6 +422,14 @@ fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: bool)
 
     // Operator level: the computed nodes, in order, on both threads.
     let by_thread = ops_by_thread_and_graph(&evs);
+    if !build.ops {
+        assert!(
+            by_thread.is_empty(),
+            "no operator spans without the op level"
+        );
+        let _ = std::fs::remove_file(&dump_path);
+        return trace;
+    }
     assert_eq!(by_thread.len(), 2, "two threads computed nodes");
     let mut fused = 0;
     for (tid, graphs) in &by_thread {
@@ -240,7 +437,11 @@ fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: bool)
         for (g, (ours, theirs)) in graphs.iter().zip(&dump.graphs).enumerate() {
             let computed: Vec<&DumpNode> = theirs
                 .iter()
-                .filter(|n| !n.empty && !EMPTY_OPS.contains(&n.op.as_str()))
+                .filter(|n| {
+                    !n.empty
+                        && n.op != "NONE"
+                        && (build.views_dispatched || !EMPTY_OPS.contains(&n.op.as_str()))
+                })
                 .collect();
             assert_eq!(
                 ours.len(),
@@ -260,7 +461,11 @@ fn check_against_graph_dump(site: &Path, model: &Path, name: &str, by_pid: bool)
             }
         }
     }
-    assert!(fused > 0, "the fused RMS_NORM+MUL entry was recorded");
+    assert_eq!(
+        fused > 0,
+        build.fused,
+        "the fused RMS_NORM+MUL entry recorded where the build has it"
+    );
 
     let _ = std::fs::remove_file(&dump_path);
     trace
@@ -275,7 +480,7 @@ fn check_views(trace: &Path) {
         .expect("report");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("MUL_MAT"), "{text}");
-    let dir = trace_path("llama-0.25-analysis");
+    let dir = trace.with_extension("views");
     support::analyze_into(trace, &dir);
     let timeline: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("timeline.json")).expect("timeline"),
@@ -505,6 +710,28 @@ fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
 /// (`norm-N`, the product and RoPE of `Qcur-N`) stay apart, and edges cross views
 /// (the attention reads `Qcur`'s RoPE through a permuted view).
 fn per_layer_dag_folds_the_blocks(trace: &std::path::Path) {
+    per_layer_dag_folds(
+        trace,
+        &[
+            ("flash_attn_ext", "FLASH_ATTN_EXT"),
+            ("cache_k (view)", "SET_ROWS"),
+            ("cache_v (view)", "SET_ROWS"),
+        ],
+        "flash_attn_ext",
+        25,
+    );
+}
+
+/// SmolLM2's 30 layers fold into one block with `block` (class, op) among the block's
+/// nodes, besides the projections, norms and residual every build has, and at most
+/// `max_in_block` node classes in the block; the roped Q reaches `attention` through its
+/// view.
+fn per_layer_dag_folds(
+    trace: &std::path::Path,
+    block: &[(&str, &str)],
+    attention: &str,
+    max_in_block: usize,
+) {
     let dir = trace.with_extension("analysis");
     let _ = std::fs::remove_dir_all(&dir);
     support::analyze_into(trace, &dir);
@@ -520,16 +747,13 @@ fn per_layer_dag_folds_the_blocks(trace: &std::path::Path) {
             .find(|n| n["class"] == class)
             .unwrap_or_else(|| panic!("no {class} in {layers}"))
     };
-    for (class, op) in [
-        ("flash_attn_ext", "FLASH_ATTN_EXT"),
-        ("cache_k (view)", "SET_ROWS"),
-        ("cache_v (view)", "SET_ROWS"),
+    for &(class, op) in block.iter().chain(&[
         ("Qcur", "MUL_MAT"),
         ("Qcur #2", "ROPE"),
         ("norm", "RMS_NORM"),
         ("norm #2", "RMS_NORM"),
         ("l_out", "ADD"),
-    ] {
+    ]) {
         let n = node(class);
         assert_eq!(
             (&n["op"], &n["in_block"], &n["layers"]),
@@ -544,7 +768,7 @@ fn per_layer_dag_folds_the_blocks(trace: &std::path::Path) {
         "unnamed nodes left: {layers}"
     );
     let in_block = nodes.iter().filter(|n| n["in_block"] == true).count();
-    assert!(in_block <= 25, "{in_block} block nodes: {layers}");
+    assert!(in_block <= max_in_block, "{in_block} block nodes: {layers}");
     let edges: Vec<(String, String)> =
         serde_json::from_value(layers["edges"].clone()).expect("(from, to) pairs");
     assert!(
@@ -553,20 +777,26 @@ fn per_layer_dag_folds_the_blocks(trace: &std::path::Path) {
         "the blocks' norm and the final one apart: {edges:?}"
     );
     assert!(
-        edges.contains(&("Qcur #2".into(), "flash_attn_ext".into())),
+        edges.contains(&("Qcur #2".into(), attention.into())),
         "the attention's edge through Qcur's view: {edges:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A build whose ggml version has no known struct layout is refused before anything
-/// runs, with one line naming the library and the versions that are known.
-#[test]
-fn an_unknown_llama_cpp_build_is_refused_in_one_line() {
-    let Some(site) = venv() else { return };
-    let dir = trace_path("llama-unknown-build");
+/// Copies of the venv build's libraries with ggml's version string changed to one no
+/// table knows and, with `hide`, the exported accessor `hide` renamed (same length), so
+/// its field cannot be derived.
+fn doctored_build(site: &Path, name: &str, hide: Option<(&str, &str)>) -> PathBuf {
+    let dir = trace_path(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
+    let replace = |data: &mut Vec<u8>, from: &[u8], to: &[u8]| {
+        let at = data
+            .windows(from.len())
+            .position(|w| w == from)
+            .unwrap_or_else(|| panic!("{} in the library", String::from_utf8_lossy(from)));
+        data[at..at + to.len()].copy_from_slice(to);
+    };
     for lib in [
         "libllama.so",
         "libggml.so.0",
@@ -576,14 +806,46 @@ fn an_unknown_llama_cpp_build_is_refused_in_one_line() {
         let mut data = std::fs::read(site.join("llama_cpp/lib").join(lib)).expect("library");
         if lib == "libggml-base.so.0" {
             // ggml_version()'s string, "0.25.3", becomes a version nobody knows.
-            let at = data
-                .windows(7)
-                .position(|w| w == b"0.25.3\0")
-                .expect("the version string");
-            data[at..at + 6].copy_from_slice(b"0.99.3");
+            replace(&mut data, b"0.25.3\0", b"0.99.3");
+            if let Some((from, to)) = hide {
+                replace(
+                    &mut data,
+                    format!("\0{from}\0").as_bytes(),
+                    format!("\0{to}").as_bytes(),
+                );
+            }
         }
         std::fs::write(dir.join(lib), data).expect("copy");
     }
+    dir
+}
+
+/// A build of a version no table knows is still traced when its layout can be read
+/// from its code; one whose layout cannot be derived (an accessor missing) is refused
+/// before anything runs, in one line naming the library, the field, the accessor and
+/// the versions that have tables.
+#[test]
+fn an_underivable_llama_cpp_build_is_refused_in_one_line() {
+    let Some(site) = venv() else { return };
+    let dir = doctored_build(&site, "llama-unknown-version", None);
+    let out = profinfer()
+        .args(["probes", "--target", "llama.cpp"])
+        .arg(dir.join("libllama.so"))
+        .output()
+        .expect("profinfer runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("ggml 0.99.3") && text.contains("12 of 15 offsets"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let dir = doctored_build(&site, "llama-underivable", Some(("ggml_dup", "ggml_dUp")));
     let out = profinfer()
         .args(["probes", "--target", "llama.cpp"])
         .arg(dir.join("libllama.so"))
@@ -592,9 +854,90 @@ fn an_unknown_llama_cpp_build_is_refused_in_one_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+    for part in [
+        "0.99.3",
+        "libggml-base.so.0",
+        "ggml_tensor.src",
+        "ggml_dup",
+        "0.25.x",
+    ] {
+        assert!(err.contains(part), "{part} in {err}");
+    }
+    // `record` refuses the same way before the target starts.
+    if !support::is_root() {
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
+    let marker = trace_path("llama-underivable-ran");
+    let _ = std::fs::remove_file(&marker);
+    let out = profinfer()
+        .args(["record", "-o"])
+        .arg(trace_path("llama-underivable.pftrace"))
+        .args(["--target", "llama.cpp", "--lib"])
+        .arg(dir.join("libllama.so"))
+        .arg("--")
+        .arg("touch")
+        .arg(&marker)
+        .output()
+        .expect("profinfer runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("ggml_dup"), "{err}");
+    assert!(!marker.exists(), "the target never started");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A layout that holds together on paper but does not fit the running process (here
+/// `ggml_tensor.name` given 8 bytes too far, as a user reading the wrong header would):
+/// the first node descriptions fail the attach-time check, the recording stops with one
+/// line, no trace is left, and the target runs on unharmed.
+#[test]
+fn a_layout_that_does_not_fit_the_process_stops_the_recording() {
+    require_root!();
+    let Some(_) = venv() else { return };
+    let Some(build) = PyBuild::older("0.3.9", false, true, true) else {
+        return;
+    };
+    let (_, model) = engine_and_model();
+    let dump = trace_path("llama-misfit-dump.json");
+    let _ = std::fs::remove_file(&dump);
+    let trace = trace_path("llama-misfit.pftrace");
+    let out = profinfer()
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args([
+            "--target",
+            "llama.cpp",
+            "--ggml-offset",
+            "ggml_tensor.name=264",
+            "--lib",
+        ])
+        .arg(&build.libllama)
+        .arg("--")
+        .arg(python())
+        .arg(graph_dump_script())
+        .arg(model)
+        .args(["The capital of France is", "3", "2"])
+        .arg(&dump)
+        .envs(build.env.iter().map(|(k, v)| (*k, v)))
+        .output()
+        .expect("profinfer runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let ours: Vec<&str> = err.lines().filter(|l| l.starts_with("profinfer")).collect();
+    assert!(!out.status.success(), "{err}");
     assert!(
-        err.contains("0.99.3") && err.contains("libggml-base.so.0") && err.contains("0.25.x"),
+        ours.iter()
+            .any(|l| l.contains("struct layout") && l.contains("name is not printable")),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!trace.exists(), "no trace from a wrong layout");
+    // The target was released before the check and runs to its end without probes.
+    let start = std::time::Instant::now();
+    while !dump.exists() {
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "the target finished its work"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = std::fs::remove_file(&dump);
 }

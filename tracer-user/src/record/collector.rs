@@ -46,6 +46,8 @@ struct Drained {
     decode_steps: Vec<u64>,
     /// A graph or decode exit was drained: every source of that graph is known.
     boundary: bool,
+    /// What the attach-time layout check found wrong, if anything.
+    layout_wrong: Option<String>,
 }
 
 /// How the collection ended.
@@ -95,6 +97,8 @@ pub struct Collector<'c, 'o> {
     pub abi_reported: bool,
     /// Switches the kernel's eBPF statistics on and off (sampled windows).
     pub cost_meter: Option<crate::probe_cost::ProbeCostMeter>,
+    /// The check of the first records read through a llama.cpp build's layout.
+    pub layout_check: Option<super::layout_check::LayoutCheck>,
 }
 
 impl<'c, 'o> Collector<'c, 'o> {
@@ -129,6 +133,7 @@ impl<'c, 'o> Collector<'c, 'o> {
             qos_switches: 0,
             abi_reported: false,
             cost_meter: None,
+            layout_check: None,
         }
     }
 
@@ -225,11 +230,17 @@ impl<'c, 'o> Collector<'c, 'o> {
     fn drain(&mut self) -> Drained {
         let mut d = Drained::default();
         let drained_at = Instant::now();
-        let (sink, leaves) = (&mut self.sink, &mut self.leaves);
+        let (sink, leaves, check) = (&mut self.sink, &mut self.leaves, &mut self.layout_check);
         self.source.drain(|bytes| {
             let Some((kind, record)) = split_record(bytes) else {
                 return;
             };
+            if let Some(c) = check.as_mut()
+                && d.layout_wrong.is_none()
+                && let Err(wrong) = c.observe(kind, record)
+            {
+                d.layout_wrong = Some(wrong);
+            }
             sink.probe_record(record);
             let word = |o: usize| {
                 u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]])
@@ -255,6 +266,9 @@ impl<'c, 'o> Collector<'c, 'o> {
 
     /// Counters on new threads, leaf nodes when due, the QoS controller.
     fn after_drain(&mut self, d: Drained) -> Result<(), RecordError> {
+        if let Some(found) = d.layout_wrong {
+            return Err(RecordError::LayoutWrong { found });
+        }
         for tid in d.new_tids {
             if let Some(ev) = self.maps.open_counters(&mut self.pmcs, self.pid, tid)? {
                 self.sink.collector_record(&ev)?;

@@ -107,7 +107,7 @@ impl LlamaCppPlan {
                 "graph",
             );
         }
-        if levels & LEVEL_OP != 0 {
+        if levels & LEVEL_OP != 0 && b.op_level_missing.is_none() {
             // One uprobe per node and thread where its dispatch starts and, for exact
             // spans, one where the thread then waits; no uretprobe
             // (`tracer-ebpf/src/probes/llama_cpp.rs`).
@@ -219,11 +219,33 @@ impl ProbePlan for LlamaCppPlan {
         Ok((table, op_probes))
     }
 
+    fn levels(&self, wanted: u32) -> (u32, Option<String>) {
+        match &self.build.op_level_missing {
+            Some(why) if wanted & LEVEL_OP != 0 => (
+                wanted & !LEVEL_OP,
+                Some(format!(
+                    "recording without operators: {why}; this build allows the token, phase and graph levels (node counts per graph), sched events and per-thread counters"
+                )),
+            ),
+            _ => (wanted, None),
+        }
+    }
+
+    fn layout_check(&self) -> Option<super::layout_check::LayoutCheck> {
+        Some(super::layout_check::LayoutCheck::new(
+            self.build.op_names.len() as u32,
+        ))
+    }
+
     fn settings(&self) -> Vec<(String, String)> {
-        vec![
+        let mut settings = vec![
             ("target".into(), "llama.cpp".into()),
             ("ggml".into(), self.build.describe()),
-        ]
+        ];
+        if let Some(why) = &self.build.op_level_missing {
+            settings.push(("op_level".into(), format!("unavailable: {why}")));
+        }
+        settings
     }
 
     fn reads_leaves(&self) -> bool {

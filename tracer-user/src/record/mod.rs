@@ -8,6 +8,7 @@
 //! wires them together and writes the footer.
 
 mod collector;
+pub mod layout_check;
 pub mod llama_plan;
 pub mod plan;
 mod probe_maps;
@@ -53,6 +54,15 @@ pub enum RecordError {
     /// Missing privileges or tracefs (see [`EnvError`]).
     #[error(transparent)]
     Env(#[from] EnvError),
+    /// The first records read through a llama.cpp build's struct layout are not ggml
+    /// nodes: the layout is wrong for this process.
+    #[error(
+        "the first records read through this llama.cpp build's struct layout show {found}: the layout (see `profinfer probes`) does not fit this process; recording stopped, trace removed, target left running unprobed"
+    )]
+    LayoutWrong {
+        /// What was read.
+        found: String,
+    },
     /// `TargetSpec::Command` with an empty argv.
     #[error("no command given after --")]
     NoCommand,
@@ -159,6 +169,8 @@ pub struct RecordRequest {
     pub kind: TargetKind,
     /// Extra files to look for llama.cpp's libraries in (`--lib`).
     pub libs: Vec<PathBuf>,
+    /// llama.cpp struct offsets given by the user (`--ggml-offset`).
+    pub ggml_offsets: Vec<crate::ggml_layout::GivenOffset>,
 }
 
 /// Totals of a finished recording.
@@ -299,18 +311,34 @@ pub fn record_observed(
             })?;
             let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
             // Refuse a binary without probe points before starting anything.
-            let plan = plan_for(req.kind, &exe, None, &req.libs)?;
+            let plan = plan_for(req.kind, &exe, None, &req.libs, &req.ggml_offsets)?;
             let child = HeldChild::spawn(argv)?;
             let pid = child.pid();
             (plan, argv.clone(), Some(child), pid)
         }
         TargetSpec::Pid(pid) => {
             target::check_pid(*pid)?;
-            let plan = plan_for(req.kind, &target::exe_of(*pid)?, Some(*pid), &req.libs)?;
+            let plan = plan_for(
+                req.kind,
+                &target::exe_of(*pid)?,
+                Some(*pid),
+                &req.libs,
+                &req.ggml_offsets,
+            )?;
             (plan, Vec::new(), None, *pid)
         }
     };
+    let mut req = req;
+    let (levels, note) = plan.levels(req.config.levels);
+    if let Some(note) = note {
+        eprintln!("profinfer: {note}");
+    }
+    req.config.levels = levels;
     let result = record_with(&req, plan.as_ref(), args, held.as_mut(), pid, observer);
+    if let Err(RecordError::LayoutWrong { .. }) = &result {
+        // Nothing read through a wrong layout is kept.
+        let _ = std::fs::remove_file(&req.output);
+    }
     if result.is_err()
         && let Some(child) = held.as_mut()
     {
@@ -502,6 +530,7 @@ fn record_with(
     let mut collector = Collector::new(
         cfg, pid, maps, sink, source, pmcs, op_probes, leaves, control,
     );
+    collector.layout_check = plan.layout_check();
     collector.start()?;
     let pidfd = target::pidfd_open(pid)?;
     let is_child = held.is_some();

@@ -16,6 +16,7 @@ use trace_format::ProbeInfo;
 use super::llama_plan::LlamaCppPlan;
 use crate::{
     ggml_build::{self, GgmlBuild, GgmlBuildError},
+    ggml_layout::GivenOffset,
     load::{self, LoadError, OpProbes, UprobeScope},
     probe_points::{self, ProbePointError, ProbePoints},
 };
@@ -50,6 +51,18 @@ pub trait ProbePlan {
         wanted
     }
 
+    /// The probe levels (`LEVEL_*`) this target is recorded with when `wanted` are asked
+    /// for, and, when some cannot be, one line saying which and why.
+    fn levels(&self, wanted: u32) -> (u32, Option<String>) {
+        (wanted, None)
+    }
+
+    /// The check of the first records against the target's struct layout, for a target
+    /// whose layout is not fixed at compile time.
+    fn layout_check(&self) -> Option<super::layout_check::LayoutCheck> {
+        None
+    }
+
     /// Extra settings for the trace header (`target`, the detected build).
     fn settings(&self) -> Vec<(String, String)> {
         vec![("target".into(), "engine".into())]
@@ -76,7 +89,7 @@ pub enum TargetKind {
 }
 
 /// The plan for `exe` (running as `pid`, if it runs already), with `libs` named by the
-/// user as extra files to look for llama.cpp in.
+/// user as extra files to look for llama.cpp in and `given` struct offsets.
 ///
 /// # Errors
 /// The binary is not of the kind asked for (or, for [`TargetKind::Auto`], of neither):
@@ -86,10 +99,14 @@ pub fn plan_for(
     exe: &Path,
     pid: Option<u32>,
     libs: &[PathBuf],
+    given: &[GivenOffset],
 ) -> Result<Box<dyn ProbePlan>, super::RecordError> {
     let llama = || -> Result<Box<dyn ProbePlan>, GgmlBuildError> {
         let files = ggml_build::candidate_files(exe, pid, libs);
-        Ok(Box::new(LlamaCppPlan::new(exe, GgmlBuild::detect(&files)?)))
+        Ok(Box::new(LlamaCppPlan::new(
+            exe,
+            GgmlBuild::detect(&files, given)?,
+        )))
     };
     match kind {
         TargetKind::Engine => Ok(Box::new(EnginePlan::resolve(exe)?)),
