@@ -6,7 +6,7 @@ use common::control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED, LEVEL_TOK
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{
-    feed::LiveUpdate,
+    feed::{LiveUpdate, RecordingEnd},
     snapshot::{LiveSnapshot, OpRow},
 };
 
@@ -26,10 +26,11 @@ pub enum Mode {
     Live,
     /// `q` pressed: waiting for the collector to detach and finish the trace.
     Quitting,
-    /// The target exited (or recording failed): the final summary stays until a key.
+    /// Recording ended by itself (the target exited, `--duration`) or failed: the final
+    /// frame and the totals stay until `q` (the table can still be sorted).
     Finished {
-        /// The collector's summary line, or its error.
-        outcome: Result<String, String>,
+        /// How recording ended, or its error.
+        outcome: Result<RecordingEnd, String>,
     },
 }
 
@@ -151,6 +152,11 @@ pub struct App {
     pub target_log: String,
     /// A one-line message (last action's result).
     pub message: String,
+    /// The target's pid, once the collector has started it or attached to it.
+    pub target_pid: Option<u32>,
+    /// The target exited (seen through its pidfd, before the collector's final frame,
+    /// which comes only once the trace is finished).
+    pub target_exited: bool,
 }
 
 impl App {
@@ -168,6 +174,8 @@ impl App {
             trace_path,
             target_log,
             message: String::new(),
+            target_pid: None,
+            target_exited: false,
         }
     }
 
@@ -175,6 +183,10 @@ impl App {
     /// recording finished after the user quit).
     pub fn on_update(&mut self, update: LiveUpdate) -> bool {
         match update {
+            LiveUpdate::Started { pid } => {
+                self.target_pid = Some(pid);
+                false
+            }
             LiveUpdate::Snapshot(s) => {
                 if !self.paused {
                     self.shown = Some((*s).clone());
@@ -184,6 +196,7 @@ impl App {
             }
             LiveUpdate::Finished(s, outcome) => {
                 // The final frame is always shown.
+                self.paused = false;
                 self.shown = Some((*s).clone());
                 self.newest = Some(*s);
                 if self.mode == Mode::Quitting {
@@ -195,12 +208,32 @@ impl App {
         }
     }
 
+    /// The target exited (seen by the render loop before the collector's final frame).
+    pub fn on_target_exit(&mut self) {
+        self.target_exited = true;
+    }
+
+    /// Whether the view shows a target that exited while the trace is being finished.
+    pub fn finishing(&self) -> bool {
+        self.target_exited && !matches!(self.mode, Mode::Finished { .. })
+    }
+
     /// Handles one key.
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         let ctrl_c =
             key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
         match &self.mode {
-            Mode::Finished { .. } => Action::Exit,
+            // Only a leave key closes the final screen: a stray key must not lose it.
+            Mode::Finished { .. } if ctrl_c => Action::Exit,
+            Mode::Finished { .. } => match key.code {
+                KeyCode::Char('q') | KeyCode::Esc | KeyCode::Enter => Action::Exit,
+                code => {
+                    if !self.arrange_table(code) {
+                        self.message = "recording finished: q leaves".to_owned();
+                    }
+                    Action::None
+                }
+            },
             Mode::Quitting => Action::None,
             Mode::Live if ctrl_c => self.quit(),
             Mode::Live => match key.code {
@@ -209,19 +242,8 @@ impl App {
                     self.toggle_pause();
                     Action::None
                 }
-                KeyCode::Char('s') | KeyCode::Tab => {
-                    self.sort = self.sort.next();
-                    Action::None
-                }
-                KeyCode::Char('r') => {
-                    self.descending = !self.descending;
-                    Action::None
-                }
-                KeyCode::Char('g') => {
-                    self.grouping = match self.grouping {
-                        Grouping::OpType => Grouping::Class,
-                        Grouping::Class => Grouping::OpType,
-                    };
+                KeyCode::Char('s' | 'r' | 'g') | KeyCode::Tab => {
+                    self.arrange_table(key.code);
                     Action::None
                 }
                 KeyCode::Char('o') => self.toggle_level(LEVEL_OP),
@@ -232,6 +254,23 @@ impl App {
                 _ => Action::None,
             },
         }
+    }
+
+    /// Sort (`s`, Tab), reverse (`r`) or regroup (`g`) the operator table; whether the
+    /// key was one of these.
+    fn arrange_table(&mut self, code: KeyCode) -> bool {
+        match code {
+            KeyCode::Char('s') | KeyCode::Tab => self.sort = self.sort.next(),
+            KeyCode::Char('r') => self.descending = !self.descending,
+            KeyCode::Char('g') => {
+                self.grouping = match self.grouping {
+                    Grouping::OpType => Grouping::Class,
+                    Grouping::Class => Grouping::OpType,
+                };
+            }
+            _ => return false,
+        }
+        true
     }
 
     fn quit(&mut self) -> Action {
@@ -482,21 +521,52 @@ mod tests {
         assert_eq!(app.on_key(key('q')), Action::Stop);
         assert_eq!(app.mode, Mode::Quitting);
         assert_eq!(app.on_key(key('x')), Action::None);
-        let done =
-            LiveUpdate::Finished(Box::new(snap(status(LEVEL_ALL, true), 3)), Ok("ok".into()));
+        let done = LiveUpdate::Finished(
+            Box::new(snap(status(LEVEL_ALL, true), 3)),
+            Ok(RecordingEnd::default()),
+        );
         assert!(app.on_update(done));
     }
 
+    fn exited(code: i32) -> RecordingEnd {
+        RecordingEnd {
+            reason: format!("target exited with status {code}"),
+            target_end: Some(crate::target::TargetEnd::Exited(code)),
+            ..RecordingEnd::default()
+        }
+    }
+
     #[test]
-    fn target_exit_keeps_the_summary_until_a_key() {
+    fn target_exit_keeps_the_final_frame_until_q() {
         let mut app = live_app();
-        let done =
-            LiveUpdate::Finished(Box::new(snap(status(LEVEL_ALL, true), 3)), Ok("ok".into()));
+        assert!(!app.on_update(LiveUpdate::Started { pid: 42 }));
+        assert_eq!(app.target_pid, Some(42));
+        app.on_target_exit();
+        assert!(app.finishing(), "exited, final frame not in yet");
+        let done = LiveUpdate::Finished(Box::new(snap(status(LEVEL_ALL, true), 3)), Ok(exited(0)));
         assert!(!app.on_update(done));
         assert!(matches!(app.mode, Mode::Finished { .. }));
-        assert_eq!(app.on_key(key('z')), Action::Exit);
-        let mut app = live_app();
+        assert!(!app.finishing());
+        assert_eq!(app.shown.as_ref().map(|s| s.decode_steps), Some(3));
+        // Stray keys and level keys do not leave; the table can still be arranged.
+        assert_eq!(app.on_key(key('z')), Action::None);
+        assert!(app.message.contains("q leaves"), "{}", app.message);
+        assert_eq!(app.on_key(key('3')), Action::None);
+        assert_eq!(app.on_key(key('s')), Action::None);
+        assert_eq!(app.sort, SortColumn::Mean);
+        assert_eq!(app.on_key(key('q')), Action::Exit);
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(app.on_key(ctrl_c), Action::Exit);
+        let mut app = live_app();
         assert_eq!(app.on_key(ctrl_c), Action::Stop);
+    }
+
+    #[test]
+    fn the_final_frame_replaces_a_paused_one() {
+        let mut app = live_app();
+        app.on_key(key('p'));
+        let done = LiveUpdate::Finished(Box::new(snap(status(LEVEL_ALL, true), 7)), Ok(exited(1)));
+        app.on_update(done);
+        assert_eq!(app.shown.as_ref().map(|s| s.decode_steps), Some(7));
     }
 }

@@ -16,7 +16,11 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use trace_format::{Event, TraceHeader, decode_record};
 
 use super::snapshot::{LiveSnapshot, rate};
-use crate::observe::{CollectorStatus, ObserverReply, RecordObserver};
+use crate::{
+    observe::{CollectorStatus, ObserverReply, RecordObserver},
+    record::RecordSummary,
+    target::TargetEnd,
+};
 
 /// Messages buffered between the collector and the aggregator.
 pub const FEED_CAPACITY: usize = 1024;
@@ -38,8 +42,38 @@ pub enum FeedMsg {
     Events(Vec<Event>),
     /// The collector's status and the events skipped so far by the feed.
     Status(CollectorStatus, u64),
-    /// Recording ended: the summary line, or the error.
-    Done(Result<String, String>),
+    /// Recording ended: its totals, or the error.
+    Done(Result<RecordingEnd, String>),
+}
+
+/// How a recording ended, as the final screen shows it: the footer's totals (the last
+/// tick's status misses what the collector drained after the target exited) and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordingEnd {
+    /// Why recording ended, the footer's `end_reason` (`target exited with status 0`,
+    /// `target killed by signal 9`, `stopped from the live view; ...`).
+    pub reason: String,
+    /// How the target ended, when profinfer started it and saw it end.
+    pub target_end: Option<TargetEnd>,
+    /// Records the probes tried to emit.
+    pub produced: u64,
+    /// Probe records written (the footer's `events_written`).
+    pub written: u64,
+    /// Records lost (buffer full).
+    pub lost: u64,
+}
+
+impl RecordingEnd {
+    /// The end of the recording `summary` describes.
+    pub fn of(summary: &RecordSummary) -> RecordingEnd {
+        RecordingEnd {
+            reason: summary.end_reason.clone(),
+            target_end: summary.target_end,
+            produced: summary.produced,
+            written: summary.written,
+            lost: summary.lost,
+        }
+    }
 }
 
 /// Render loop → collector.
@@ -54,10 +88,17 @@ pub enum Control {
 /// Aggregator → render loop.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LiveUpdate {
+    /// The target's pid, as soon as the trace header is known (the render loop watches
+    /// it to say at once that the target exited).
+    Started {
+        /// Target pid.
+        pid: u32,
+    },
     /// A new frame.
     Snapshot(Box<LiveSnapshot>),
-    /// The last frame and how the recording ended.
-    Finished(Box<LiveSnapshot>, Result<String, String>),
+    /// The last frame, with every record applied and the footer's totals, and how the
+    /// recording ended.
+    Finished(Box<LiveSnapshot>, Result<RecordingEnd, String>),
 }
 
 /// The collector side: a [`RecordObserver`] that feeds the aggregator.
@@ -103,7 +144,7 @@ impl LiveFeed {
 
     /// Sends what is left and the outcome, waiting for room (call outside the runtime,
     /// after recording ended).
-    pub fn finish(mut self, outcome: Result<String, String>) {
+    pub fn finish(mut self, outcome: Result<RecordingEnd, String>) {
         if !self.batch.is_empty() {
             let batch = std::mem::take(&mut self.batch);
             let _ = self.tx.blocking_send(FeedMsg::Events(batch));
@@ -171,6 +212,8 @@ pub fn aggregate(mut rx: mpsc::Receiver<FeedMsg>, out: mpsc::Sender<LiveUpdate>)
             FeedMsg::Start(h) => {
                 target = h.target.path.clone();
                 model = Some(TraceModel::new(&h));
+                // Waits for room: the render loop drains the channel, and must not miss it.
+                let _ = out.blocking_send(LiveUpdate::Started { pid: h.target.pid });
             }
             FeedMsg::Events(events) => {
                 if let Some(m) = model.as_mut() {
@@ -206,6 +249,13 @@ pub fn aggregate(mut rx: mpsc::Receiver<FeedMsg>, out: mpsc::Sender<LiveUpdate>)
                     window.finish(&mut apply);
                     m.finish(None);
                 }
+                // The last tick came before the final drain: the footer's totals replace
+                // its counts, so the final frame says what the trace holds.
+                if let Ok(end) = &outcome {
+                    status.produced = end.produced;
+                    status.written = end.written;
+                    status.lost = end.lost;
+                }
                 let mut s = snapshot(&model, &status, &target);
                 s.drained_per_s = drained_per_s;
                 s.view_dropped = skipped;
@@ -223,7 +273,9 @@ mod tests {
     use super::*;
 
     /// The synthetic run through the feed and the aggregator gives the same rows as the
-    /// model built directly from the same records.
+    /// model built directly from the same records, including the records drained after
+    /// the last tick (after the target exited); the final frame counts the footer's
+    /// events, not the last tick's.
     #[test]
     fn feed_and_aggregator_reproduce_the_model() {
         let spec = SynthSpec::sized(5, 4, 2);
@@ -235,14 +287,24 @@ mod tests {
         let header = synth_header();
         feed.on_start(&header);
         let mut direct = TraceModel::new(&header);
+        let mut records = Vec::new();
         generate(&spec, |rec| {
-            feed.on_record(rec);
+            records.push(rec.to_vec());
             direct.apply(&decode(rec).expect("decodes"));
         });
         direct.finish(None);
+        let (before, after) = records.split_at(records.len() / 2);
+        for r in before {
+            feed.on_record(r);
+        }
         ctl_tx.try_send(Control::SetLevels(3)).expect("room");
         ctl_tx.try_send(Control::Stop).expect("room");
-        let reply = feed.on_tick(&CollectorStatus::default());
+        let last_tick = CollectorStatus {
+            written: before.len() as u64,
+            produced: before.len() as u64,
+            ..CollectorStatus::default()
+        };
+        let reply = feed.on_tick(&last_tick);
         assert_eq!(
             reply,
             ObserverReply {
@@ -250,22 +312,47 @@ mod tests {
                 stop: true
             }
         );
+        // The final drain: no tick follows.
+        for r in after {
+            feed.on_record(r);
+        }
         assert_eq!(feed.skipped(), 0);
-        feed.finish(Ok("done".to_owned()));
-        let mut last = None;
+        let end = RecordingEnd {
+            reason: "target exited with status 3".to_owned(),
+            target_end: Some(TargetEnd::Exited(3)),
+            produced: records.len() as u64 + 2,
+            written: records.len() as u64,
+            lost: 2,
+        };
+        feed.finish(Ok(end.clone()));
+        let mut updates = Vec::new();
         while let Some(u) = out_rx.blocking_recv() {
-            last = Some(u);
+            updates.push(u);
         }
         agg.join().expect("aggregator");
-        let Some(LiveUpdate::Finished(snap, outcome)) = last else {
-            panic!("no final update: {last:?}");
+        assert_eq!(
+            updates.first(),
+            Some(&LiveUpdate::Started {
+                pid: header.target.pid
+            })
+        );
+        let Some(LiveUpdate::Finished(snap, outcome)) = updates.last() else {
+            panic!("no final update: {updates:?}");
         };
-        assert_eq!(outcome, Ok("done".to_owned()));
+        assert_eq!(outcome, &Ok(end));
         let expect = LiveSnapshot::build(&direct, &CollectorStatus::default());
         assert_eq!(snap.by_type, expect.by_type);
         assert_eq!(snap.by_class, expect.by_class);
         assert_eq!(snap.tps_series, expect.tps_series);
+        assert_eq!(snap.decode_steps, expect.decode_steps);
+        assert_eq!(snap.prefill_tokens, expect.prefill_tokens);
+        assert_eq!(snap.latest, expect.latest);
         assert_eq!(snap.target, "synthetic-engine");
+        assert_eq!(
+            (snap.status.written, snap.status.produced, snap.status.lost),
+            (records.len() as u64, records.len() as u64 + 2, 2),
+            "the footer's totals, not the last tick's"
+        );
     }
 
     #[test]

@@ -6,8 +6,14 @@
 //! ([`feed::aggregate`]: the analyzer's `Reorder` + `TraceModel`) → bounded channel of
 //! [`snapshot::LiveSnapshot`]s → the render loop here ([`app::App`] +
 //! [`render::ui`]), which sends level switches and stop requests back to the collector.
+//!
+//! When the target exits, the render loop says so at once ([`exit_watch`]); the collector
+//! then drains the last records, writes the footer and detaches the probes (seconds,
+//! mostly uprobe detaching) before the final frame comes, with every record applied and
+//! the footer's totals. That frame stays until `q`.
 
 pub mod app;
+pub mod exit_watch;
 pub mod feed;
 pub mod render;
 pub mod snapshot;
@@ -20,7 +26,8 @@ use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use self::{
     app::{Action, App, Mode},
-    feed::{CONTROL_CAPACITY, Control, FEED_CAPACITY, LiveFeed, SNAPSHOT_CAPACITY},
+    exit_watch::ExitWatch,
+    feed::{CONTROL_CAPACITY, Control, FEED_CAPACITY, LiveFeed, RecordingEnd, SNAPSHOT_CAPACITY},
     terminal::{StdioRedirect, TerminalError, TerminalGuard},
 };
 use crate::record::{RecordError, RecordRequest, RecordSummary, record_observed};
@@ -82,7 +89,7 @@ pub fn run(req: RecordRequest, target_log: PathBuf) -> Result<LiveOutcome, LiveE
             let mut feed = LiveFeed::new(feed_tx, ctl_rx);
             let result = record_observed(req, &mut feed);
             feed.finish(match &result {
-                Ok(s) => Ok(s.to_string()),
+                Ok(s) => Ok(RecordingEnd::of(s)),
                 Err(e) => Err(crate::error_chain(e)),
             });
             result.map_err(Box::new)
@@ -96,6 +103,7 @@ pub fn run(req: RecordRequest, target_log: PathBuf) -> Result<LiveOutcome, LiveE
     let loop_result = (|| -> Result<(), LiveError> {
         let io = |source| LiveError::Io { source };
         let mut dirty = true;
+        let mut exit_watch: Option<ExitWatch> = None;
         loop {
             loop {
                 match snap_rx.try_recv() {
@@ -117,6 +125,15 @@ pub fn run(req: RecordRequest, target_log: PathBuf) -> Result<LiveOutcome, LiveE
                         break;
                     }
                 }
+            }
+            // Say at once that the target exited: the final frame comes only once the
+            // collector has drained, written the footer and detached the probes.
+            if let (None, Some(pid)) = (&exit_watch, app.target_pid) {
+                exit_watch = Some(ExitWatch::new(pid));
+            }
+            if !app.target_exited && exit_watch.as_mut().is_some_and(ExitWatch::exited) {
+                app.on_target_exit();
+                dirty = true;
             }
             if dirty {
                 guard.terminal.draw(|f| render::ui(f, &app)).map_err(io)?;

@@ -13,14 +13,22 @@ use ratatui::{
 
 use super::{
     app::{App, LevelState, Mode, SortColumn},
+    feed::RecordingEnd,
     snapshot::{LiveSnapshot, OpRow},
 };
+use crate::target::TargetEnd;
 
 /// Counter columns shown in the operator table (the first ones recorded).
 pub const MAX_COUNTER_COLUMNS: usize = 2;
 
 /// The help line.
 pub const HELP: &str = "q quit  1-5/o probe levels  s sort  r reverse  g type/class  p pause";
+
+/// The help line once recording has ended.
+pub const HELP_FINISHED: &str = "q leave  s sort  r reverse  g type/class";
+
+/// The help line's place while the trace is being finished after the target exited.
+pub const FINISHING: &str = "target exited: draining the last records, writing the trace...";
 
 /// Draws the whole view.
 pub fn ui(f: &mut Frame, app: &App) {
@@ -48,19 +56,31 @@ pub fn ui(f: &mut Frame, app: &App) {
     render_threads(f, app, threads);
     render_table(f, app, table);
     render_status(f, app, status);
-    f.render_widget(
-        Paragraph::new(HELP).style(Style::default().add_modifier(Modifier::REVERSED)),
-        help,
-    );
+    let reversed = Style::default().add_modifier(Modifier::REVERSED);
+    let help_line = match app.mode {
+        Mode::Finished { .. } => Paragraph::new(HELP_FINISHED).style(reversed),
+        _ if app.finishing() => Paragraph::new(FINISHING).style(reversed.fg(Color::Yellow)),
+        _ => Paragraph::new(HELP).style(reversed),
+    };
+    f.render_widget(help_line, help);
     if let Mode::Finished { outcome } = &app.mode {
-        render_final(f, app, outcome);
+        // Over the latest token's box: the operator table stays in view.
+        render_final(f, app, outcome, middle.y);
     }
 }
 
 fn render_title(f: &mut Frame, app: &App, area: Rect) {
     let s = app.shown.as_ref();
+    // The markers come before the long parts, so a narrow terminal still shows them.
+    let mut markers = String::new();
+    if app.target_exited {
+        markers.push_str("  [target exited]");
+    }
+    if app.paused {
+        markers.push_str("  [PAUSED]");
+    }
     let mut text = format!(
-        "profinfer live  pid {}  {}  {:.1} s  trace {}",
+        "profinfer live  pid {}  {}{markers}  {:.1} s  trace {}",
         s.map_or(0, |s| s.pid),
         s.map_or("", |s| s.target.rsplit('/').next().unwrap_or("")),
         s.map_or(0.0, |s| s.trace_secs),
@@ -84,9 +104,6 @@ fn render_title(f: &mut Frame, app: &App, area: Rect) {
                 kv.chunks_in
             ));
         }
-    }
-    if app.paused {
-        text.push_str("  [PAUSED]");
     }
     f.render_widget(
         Paragraph::new(text).style(Style::default().add_modifier(Modifier::BOLD)),
@@ -369,34 +386,82 @@ fn render_status(f: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-fn render_final(f: &mut Frame, app: &App, outcome: &Result<String, String>) {
+/// The final screen's box: how recording ended (the footer's words: the target's exit
+/// status or signal), the final token and event counts (every record applied; the
+/// footer's totals), where the trace and the target's output are. `q` leaves. Drawn
+/// from row `top` down when it fits below it.
+fn render_final(f: &mut Frame, app: &App, outcome: &Result<RecordingEnd, String>, top: u16) {
     let area = f.area();
-    let w = area.width.saturating_sub(4).min(76);
-    let h = area.height.saturating_sub(4).min(10);
+    let (title, lines, color) = match outcome {
+        Ok(end) => {
+            let color = match end.target_end {
+                Some(TargetEnd::Exited(0)) | None => Color::Green,
+                Some(_) => Color::Red,
+            };
+            (
+                format!(" {}: recording finished ", end.reason),
+                final_lines(app, end),
+                color,
+            )
+        }
+        Err(e) => (
+            " recording failed ".to_owned(),
+            vec![
+                Line::from(e.clone()),
+                Line::from(format!("trace   {}", app.trace_path)),
+                Line::from(format!("output  {}", app.target_log)),
+            ],
+            Color::Red,
+        ),
+    };
+    let w = area.width.saturating_sub(4).min(84);
+    // Wrapped lines are counted roughly: a long path takes two.
+    let inner_w = usize::from(w.saturating_sub(2)).max(1);
+    let rows: usize = lines
+        .iter()
+        .map(|l| l.width().div_ceil(inner_w).max(1))
+        .sum();
+    let h = (rows as u16 + 2).min(area.height.saturating_sub(2));
     let popup = Rect {
         x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
+        y: top.min(area.y + (area.height - h) / 2),
         width: w,
         height: h,
     };
-    let (title, text) = match outcome {
-        Ok(summary) => (" target exited: recording finished ", summary.clone()),
-        Err(e) => (" recording failed ", e.clone()),
-    };
-    let lines = vec![
-        Line::from(text),
-        Line::from(format!("trace: {}", app.trace_path)),
-        Line::from(format!("target output: {}", app.target_log)),
-        Line::from(""),
-        Line::from("press any key to leave"),
-    ];
     f.render_widget(Clear, popup);
     f.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: true })
-            .block(Block::default().borders(Borders::ALL).title(title)),
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(Style::default().fg(color))
+                .title(title)
+                .title_bottom(" q: leave  s/r/g: arrange the table "),
+        ),
         popup,
     );
+}
+
+/// The final counts: tokens from the model with every record applied, events from the
+/// footer (the same numbers as `profinfer report` on the trace).
+fn final_lines(app: &App, end: &RecordingEnd) -> Vec<Line<'static>> {
+    let s = app.shown.as_ref();
+    let mut events = format!(
+        "events  {} written, {} lost ({} produced)",
+        end.written, end.lost, end.produced
+    );
+    if let Some(n) = s.map(|s| s.view_dropped).filter(|&n| n > 0) {
+        events.push_str(&format!("; the view skipped {n} (the trace has them)"));
+    }
+    vec![
+        Line::from(format!(
+            "tokens  prompt {}  decoded {}",
+            s.map_or(0, |s| s.prefill_tokens),
+            s.map_or(0, |s| s.decode_steps)
+        )),
+        Line::from(events),
+        Line::from(format!("trace   {}", app.trace_path)),
+        Line::from(format!("output  {}", app.target_log)),
+    ]
 }
 
 #[cfg(test)]
@@ -473,16 +538,69 @@ mod tests {
         }
     }
 
+    fn finished(end: RecordingEnd) -> App {
+        let mut a = app();
+        let last = LiveSnapshot {
+            prefill_tokens: 3,
+            decode_steps: 19,
+            ..a.shown.clone().expect("a frame")
+        };
+        a.on_update(LiveUpdate::Finished(Box::new(last), Ok(end)));
+        a
+    }
+
     #[test]
-    fn final_summary_is_drawn_over_the_view() {
+    fn final_screen_shows_the_exit_status_and_the_final_counts() {
+        let end = RecordingEnd {
+            reason: "target exited with status 0".into(),
+            target_end: Some(TargetEnd::Exited(0)),
+            produced: 4898,
+            written: 4898,
+            lost: 0,
+        };
+        for (w, h) in [(80, 24), (100, 30)] {
+            let s = screen(&finished(end.clone()), w, h);
+            for want in [
+                "target exited with status 0: recording finished",
+                "prompt 3  decoded 19",
+                "events  4898 written, 0 lost (4898 produced)",
+                "trace   /tmp/x.pftrace",
+                "output  /tmp/x.log",
+                "q: leave",
+                HELP_FINISHED,
+            ] {
+                assert!(s.contains(want), "{w}x{h}: missing {want:?} in\n{s}");
+            }
+        }
+        let killed = RecordingEnd {
+            reason: TargetEnd::Signaled(9).to_string(),
+            target_end: Some(TargetEnd::Signaled(9)),
+            ..end
+        };
+        let s = screen(&finished(killed), 80, 24);
+        assert!(s.contains("target killed by signal 9"), "{s}");
+    }
+
+    #[test]
+    fn a_target_exit_is_said_at_once() {
+        let mut a = app();
+        a.on_target_exit();
+        let s = screen(&a, 80, 24);
+        assert!(s.contains("[target exited]"), "{s}");
+        assert!(s.contains("target exited: draining"), "{s}");
+    }
+
+    #[test]
+    fn a_failed_recording_says_why() {
         let mut a = app();
         a.on_update(LiveUpdate::Finished(
             Box::default(),
-            Ok("42 events written".into()),
+            Err("writing the trace failed: disk full".into()),
         ));
         let s = screen(&a, 80, 24);
-        assert!(s.contains("42 events written"), "{s}");
-        assert!(s.contains("press any key"), "{s}");
+        assert!(s.contains("recording failed"), "{s}");
+        assert!(s.contains("disk full"), "{s}");
+        assert!(s.contains("q: leave"), "{s}");
     }
 
     #[test]
