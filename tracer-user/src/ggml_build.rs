@@ -70,14 +70,14 @@ pub enum GgmlBuildError {
     },
     /// The struct layout could not be derived (and the version has no table entry), or
     /// what was derived does not hold together.
-    #[error("`{}` ({}): {source} (tables: {})", lib.display(), version.as_deref().map_or_else(|| "no ggml_version".to_owned(), |v| format!("ggml {v}")), known_versions())]
+    #[error("`{}` ({}): {why} (tables: {})", lib.display(), version.as_deref().map_or_else(|| "no ggml_version".to_owned(), |v| format!("ggml {v}")), known_versions())]
     Layout {
         /// The library with ggml's core.
         lib: PathBuf,
         /// Its version, if it says.
         version: Option<String>,
-        /// What is missing or wrong.
-        source: LayoutError,
+        /// What is missing or wrong (said in the line: not an error source).
+        why: LayoutError,
     },
     /// The op-name table could not be found.
     #[error("cannot find ggml's op-name table (GGML_OP_NAME) in `{}`", lib.display())]
@@ -230,10 +230,10 @@ impl GgmlBuild {
             });
         };
         let (base_lib, version, commit, ops, derived) = base;
-        let derived = derived.map_err(|source| GgmlBuildError::Layout {
+        let derived = derived.map_err(|why| GgmlBuildError::Layout {
             lib: base_lib.clone(),
             version: version.clone(),
-            source,
+            why,
         })?;
         let mut layout = derived.layout;
         if is_aarch64(&cpu_lib) {
@@ -622,7 +622,7 @@ mod tests {
         let e = GgmlBuildError::Layout {
             lib: PathBuf::from("libggml-base.so.0"),
             version: Some("0.9.1".into()),
-            source: LayoutError::Underived {
+            why: LayoutError::Underived {
                 missing: vec!["ggml_tensor.src"],
                 why: vec!["ggml_tensor.src: no ggml_dup".into()],
             },

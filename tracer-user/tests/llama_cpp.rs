@@ -861,6 +861,7 @@ fn an_underivable_llama_cpp_build_is_refused_in_one_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert_eq!(err.matches("cannot derive").count(), 1, "said once: {err}");
     for part in [
         "0.99.3",
         "libggml-base.so.0",
