@@ -504,14 +504,7 @@ pub fn function_accesses(file: &object::File<'_>, name: &str) -> Option<Vec<Acce
 
 /// x86-64 System V: arguments in rdi, rsi, rdx, rcx, r8, r9; rax returns.
 fn x86_accesses(code: &[u8], ip: u64) -> Vec<Access> {
-    const ARGS: [Register; 6] = [
-        Register::RDI,
-        Register::RSI,
-        Register::RDX,
-        Register::RCX,
-        Register::R8,
-        Register::R9,
-    ];
+    const ARGS: [Register; 6] = crate::probe_points::ARG_REGISTERS;
     const CALLER_SAVED: [Register; 9] = [
         Register::RAX,
         Register::RCX,

@@ -131,7 +131,7 @@ pub enum ArgUse {
 }
 
 /// The System V x86-64 integer argument registers, in order.
-const ARG_REGISTERS: [Register; 6] = [
+pub const ARG_REGISTERS: [Register; 6] = [
     Register::RDI,
     Register::RSI,
     Register::RDX,

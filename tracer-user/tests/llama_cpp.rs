@@ -263,6 +263,17 @@ fn a_running_llama_cpp_process_is_traced_by_pid() {
     let _ = std::fs::remove_file(&trace);
 }
 
+/// `profinfer probes --target llama.cpp LIB`'s output; asserts success.
+fn probes_of(lib: &Path) -> String {
+    let out = profinfer()
+        .args(["probes", "--target", "llama.cpp"])
+        .arg(lib)
+        .output()
+        .expect("probes");
+    support::assert_success(&out);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// llama-cpp-python 0.3.9 (May 2025): the operator entry points, but no `ggml_version`,
 /// so no table applies — every offset is read from the build's own code, and the trace
 /// is llama.cpp's own graph as for the newer builds.
@@ -273,17 +284,7 @@ fn llama_cpp_without_a_version_string_is_traced_through_its_derived_layout() {
     let Some(build) = PyBuild::older("0.3.9", false, true, true) else {
         return;
     };
-    let out = profinfer()
-        .args(["probes", "--target", "llama.cpp"])
-        .arg(&build.libllama)
-        .output()
-        .expect("probes");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = probes_of(&build.libllama);
     assert!(text.contains("no version string"), "{text}");
     assert!(
         text.contains("ggml_tensor.src              152  derived from ggml_dup"),
@@ -326,17 +327,7 @@ fn an_old_llama_cpp_records_tokens_and_graphs_and_says_why_not_operators() {
     let Some(build) = PyBuild::older("0.3.2", false, false, true) else {
         return;
     };
-    let out = profinfer()
-        .args(["probes", "--target", "llama.cpp"])
-        .arg(&build.libllama)
-        .output()
-        .expect("probes");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = probes_of(&build.libllama);
     assert!(
         text.contains("ggml_tensor.src              160  derived from ggml_dup"),
         "{text}"
