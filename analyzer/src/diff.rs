@@ -181,7 +181,7 @@ pub fn diff(
             summary: s,
             calls,
             op_ms_per_call: per(op_ms, calls),
-            tpot_ms: summary::tpot_values(m.tokens()),
+            tpot_ms: summary::tpot_values(m),
         };
         (run, groups)
     };

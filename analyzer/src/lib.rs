@@ -29,6 +29,7 @@ pub mod op_groups;
 pub mod recording_mode;
 pub mod report;
 mod run;
+pub mod run_timings;
 pub mod stats;
 pub mod synthetic;
 pub mod windows;

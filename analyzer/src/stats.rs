@@ -82,6 +82,8 @@ pub struct IterationRow {
     pub pos: u32,
     /// Tokens in the batch.
     pub n_tokens: u32,
+    /// Its run ([`crate::model::SequenceRun`]; 0 in a trace of one generation).
+    pub run: u32,
     /// Start relative to the first event, ms.
     pub start_ms: f64,
     /// Latency (entry to exit), ms.
@@ -230,6 +232,7 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
             phase: t.phase,
             pos: t.pos,
             n_tokens: t.n_tokens,
+            run: t.run,
             start_ms: ms(t.start_ns.saturating_sub(first)),
             latency_ms: ms(t.dur_ns()),
             class_ms: class_ns[t.index as usize]

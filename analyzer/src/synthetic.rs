@@ -573,6 +573,46 @@ pub(crate) mod records {
         })
     }
 
+    /// Decode calls one after another, as `(n_tokens, pos, duration ns)`: the first enters
+    /// at 1000 ns, each next one `gap_ns` after the exit of the one before (no graphs, no
+    /// phases: a token-level trace, whose tokens are produced at the calls' exits).
+    pub fn decode_calls_timed(calls: &[(u32, u32, u64)], gap_ns: u64) -> Vec<Event> {
+        let mut ts = 1_000;
+        let mut out = Vec::with_capacity(2 * calls.len());
+        for &(n, pos, dur) in calls {
+            out.push(decode(ts, false, n, pos));
+            ts += dur;
+            out.push(decode(ts, true, n, pos));
+            ts += gap_ns;
+        }
+        out
+    }
+
+    /// [`decode_calls_timed`] with every call `dur_ns` long.
+    pub fn decode_calls(calls: &[(u32, u32)], dur_ns: u64, gap_ns: u64) -> Vec<Event> {
+        let timed: Vec<(u32, u32, u64)> = calls.iter().map(|&(n, p)| (n, p, dur_ns)).collect();
+        decode_calls_timed(&timed, gap_ns)
+    }
+
+    /// The decode calls `(n_tokens, pos)` of `llama-bench -p pp -n tg -r reps` (batch
+    /// size at least `pp`), in its order: pp's warm-up (the prompt once) and `reps`
+    /// repetitions of one `pp`-token batch at position 0; tg's warm-up (one token at 0)
+    /// and `reps` repetitions of `tg` single-token calls from position 0. Each test
+    /// begins with a cleared KV cache.
+    pub fn llama_bench_calls(pp: u32, tg: u32, reps: u32) -> Vec<(u32, u32)> {
+        let mut calls = Vec::new();
+        if pp > 0 {
+            calls.extend(std::iter::repeat_n((pp, 0), 1 + reps as usize));
+        }
+        if tg > 0 {
+            calls.push((1, 0));
+            for _ in 0..reps {
+                calls.extend((0..tg).map(|p| (1, p)));
+            }
+        }
+        calls
+    }
+
     /// CPU graph entry or exit on the main thread.
     pub fn graph(ts: u64, exit: bool) -> Event {
         Event::Graph(GraphEvent {

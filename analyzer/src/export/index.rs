@@ -8,7 +8,11 @@ use std::io::{self, Write};
 
 use base64::Engine as _;
 
-use crate::export::{eng, summary::Distribution, terminal::pct};
+use crate::export::{
+    eng,
+    summary::Distribution,
+    terminal::{pct, rate},
+};
 use crate::report::Report;
 
 /// One output file.
@@ -262,12 +266,103 @@ fn write_timings(r: &Report, w: &mut impl Write) -> io::Result<()> {
                 ),
             ),
             ("decode steps", s.tokens.decode.to_string()),
-            ("TTFT (time to first token)", ms(s.ttft_ms)),
+            (
+                "TTFT (time to first token)",
+                if s.runs.is_empty() {
+                    ms(s.ttft_ms)
+                } else {
+                    format!("one per run: {} runs, below", s.runs.len())
+                },
+            ),
             ("TPOT (time per output token)", dist(s.tpot_ms.as_ref())),
             ("decode rate", rate),
             ("decode step latency", dist(s.decode_latency_ms.as_ref())),
         ],
-    )
+    )?;
+    write_runs(s, w)
+}
+
+/// Runs shown in the table of every run without opening it.
+const OPEN_RUNS: usize = 12;
+
+/// A trace of several runs (sequences from position 0): one row per shape with the
+/// medians of its runs, then every run.
+fn write_runs(s: &crate::export::summary::Summary, w: &mut impl Write) -> io::Result<()> {
+    if s.runs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "<h3 id=\"runs\">Runs</h3>\n<p>The process decoded {} sequences, each from position 0 \
+         (a cleared KV cache: <code>llama-bench</code>'s warm-ups and test repetitions), so \
+         each is a run with its own time to first token and rates. Runs of one shape (prompt \
+         tokens, decode steps, threads) are one row with the median of its runs; TPOT above \
+         pools the runs' token intervals.</p>",
+        s.runs.len()
+    )?;
+    writeln!(
+        w,
+        "<table><tr><th>runs</th><th>shape</th><th class=\"n\">threads</th>\
+         <th class=\"n\">TTFT</th><th class=\"n\">prefill tokens/s</th>\
+         <th class=\"n\">decode tokens/s</th></tr>"
+    )?;
+    let threads = |t: Option<u32>| t.map_or_else(|| "–".to_owned(), |t| t.to_string());
+    for g in &s.run_groups {
+        writeln!(
+            w,
+            "<tr><td>{}{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            esc(&g.runs_text()),
+            if g.runs.len() > 1 {
+                format!(" <small>({}, median)</small>", g.runs.len())
+            } else {
+                String::new()
+            },
+            esc(&g.shape.label()),
+            threads(g.shape.threads),
+            ms(g.ttft_ms),
+            rate(g.prefill_tokens_per_s),
+            rate(g.decode_tokens_per_s)
+        )?;
+    }
+    writeln!(w, "</table>")?;
+    writeln!(
+        w,
+        "<details{}><summary>Every run ({})</summary>\
+         <table><tr><th class=\"n\">run</th><th class=\"n\">start</th>\
+         <th class=\"n\">decode calls</th><th>shape</th><th class=\"n\">threads</th>\
+         <th class=\"n\">TTFT</th><th class=\"n\">prefill tokens/s</th>\
+         <th class=\"n\">TPOT</th><th class=\"n\">decode tokens/s</th></tr>",
+        if s.runs.len() <= OPEN_RUNS {
+            " open"
+        } else {
+            ""
+        },
+        s.runs.len()
+    )?;
+    for r in &s.runs {
+        let last = r.first_call + r.calls.saturating_sub(1);
+        let calls = if last > r.first_call {
+            format!("{}–{last}", r.first_call)
+        } else {
+            r.first_call.to_string()
+        };
+        writeln!(
+            w,
+            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{calls}</td>\
+             <td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            r.index,
+            ms(Some(r.start_ms)),
+            esc(&r.shape.label()),
+            threads(r.shape.threads),
+            ms(r.ttft_ms),
+            rate(r.prefill_tokens_per_s),
+            ms(r.tpot_ms),
+            rate(r.decode_tokens_per_s)
+        )?;
+    }
+    writeln!(w, "</table></details>")
 }
 
 fn write_operators(r: &Report, w: &mut impl Write) -> io::Result<()> {
@@ -472,6 +567,52 @@ mod tests {
     #[test]
     fn svgs_become_data_uris() {
         assert_eq!(svg_uri(b"<svg/>"), "data:image/svg+xml;base64,PHN2Zy8+");
+    }
+
+    /// The page of `llama-bench -p 16 -n 8 -r 2`'s calls: the runs instead of one TTFT.
+    #[test]
+    fn several_runs_get_a_table_instead_of_one_ttft() {
+        use crate::synthetic::{
+            records::{self, llama_bench_calls},
+            synth_header,
+        };
+        let calls = llama_bench_calls(16, 8, 2);
+        let m = records::build(&records::decode_calls(&calls, 1_000_000, 500_000));
+        let s = crate::export::summary::summarize(
+            &m,
+            &synth_header(),
+            None,
+            &crate::ingest::IngestInfo::default(),
+            Vec::new(),
+        );
+        let report = crate::report::build(&m, s, "lb.pftrace".into(), Default::default(), 5);
+        let none = |file: &str| Figure {
+            file: file.to_owned(),
+            title: file.to_owned(),
+            caption: String::new(),
+            svg: Err("not drawn".to_owned()),
+        };
+        let page = Page {
+            report: &report,
+            command: &[],
+            dag: none("dag_layers.svg"),
+            plots: Vec::new(),
+            flame: none("flame.svg"),
+            files: &[],
+        };
+        let mut out = Vec::new();
+        write(&page, &mut out).expect("writes");
+        let html = String::from_utf8(out).expect("utf-8");
+        assert!(
+            html.contains("<td>one per run: 6 runs, below</td>"),
+            "{html}"
+        );
+        assert!(html.contains("<h3 id=\"runs\">Runs</h3>"));
+        assert!(html.contains("<td>0–2 <small>(3, median)</small></td><td>prompt 16</td>"));
+        assert!(html.contains("<td>prompt 1 + 7 steps</td>"));
+        // Every run, the last with its 8 calls.
+        assert!(html.contains("<details open><summary>Every run (6)</summary>"));
+        assert!(html.contains("<td class=\"n\">12–19</td>"), "{html}");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::{
     diff::{Diff, DiffRun, DiffSide},
     export::eng,
     model::TokenPhase,
-    stats::ProfStat,
+    stats::{IterationRow, ProfStat},
 };
 
 /// Picture size in pixels (plot and legend strip).
@@ -182,6 +182,19 @@ pub fn latency(s: &ProfStat, path: &Path) -> PlotResult {
             .filter(move |r| r.phase == ph && r.latency_ms > 0.0)
             .map(|r| (i64::from(r.index), r.latency_ms * 1e-3))
     };
+    // One line per run: none joins the last step of a run to the first of the next.
+    let decode: Vec<&IterationRow> = s
+        .iterations
+        .iter()
+        .filter(|r| r.phase == TokenPhase::Decode && r.latency_ms > 0.0)
+        .collect();
+    let lines: Vec<Vec<(i64, f64)>> = by_run(&decode)
+        .map(|run| {
+            run.iter()
+                .map(|r| (i64::from(r.index), r.latency_ms * 1e-3))
+                .collect()
+        })
+        .collect();
     // The same drawing on a linear or a log time axis (different coordinate types).
     macro_rules! draw {
         ($y:expr, $desc:expr) => {{
@@ -200,12 +213,11 @@ pub fn latency(s: &ProfStat, path: &Path) -> PlotResult {
                 .label_style(LABEL)
                 .draw()
                 .map_err(err)?;
-            chart
-                .draw_series(LineSeries::new(
-                    pts(TokenPhase::Decode),
-                    BLUE.stroke_width(2),
-                ))
-                .map_err(err)?;
+            for line in &lines {
+                chart
+                    .draw_series(LineSeries::new(line.iter().copied(), BLUE.stroke_width(2)))
+                    .map_err(err)?;
+            }
             chart
                 .draw_series(pts(TokenPhase::Prefill).map(|p| Circle::new(p, 5, RED.filled())))
                 .map_err(err)?;
@@ -230,14 +242,30 @@ pub fn latency(s: &ProfStat, path: &Path) -> PlotResult {
             draw!(lo.max(0.0)..hi, "latency");
         }
     }
-    legend(
-        &strip,
-        &[
-            ("decode step".to_owned(), BLUE.to_rgba(), Mark::Line),
-            ("prefill chunk".to_owned(), RED.to_rgba(), Mark::Dot),
-        ],
-    )?;
+    let mut entries = vec![
+        ("decode step".to_owned(), BLUE.to_rgba(), Mark::Line),
+        ("prefill chunk".to_owned(), RED.to_rgba(), Mark::Dot),
+    ];
+    let all_runs = s
+        .iterations
+        .last()
+        .map_or(0, |last| last.run + 1 - s.iterations[0].run);
+    if all_runs > 1 {
+        entries.push((
+            format!("{all_runs} runs (from pos 0)"),
+            BLACK.to_rgba(),
+            Mark::None,
+        ));
+    }
+    legend(&strip, &entries)?;
     plot.present().map_err(err)
+}
+
+/// Decode calls (in call order) cut where their run changes.
+fn by_run<'a, 'b>(
+    rows: &'b [&'a IterationRow],
+) -> impl Iterator<Item = &'b [&'a IterationRow]> + 'b {
+    rows.chunk_by(|a, b| a.run == b.run)
 }
 
 /// Time of the fastest-growing node classes over the decode steps, against position.
@@ -284,14 +312,17 @@ pub fn growth(s: &ProfStat, path: &Path) -> PlotResult {
         .draw()
         .map_err(err)?;
     let mut entries = Vec::new();
+    // One line per run and class: runs of one process start again at position 0.
     for (i, c) in classes.iter().enumerate() {
         let color = SERIES[i % SERIES.len()].to_rgba();
-        chart
-            .draw_series(LineSeries::new(
-                decode.iter().map(|r| (i64::from(r.pos), secs(r, c))),
-                color.stroke_width(2),
-            ))
-            .map_err(err)?;
+        for run in by_run(&decode) {
+            chart
+                .draw_series(LineSeries::new(
+                    run.iter().map(|r| (i64::from(r.pos), secs(r, c))),
+                    color.stroke_width(2),
+                ))
+                .map_err(err)?;
+        }
         entries.push((c.to_string(), color, Mark::Line));
     }
     legend(&strip, &entries)?;

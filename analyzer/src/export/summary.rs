@@ -7,7 +7,8 @@ use trace_format::{TraceFooter, TraceHeader};
 
 use crate::{
     ingest::IngestInfo,
-    model::{PhaseKind, TokenPhase, TokenSpan, TraceModel, Unpaired},
+    model::{PhaseKind, TokenPhase, TraceModel, Unpaired},
+    run_timings::{self, RunGroup, RunTimings},
     stats::{OpTypeRow, percentile},
 };
 
@@ -94,12 +95,21 @@ pub struct Summary {
     pub trace: TraceSection,
     /// Token counts.
     pub tokens: TokenCounts,
-    /// Time to first token: first prefill entry to the first token's sampling, ms.
+    /// Time to first token: first prefill entry to the first token's sampling, ms. `None`
+    /// when the trace holds several runs (each has its own, in `runs`).
     pub ttft_ms: Option<f64>,
-    /// Time per output token: interval between consecutive tokens' availability, ms.
+    /// Time per output token: interval between consecutive tokens' availability within
+    /// each run, ms.
     pub tpot_ms: Option<Distribution>,
     /// Decode-step latency (entry to exit), ms.
     pub decode_latency_ms: Option<Distribution>,
+    /// Each run's token timings, when the trace holds more than one run (sequences
+    /// started at position 0, `docs/views.md#runs`); left out of the JSON otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunTimings>,
+    /// The runs grouped by shape, with their medians (with `runs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub run_groups: Vec<RunGroup>,
     /// Event totals.
     pub events: EventTotals,
     /// Unpaired enter/exit records.
@@ -124,36 +134,15 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
-/// The prefill call that produced the first token: the last one before the first decode
-/// step.
-fn last_prefill(tokens: &[TokenSpan]) -> Option<&TokenSpan> {
-    let first_decode = tokens.iter().position(|t| t.phase == TokenPhase::Decode);
-    tokens[..first_decode.unwrap_or(tokens.len())]
-        .iter()
-        .rev()
-        .find(|t| t.phase == TokenPhase::Prefill)
-}
-
 /// Time per output token of every decode step, ms, in run order: from the previous
-/// token's production (the last prefill call's for the first step) to this step's.
-/// Steps after a gap (a prefill call in between) start a new chain.
-pub fn tpot_values(tokens: &[TokenSpan]) -> Vec<f64> {
-    let last_prefill = last_prefill(tokens);
-    let first_decode = tokens.iter().position(|t| t.phase == TokenPhase::Decode);
-    let mut tpot = Vec::new();
-    let mut prev = last_prefill.and_then(|t| t.produced_ns());
-    for t in tokens.iter().skip(first_decode.unwrap_or(tokens.len())) {
-        if t.phase != TokenPhase::Decode {
-            prev = None;
-            continue;
-        }
-        let p = t.produced_ns();
-        if let (Some(a), Some(b)) = (prev, p) {
-            tpot.push(b.saturating_sub(a) as f64 / 1e6);
-        }
-        prev = p;
-    }
-    tpot
+/// token's production (its run's last prefill call's for a run's first step) to this
+/// step's ([`TraceModel::token_intervals_ns`]).
+pub fn tpot_values(model: &TraceModel) -> Vec<f64> {
+    model
+        .token_intervals_ns()
+        .into_iter()
+        .map(|(_, ns)| ns as f64 / 1e6)
+        .collect()
 }
 
 /// Builds the summary.
@@ -174,14 +163,16 @@ pub fn summarize(
         .iter()
         .filter(|p| p.kind == PhaseKind::Sample)
         .count() as u64;
-    let last_prefill = last_prefill(tokens);
-    let ttft_ms = match (tokens.first(), last_prefill.and_then(|t| t.produced_ns())) {
-        (Some(f), Some(p)) if f.phase == TokenPhase::Prefill => {
-            Some(p.saturating_sub(f.start_ns) as f64 / 1e6)
-        }
+    let mut runs = run_timings::run_timings(model);
+    let ttft_ms = match runs.as_slice() {
+        [one] => one.ttft_ms,
         _ => None,
     };
-    let tpot = tpot_values(tokens);
+    if runs.len() < 2 {
+        runs.clear();
+    }
+    let run_groups = run_timings::group(&runs);
+    let tpot = tpot_values(model);
     let decode_lat: Vec<f64> = tokens
         .iter()
         .filter(|t| t.phase == TokenPhase::Decode && t.end_ns.is_some())
@@ -253,6 +244,8 @@ pub fn summarize(
         ttft_ms,
         tpot_ms: Distribution::of(tpot),
         decode_latency_ms: Distribution::of(decode_lat),
+        runs,
+        run_groups,
         events: EventTotals {
             read: ingest.events_read,
             written: footer.map_or(ingest.events_read, |f| f.events_written),

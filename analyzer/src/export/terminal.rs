@@ -80,6 +80,9 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         if s.tokens.prefill_calls == 1 { "" } else { "s" },
         s.tokens.decode
     );
+    if !s.runs.is_empty() {
+        tokens.push_str(&format!("; {} runs", s.runs.len()));
+    }
     if let Some(t) = s.ttft_ms {
         tokens.push_str(&format!("; TTFT {} ms", ms(t)));
     }
@@ -93,6 +96,7 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         ));
     }
     writeln!(w, "{tokens}")?;
+    write_runs(&s.run_groups, s.runs.len(), &mut w)?;
     writeln!(
         w,
         "graphs    {} ({:.1} per call, {:.0} nodes each)",
@@ -205,6 +209,65 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         for warning in &s.warnings {
             writeln!(w, "  {warning}")?;
         }
+    }
+    Ok(())
+}
+
+/// A rate in tokens per second, `–` when absent (`9774`, `412.3`).
+pub(crate) fn rate(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v >= 1000.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.1}"),
+        None => "–".to_owned(),
+    }
+}
+
+/// The runs of a trace with several (sequences from position 0), one row per shape
+/// with the medians of its runs (`docs/views.md#runs`); nothing for one run.
+fn write_runs(
+    groups: &[crate::run_timings::RunGroup],
+    runs: usize,
+    w: &mut impl Write,
+) -> io::Result<()> {
+    if groups.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "runs      {runs} sequences from position 0, by shape (medians of each shape's runs)"
+    )?;
+    let labels: Vec<String> = groups.iter().map(|g| g.shape.label()).collect();
+    let ids: Vec<String> = groups.iter().map(|g| g.runs_text()).collect();
+    let lw = labels
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(5, 28);
+    let iw = ids
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(4, 16);
+    writeln!(
+        w,
+        "  {:<iw$} {:<lw$} {:>7} {:>9} {:>14} {:>13}",
+        "runs", "shape", "threads", "TTFT ms", "prefill tok/s", "decode tok/s"
+    )?;
+    for ((g, label), id) in groups.iter().zip(&labels).zip(&ids) {
+        writeln!(
+            w,
+            "  {:<iw$} {:<lw$} {:>7} {:>9} {:>14} {:>13}",
+            fit(id, iw),
+            fit(label, lw),
+            g.shape
+                .threads
+                .map_or_else(|| "–".to_owned(), |t| t.to_string()),
+            g.ttft_ms.map_or_else(|| "–".to_owned(), ms),
+            rate(g.prefill_tokens_per_s),
+            rate(g.decode_tokens_per_s)
+        )?;
     }
     Ok(())
 }
@@ -515,5 +578,55 @@ mod tests {
         assert_eq!(change(-7.5, Some(10.0)), "-7.50 (×0.25)");
         assert_eq!(relative(40.0), "×41");
         assert_eq!(change(0.5, None), "+0.500");
+    }
+
+    /// The report of `llama-bench -p 16 -n 8 -r 2`'s calls (each 1 ms, 0.5 ms apart).
+    fn bench_report() -> String {
+        use crate::synthetic::{
+            records::{self, llama_bench_calls},
+            synth_header,
+        };
+        let calls = llama_bench_calls(16, 8, 2);
+        let m = records::build(&records::decode_calls(&calls, 1_000_000, 500_000));
+        let s = crate::export::summary::summarize(
+            &m,
+            &synth_header(),
+            None,
+            &crate::ingest::IngestInfo::default(),
+            Vec::new(),
+        );
+        let r = crate::report::build(&m, s, "lb.pftrace".into(), Default::default(), 5);
+        let mut out = Vec::new();
+        write(&r, &mut out).expect("writes");
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn several_runs_show_a_row_per_shape_and_no_single_ttft() {
+        let text = bench_report();
+        let tokens = text
+            .lines()
+            .find(|l| l.starts_with("tokens"))
+            .expect("tokens");
+        assert!(tokens.contains("; 6 runs;"), "{tokens}");
+        assert!(!tokens.contains("TTFT"), "{tokens}");
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("runs "))
+            .skip(2)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec!["0–2", "prompt", "16", "–", "1.00", "16000", "–"],
+                vec!["3", "prompt", "1", "–", "1.00", "1000", "–"],
+                vec![
+                    "4–5", "prompt", "1", "+", "7", "steps", "–", "1.00", "1000", "666.7"
+                ],
+            ],
+            "{text}"
+        );
     }
 }

@@ -16,6 +16,7 @@ mod leaf;
 mod marks;
 pub mod node_name;
 mod op;
+mod runs;
 mod span;
 mod thread;
 mod token;
@@ -34,6 +35,7 @@ pub use node_name::class_of;
 pub use op::{
     MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, op_name,
 };
+pub use runs::SequenceRun;
 pub use thread::{SchedState, StateSlice, StateTimeline, ThreadInfo};
 pub use token::{PhaseKind, PhaseSpan, TokenPhase, TokenSpan};
 use trace_format::{Event, RecordRef, TraceHeader};
@@ -109,6 +111,7 @@ pub struct TraceModel {
     first_ns: Option<u64>,
     last_ns: u64,
     tokens: Vec<TokenSpan>,
+    runs: runs::Runs,
     graphs: Vec<GraphSpan>,
     phases: Vec<PhaseSpan>,
     nodes: Vec<NodeInfo>,
@@ -179,10 +182,13 @@ impl TraceModel {
                     }
                     let index = self.tokens.len() as u32;
                     let phase = TokenPhase::of(e.n_tokens, e.pos);
-                    // A prefill call right after another one continues its prompt.
+                    let (run, new_run) = self.runs.push_call(index, e.pos);
+                    // A prefill call right after another one of its run continues its
+                    // prompt.
                     let chunk = (phase == TokenPhase::Prefill).then(|| {
                         self.tokens
                             .last()
+                            .filter(|_| !new_run)
                             .and_then(|p| p.chunk.map(|c| c + 1))
                             .unwrap_or(0)
                     });
@@ -191,6 +197,7 @@ impl TraceModel {
                         tid: h.tid,
                         n_tokens: e.n_tokens,
                         pos: e.pos,
+                        run,
                         phase,
                         chunk,
                         start_ns: h.ts_ns,

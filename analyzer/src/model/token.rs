@@ -43,6 +43,9 @@ pub struct TokenSpan {
     pub n_tokens: u32,
     /// Position of the batch's first token.
     pub pos: u32,
+    /// The [`super::SequenceRun`] it belongs to (0 for every call of a one-sequence
+    /// trace).
+    pub run: u32,
     /// Prefill or decode.
     pub phase: TokenPhase,
     /// For a prefill call, its chunk number within its prompt (0-based: a prompt longer
