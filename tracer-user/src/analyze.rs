@@ -107,11 +107,17 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     }
     let s = &report.summary;
     let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3} ms"));
+    // Several sequences (llama-bench's tests): no single TTFT, the runs are in the report.
+    let ttft = if s.runs.len() > 1 {
+        format!("{} runs (per-run TTFT in the report)", s.runs.len())
+    } else {
+        ms(s.ttft_ms)
+    };
     eprintln!(
         "tokens: prefill {} decode {} | TTFT {} | TPOT mean {} p50 {} p99 {} | events {} lost {}",
         s.tokens.prefill,
         s.tokens.decode,
-        ms(s.ttft_ms),
+        ttft,
         ms(s.tpot_ms.map(|d| d.mean)),
         ms(s.tpot_ms.map(|d| d.p50)),
         ms(s.tpot_ms.map(|d| d.p99)),
