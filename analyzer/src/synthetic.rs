@@ -175,6 +175,22 @@ fn order_key(h: &EventHeader) -> OrderKey {
     (h.ts_ns, h.tid, h.kind, h.flags, h.cpu)
 }
 
+/// The report (top 5 op groups) of `llama-bench -p pp -n tg -r reps`'s decode calls,
+/// each 1 ms and 0.5 ms apart ([`records::llama_bench_calls`]): a trace of several runs.
+#[cfg(test)]
+pub(crate) fn llama_bench_report(pp: u32, tg: u32, reps: u32) -> crate::report::Report {
+    let calls = records::llama_bench_calls(pp, tg, reps);
+    let m = records::build(&records::decode_calls(&calls, 1_000_000, 500_000));
+    let s = crate::export::summary::summarize(
+        &m,
+        &synth_header(),
+        None,
+        &crate::ingest::IngestInfo::default(),
+        Vec::new(),
+    );
+    crate::report::build(&m, s, "lb.pftrace".into(), Default::default(), 5)
+}
+
 /// The trace header of synthetic traces.
 pub fn synth_header() -> TraceHeader {
     TraceHeader {

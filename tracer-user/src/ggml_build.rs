@@ -250,7 +250,7 @@ impl GgmlBuild {
         let op_level_missing = (!start_points.iter().any(|p| p.symbol == EXTRA_FORWARD))
             .then(|| {
                 format!(
-                    "the op level needs {EXTRA_FORWARD} (the CPU backend's extra-buffer hook, where every node's dispatch starts), which `{}` does not export (llama.cpp before spring 2025 computes nodes in static functions)",
+                    "the op level needs {EXTRA_FORWARD} (the CPU backend's extra-buffer hook, where every node's dispatch starts), which `{}` does not export (older builds, e.g. llama-cpp-python 0.3.2 of Nov 2024, compute nodes in static functions)",
                     cpu_lib.display()
                 )
             });

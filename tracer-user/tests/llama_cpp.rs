@@ -175,7 +175,7 @@ struct PyBuild {
     ops: bool,
     /// Whether the CPU backend dispatches view nodes too (RESHAPE, VIEW, PERMUTE,
     /// TRANSPOSE: computed as nothing, but each still a call through the dispatcher,
-    /// before llama.cpp skipped them in spring 2025).
+    /// as 0.3.9 does; 0.3.36 skips them).
     views_dispatched: bool,
 }
 
@@ -243,12 +243,9 @@ fn the_trace_of_llama_cpp_0_25_is_llama_cpps_own_graph() {
     let trace = check_against_graph_dump(&build, model, "tiny", false);
     check_views(&trace);
     let _ = std::fs::remove_file(&trace);
-    match std::env::var_os("PROFINFER_SMOLLM2") {
-        Some(smollm2) if !smollm2.is_empty() => {
-            let trace = check_against_graph_dump(&build, Path::new(&smollm2), "smollm2", false);
-            let _ = std::fs::remove_file(&trace);
-        }
-        _ => eprintln!("!!! PROFINFER_SMOLLM2 not set: SmolLM2 on llama.cpp not checked"),
+    if let Some(smollm2) = smollm2("llama-cpp-python 0.3.36") {
+        let trace = check_against_graph_dump(&build, &smollm2, "smollm2", false);
+        let _ = std::fs::remove_file(&trace);
     }
 }
 
@@ -261,6 +258,18 @@ fn a_running_llama_cpp_process_is_traced_by_pid() {
     let (_, model) = engine_and_model();
     let trace = check_against_graph_dump(&PyBuild::venv(&site), model, "pid", true);
     let _ = std::fs::remove_file(&trace);
+}
+
+/// SmolLM2-135M's file when `PROFINFER_SMOLLM2` names it (as `cargo xtask test` does),
+/// else `None` after saying that `what` on SmolLM2 is not checked.
+fn smollm2(what: &str) -> Option<PathBuf> {
+    match std::env::var_os("PROFINFER_SMOLLM2") {
+        Some(path) if !path.is_empty() => Some(PathBuf::from(path)),
+        _ => {
+            eprintln!("!!! PROFINFER_SMOLLM2 not set: SmolLM2 on {what} not checked");
+            None
+        }
+    }
 }
 
 /// `profinfer probes --target llama.cpp LIB`'s output; asserts success.
@@ -294,25 +303,22 @@ fn llama_cpp_without_a_version_string_is_traced_through_its_derived_layout() {
     let trace = check_against_graph_dump(&build, model, "tiny", false);
     check_views(&trace);
     let _ = std::fs::remove_file(&trace);
-    match std::env::var_os("PROFINFER_SMOLLM2") {
-        Some(smollm2) if !smollm2.is_empty() => {
-            let trace = check_against_graph_dump(&build, Path::new(&smollm2), "smollm2", false);
-            // Attention as KQ, softmax, KQV products (no flash attention by default in
-            // this build), the views dispatched as nodes.
-            per_layer_dag_folds(
-                &trace,
-                &[
-                    ("mul_mat", "MUL_MAT"),
-                    ("soft_max", "SOFT_MAX"),
-                    ("mul_mat #2", "MUL_MAT"),
-                    ("attn_out", "MUL_MAT"),
-                ],
-                "mul_mat",
-                40,
-            );
-            let _ = std::fs::remove_file(&trace);
-        }
-        _ => eprintln!("!!! PROFINFER_SMOLLM2 not set: SmolLM2 on llama.cpp 0.3.9 not checked"),
+    if let Some(smollm2) = smollm2("llama-cpp-python 0.3.9") {
+        let trace = check_against_graph_dump(&build, &smollm2, "smollm2", false);
+        // Attention as KQ, softmax, KQV products (no flash attention by default in
+        // this build), the views dispatched as nodes.
+        per_layer_dag_folds(
+            &trace,
+            &[
+                ("mul_mat", "MUL_MAT"),
+                ("soft_max", "SOFT_MAX"),
+                ("mul_mat #2", "MUL_MAT"),
+                ("attn_out", "MUL_MAT"),
+            ],
+            "mul_mat",
+            40,
+        );
+        let _ = std::fs::remove_file(&trace);
     }
 }
 

@@ -572,20 +572,7 @@ mod tests {
     /// The page of `llama-bench -p 16 -n 8 -r 2`'s calls: the runs instead of one TTFT.
     #[test]
     fn several_runs_get_a_table_instead_of_one_ttft() {
-        use crate::synthetic::{
-            records::{self, llama_bench_calls},
-            synth_header,
-        };
-        let calls = llama_bench_calls(16, 8, 2);
-        let m = records::build(&records::decode_calls(&calls, 1_000_000, 500_000));
-        let s = crate::export::summary::summarize(
-            &m,
-            &synth_header(),
-            None,
-            &crate::ingest::IngestInfo::default(),
-            Vec::new(),
-        );
-        let report = crate::report::build(&m, s, "lb.pftrace".into(), Default::default(), 5);
+        let report = crate::synthetic::llama_bench_report(16, 8, 2);
         let none = |file: &str| Figure {
             file: file.to_owned(),
             title: file.to_owned(),

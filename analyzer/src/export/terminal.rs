@@ -582,20 +582,7 @@ mod tests {
 
     /// The report of `llama-bench -p 16 -n 8 -r 2`'s calls (each 1 ms, 0.5 ms apart).
     fn bench_report() -> String {
-        use crate::synthetic::{
-            records::{self, llama_bench_calls},
-            synth_header,
-        };
-        let calls = llama_bench_calls(16, 8, 2);
-        let m = records::build(&records::decode_calls(&calls, 1_000_000, 500_000));
-        let s = crate::export::summary::summarize(
-            &m,
-            &synth_header(),
-            None,
-            &crate::ingest::IngestInfo::default(),
-            Vec::new(),
-        );
-        let r = crate::report::build(&m, s, "lb.pftrace".into(), Default::default(), 5);
+        let r = crate::synthetic::llama_bench_report(16, 8, 2);
         let mut out = Vec::new();
         write(&r, &mut out).expect("writes");
         String::from_utf8(out).expect("utf-8")

@@ -269,6 +269,13 @@ impl<'c, 'o> Collector<'c, 'o> {
         if let Some(found) = d.layout_wrong {
             return Err(RecordError::LayoutWrong { found });
         }
+        if self
+            .layout_check
+            .as_ref()
+            .is_some_and(super::layout_check::LayoutCheck::confirmed)
+        {
+            self.layout_check = None;
+        }
         for tid in d.new_tids {
             if let Some(ev) = self.maps.open_counters(&mut self.pmcs, self.pid, tid)? {
                 self.sink.collector_record(&ev)?;
