@@ -6,7 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use common::engine_abi::{DType, OpType};
+use common::{
+    engine_abi::{DType, OpType},
+    op_catalog,
+};
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 
@@ -104,6 +107,26 @@ pub struct DagEdge {
     pub slot: u8,
     /// Whether the edge enters or leaves a `BACKEND_COPY` node (data crossing backends).
     pub copy: bool,
+    /// Whether the edge leaves a node that stored into the tensor the target reads (a
+    /// KV-cache store before the attention), rather than the tensor's producer.
+    pub stored: bool,
+}
+
+/// ggml's ops that only look at their source in another shape: a node of these that is
+/// a view of its source stores nothing (builds that dispatch views run them as nodes).
+const VIEW_OPS: [&str; 4] = ["VIEW", "RESHAPE", "PERMUTE", "TRANSPOSE"];
+
+/// The tensor a node stores into, when it writes into one of its sources instead of a
+/// tensor of its own (the source slot the probe named as the tensor the node is a view
+/// of: ggml's `SET_ROWS` and `CPY`, the KV-cache stores of llama.cpp, are views of the
+/// cache they write). The probes record a source that is a view as the tensor it views,
+/// so this is the cache itself.
+fn store_destination(info: &NodeInfo) -> Option<u64> {
+    let dst = *info.src.get(info.stores_into?)?;
+    let view = VIEW_OPS
+        .iter()
+        .any(|v| op_catalog::op_id(v) == Some(info.op));
+    (dst != 0 && !view).then_some(dst)
 }
 
 /// The ProfDAG of one iteration.
@@ -284,6 +307,24 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
         let idx = dag.add_node(n);
         by_addr.insert(info.addr, idx);
     }
+    // The stores into tensors the iteration does not compute, by destination, in
+    // execution order: a later reader of the destination reads what the last store
+    // before it wrote.
+    let mut stores: HashMap<u64, Vec<(u32, NodeIndex)>> = HashMap::new();
+    for &span in &spans {
+        let info = &nodes[span.node as usize];
+        if let (Some(dst), Some(&node)) = (store_destination(info), by_addr.get(&info.addr)) {
+            stores.entry(dst).or_default().push((info.index, node));
+        }
+    }
+    let store_before = |dst: u64, order: u32| {
+        stores
+            .get(&dst)?
+            .iter()
+            .rev()
+            .find(|&&(o, _)| o < order)
+            .map(|&(_, n)| n)
+    };
     // Edges; sources not computed in the iteration become leaves.
     let copy_op = OpType::BackendCopy as u32;
     for &span in &spans {
@@ -295,8 +336,9 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
             if src == 0 {
                 continue;
             }
-            let from = match by_addr.get(&src) {
-                Some(&f) => f,
+            let stored = store_before(src, info.index);
+            let from = match stored.or_else(|| by_addr.get(&src).copied()) {
+                Some(f) => f,
                 None => {
                     let recorded = model.leaf(src);
                     let name = leaf_label(recorded, &info.name, info.layer, slot);
@@ -331,6 +373,7 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
                 DagEdge {
                     slot: slot as u8,
                     copy,
+                    stored: stored.is_some(),
                 },
             );
         }
@@ -491,5 +534,132 @@ mod tests {
         assert!("prefill:x".parse::<IterSelector>().is_err());
         assert_eq!("3".parse(), Ok(IterSelector::Decode(3)));
         assert!("x".parse::<IterSelector>().is_err());
+    }
+}
+
+#[cfg(test)]
+mod store_edge_tests {
+    use common::event::{OP_DETAIL_OP_PARAMS, OP_DETAIL_STORE_SHIFT, OP_DETAIL_STRUCTURE};
+    use trace_format::Event;
+
+    use super::*;
+    use crate::synthetic::{
+        SYNTH_MAIN_TID,
+        records::{build, decode, desc, graph, span},
+    };
+
+    const CACHE_K: u64 = 0xcac0;
+    const CACHE_V: u64 = 0xcac8;
+    const IDX: u64 = 0x1d0;
+    const Q: u64 = 0x9000;
+
+    /// A node: address, op name, name, sources, the slot it stores into.
+    type Node<'a> = (u64, &'a str, &'a str, [u64; 4], Option<u32>);
+
+    /// The description of `n` (graph index `index`), with structure.
+    fn describe(ts: u64, index: u32, n: Node) -> Event {
+        let (addr, op, name, src, store) = n;
+        let op = op_catalog::op_id(op).expect(op);
+        let mut e = desc(ts, addr, index, op, name);
+        if let Event::NodeDesc(d) = &mut e {
+            d.detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
+            d.detail |= store.map_or(0, |slot| (slot + 1) << OP_DETAIL_STORE_SHIFT);
+            d.structure.dtype = DType::F32 as u32;
+            d.structure.ne = [8, 1, 1, 1];
+            d.structure.src = src;
+        }
+        e
+    }
+
+    /// One decode call whose graph runs `nodes` in order.
+    fn dag_of(nodes: &[Node]) -> ProfDag {
+        let mut events = vec![decode(0, false, 1, 4), graph(100, false)];
+        let mut t = 1_000;
+        for (i, &n) in nodes.iter().enumerate() {
+            events.push(describe(t, i as u32, n));
+            events.push(span(SYNTH_MAIN_TID, n.0, t + 500, 400, 0));
+            t += 1_000;
+        }
+        events.push(graph(t, true));
+        events.push(decode(t + 100, true, 1, 4));
+        build_for_token(&build(&events), 0).expect("a DAG")
+    }
+
+    /// `(from address, to name, stored)` of every edge.
+    fn edges(p: &ProfDag) -> Vec<(u64, String, bool)> {
+        let mut v: Vec<_> = p
+            .dag
+            .edge_indices()
+            .filter_map(|e| {
+                let (a, b) = p.dag.edge_endpoints(e)?;
+                Some((p.dag[a].addr, p.dag[b].name.clone(), p.dag[e].stored))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_attention_reads_the_kv_cache_through_the_store_before_it() {
+        // llama.cpp: `SET_ROWS` stores K (into its `src[2]` in ggml 0.26), `CPY` stores V
+        // (into its `src[1]`); the attention products read the caches.
+        let p = dag_of(&[
+            (0x100, "ROPE", "Kcur-0", [0; 4], None),
+            (
+                0x200,
+                "SET_ROWS",
+                "cache_k_l0 (view)",
+                [0x100, IDX, CACHE_K, 0],
+                Some(2),
+            ),
+            (0x300, "CPY", "v_store-0", [0x100, CACHE_V, 0, 0], Some(1)),
+            (0x400, "MUL_MAT", "kq-0", [CACHE_K, Q, 0, 0], None),
+            (0x500, "MUL_MAT", "kqv-0", [CACHE_V, 0x400, 0, 0], None),
+            // A view dispatched as a node (older builds) stores nothing.
+            (
+                0x600,
+                "PERMUTE",
+                "kqv-0 (permuted)",
+                [0x500, 0, 0, 0],
+                Some(0),
+            ),
+            (0x700, "CONT", "kqv_out-0", [0x500, 0, 0, 0], None),
+        ]);
+        let e = edges(&p);
+        let into = |to: &str| -> Vec<(u64, bool)> {
+            e.iter()
+                .filter(|(_, t, _)| t == to)
+                .map(|&(f, _, s)| (f, s))
+                .collect()
+        };
+        assert_eq!(into("kq-0"), [(0x200, true), (Q, false)], "{e:?}");
+        assert_eq!(into("kqv-0"), [(0x300, true), (0x400, false)], "{e:?}");
+        // The caches stay leaves, feeding the stores.
+        assert_eq!(
+            into("cache_k_l0 (view)"),
+            [(0x100, false), (IDX, false), (CACHE_K, false)],
+            "{e:?}"
+        );
+        assert_eq!(
+            into("v_store-0"),
+            [(0x100, false), (CACHE_V, false)],
+            "{e:?}"
+        );
+        assert_eq!(into("kqv_out-0"), [(0x500, false)], "{e:?}");
+    }
+
+    #[test]
+    fn a_node_without_a_store_slot_stores_nothing() {
+        // The engine's `CPY` reads both its sources (the value, a KV fetch node); its
+        // probes name no store slot, so a later reader of the fetch node keeps its edge.
+        let p = dag_of(&[
+            (0x100, "ROPE", "Kcur", [0; 4], None),
+            (0x150, "KV_FETCH", "kv_fetch", [0; 4], None),
+            (0x200, "CPY", "k_cache_store", [0x100, 0x150, 0, 0], None),
+            (0x300, "CPY", "v_cache_store", [0x100, 0x150, 0, 0], None),
+        ]);
+        let e = edges(&p);
+        assert!(e.iter().all(|&(_, _, stored)| !stored), "{e:?}");
+        assert!(e.contains(&(0x150, "v_cache_store".into(), false)), "{e:?}");
     }
 }

@@ -374,6 +374,25 @@ pub const OP_DETAIL_OP_PARAMS: u32 = 1 << 4;
 /// (llama.cpp's `rms_norm_mul_fused` computes RMS_NORM and the MUL after it in one call):
 /// its entry and exit are the end of that call, so it has no time of its own.
 pub const OP_DETAIL_FUSED: u32 = 1 << 5;
+/// [`OpEvent::detail`] bits 8..11 (with [`OP_DETAIL_STRUCTURE`]): one plus the source
+/// slot whose tensor the node is a view of (ggml's `view_src`). For a node that
+/// computes — ggml's `SET_ROWS` and `CPY` (the KV-cache stores), in-place ops — that
+/// is the tensor it stores into, so a later reader of the tensor reads what the node
+/// wrote; a view op (`VIEW`, `PERMUTE`…) dispatched as a node stores nothing. 0: none,
+/// or not recorded (the engine's probes; traces before this bit). See
+/// [`op_detail_store_slot`].
+pub const OP_DETAIL_STORE_SHIFT: u32 = 8;
+/// The bits of [`OP_DETAIL_STORE_SHIFT`].
+pub const OP_DETAIL_STORE_MASK: u32 = 0x7 << OP_DETAIL_STORE_SHIFT;
+
+/// The source slot a node stores into, from its `detail` bits
+/// ([`OP_DETAIL_STORE_SHIFT`]).
+pub const fn op_detail_store_slot(detail: u32) -> Option<usize> {
+    match (detail & OP_DETAIL_STORE_MASK) >> OP_DETAIL_STORE_SHIFT {
+        0 => None,
+        n => Some(n as usize - 1),
+    }
+}
 
 /// The tensor structure of an operator's node, read from the `EngineNode`.
 #[repr(C)]

@@ -316,6 +316,13 @@ fn llama_cpp_without_a_version_string_is_traced_through_its_derived_layout() {
                 ("attn_out", "MUL_MAT"),
             ],
             "mul_mat",
+            &[
+                ("cache_k (view) (copy of Kcur)", "mul_mat"),
+                (
+                    "cache_v (view) (copy of Vcur (reshaped) (transposed))",
+                    "mul_mat #2",
+                ),
+            ],
             40,
         );
         let _ = std::fs::remove_file(&trace);
@@ -722,6 +729,10 @@ fn per_layer_dag_folds_the_blocks(trace: &std::path::Path) {
             ("cache_v (view)", "SET_ROWS"),
         ],
         "flash_attn_ext",
+        &[
+            ("cache_k (view)", "flash_attn_ext"),
+            ("cache_v (view)", "flash_attn_ext"),
+        ],
         25,
     );
 }
@@ -729,11 +740,13 @@ fn per_layer_dag_folds_the_blocks(trace: &std::path::Path) {
 /// SmolLM2's 30 layers fold into one block with `block` (class, op) among the block's
 /// nodes, besides the projections, norms and residual every build has, and at most
 /// `max_in_block` node classes in the block; the roped Q reaches `attention` through its
-/// view.
+/// view, and each `(store, reader)` edge leads from a KV-cache store to the attention
+/// node that reads the cache.
 fn per_layer_dag_folds(
     trace: &std::path::Path,
     block: &[(&str, &str)],
     attention: &str,
+    stores: &[(&str, &str)],
     max_in_block: usize,
 ) {
     let dir = trace.with_extension("analysis");
@@ -784,6 +797,12 @@ fn per_layer_dag_folds(
         edges.contains(&("Qcur #2".into(), attention.into())),
         "the attention's edge through Qcur's view: {edges:?}"
     );
+    for &(store, reader) in stores {
+        assert!(
+            edges.contains(&(store.into(), reader.into())),
+            "no edge from the KV-cache store {store} to {reader}: {edges:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

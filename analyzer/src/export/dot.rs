@@ -103,7 +103,8 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
         .collect();
     let max = values.iter().copied().fold(0.0f64, f64::max);
     // A pass split between backends: each split is a cluster, accel nodes have a blue
-    // border, syncs are octagons, copy edges are orange.
+    // border, syncs are octagons, copy edges are orange,
+    // edges from a store to what reads the stored tensor are dashed.
     let split = p
         .dag
         .node_weights()
@@ -205,8 +206,11 @@ pub fn write_dag(p: &ProfDag, color: &ColorBy, mut w: impl Write) -> io::Result<
         writeln!(w, "  }}")?;
     }
     for e in p.dag.edge_references() {
+        // A store's edge to the reader of what it stored (the KV cache) is dashed.
         let look = if e.weight().copy {
             ", color=\"#f28e2b\", penwidth=2.5"
+        } else if e.weight().stored {
+            ", style=dashed"
         } else {
             ""
         };

@@ -30,6 +30,10 @@ pub struct JsonEdge {
     pub to: String,
     /// Source slot of the target.
     pub slot: u8,
+    /// The edge leaves a store into the tensor the target reads (a KV-cache store before
+    /// the attention); written only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stored: bool,
 }
 
 /// The canonical DAG JSON document.
@@ -92,6 +96,7 @@ pub fn dag_json(p: &ProfDag, with_addrs: bool) -> DagJson {
             from: ids.get(&e.source()).cloned().unwrap_or_default(),
             to: ids.get(&e.target()).cloned().unwrap_or_default(),
             slot: e.weight().slot,
+            stored: e.weight().stored,
         })
         .collect();
     edges.sort_by(|a, b| (&a.to, a.slot, &a.from).cmp(&(&b.to, b.slot, &b.from)));

@@ -9,7 +9,9 @@
 //!   says nothing (the model takes its layer from its sources and its class from its
 //!   op: [`NameParts::unnamed`]);
 //!
-//! and llama.cpp names its KV cache tensors `cache_k_l<layer>` / `cache_v_l<layer>`.
+//! and llama.cpp names its KV cache tensors `cache_k_l<layer>` / `cache_v_l<layer>`;
+//! a copy into a named tensor (the KV-cache store of builds before `SET_ROWS`) is
+//! `<destination> (copy of <source>)`, both names taken apart alike.
 
 use std::borrow::Cow;
 
@@ -29,6 +31,9 @@ const LAYER_PREFIXES: [&str; 2] = ["cache_k_l", "cache_v_l"];
 /// ggml's name for a node nobody named: `node_<graph index>`.
 const UNNAMED_PREFIX: &str = "node_";
 
+/// ggml's name of a copy into a named tensor: `<b> (copy of <a>)` (`ggml_cpy(a, b)`).
+const COPY_OF: &str = " (copy of ";
+
 /// A node name taken apart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NameParts<'a> {
@@ -44,6 +49,14 @@ pub struct NameParts<'a> {
 
 /// Takes `name` apart (see the module docs).
 pub fn parse(name: &str) -> NameParts<'_> {
+    if let Some((dst, src)) = name.strip_suffix(')').and_then(|n| n.split_once(COPY_OF)) {
+        let (dst, src) = (parse(dst), parse(src));
+        return NameParts {
+            class: Cow::Owned(format!("{}{COPY_OF}{})", dst.class, src.class)),
+            layer: dst.layer.or(src.layer),
+            unnamed: false,
+        };
+    }
     let mut base = name;
     while let Some(s) = DERIVED_SUFFIXES.iter().find(|s| base.ends_with(*s)) {
         base = &base[..base.len() - s.len()];
@@ -152,6 +165,26 @@ mod tests {
         );
         assert_eq!(parts("cache_v_l0"), ("cache_v".into(), Some(0), false));
         assert_eq!(parts("cache_k_lx"), ("cache_k_lx".into(), None, false));
+    }
+
+    #[test]
+    fn a_copy_into_a_named_tensor_is_both_names_without_their_layer() {
+        assert_eq!(
+            parts("cache_k_l3 (view) (copy of Kcur-3)"),
+            ("cache_k (view) (copy of Kcur)".into(), Some(3), false)
+        );
+        assert_eq!(
+            parts("cache_v_l0 (view) (copy of Vcur-0 (reshaped) (transposed))"),
+            (
+                "cache_v (view) (copy of Vcur (reshaped) (transposed))".into(),
+                Some(0),
+                false
+            )
+        );
+        assert_eq!(
+            parts("x (copy of y)"),
+            ("x (copy of y)".into(), None, false)
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use common::{
     engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, OpType},
-    event::{OP_DETAIL_OP_PARAMS, OP_DETAIL_STRUCTURE, OpEvent},
+    event::{OP_DETAIL_OP_PARAMS, OP_DETAIL_STRUCTURE, OpEvent, op_detail_store_slot},
     op_catalog::{self, OP_UNKNOWN_BASE},
 };
 use serde::Serialize;
@@ -55,6 +55,9 @@ pub struct NodeInfo {
     pub has_op_params: bool,
     /// The node's op parameters (all zero when not recorded).
     pub op_params: [u32; MAX_OP_PARAMS],
+    /// The source slot whose tensor the node stores into (a KV-cache store), when the
+    /// probe recorded it (`OP_DETAIL_STORE_SHIFT`).
+    pub stores_into: Option<usize>,
 }
 
 /// The sizes of a matrix product, from a `MUL_MAT` node's shape and op params.
@@ -103,6 +106,11 @@ impl NodeInfo {
             } else {
                 [0; MAX_OP_PARAMS]
             },
+            stores_into: if s {
+                op_detail_store_slot(e.detail)
+            } else {
+                None
+            },
         }
     }
 
@@ -124,6 +132,7 @@ impl NodeInfo {
             // of `kqv_out` grows every decode step) is another description.
             && self.has_op_params == p
             && (!p || self.op_params == e.structure.op_params)
+            && self.stores_into == (if s { op_detail_store_slot(e.detail) } else { None })
             && self.name.as_bytes() == e.name_str().as_bytes()
     }
 

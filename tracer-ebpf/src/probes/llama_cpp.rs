@@ -30,7 +30,8 @@ use common::{
     engine_abi::{BackendKind, MAX_OP_PARAMS},
     event::{
         EventKind, GraphEvent, OP_DETAIL_FUSED, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
-        OP_DETAIL_STRUCTURE, OP_SPAN_END_APPROX, OpSpanEvent,
+        OP_DETAIL_STORE_MASK, OP_DETAIL_STORE_SHIFT, OP_DETAIL_STRUCTURE, OP_SPAN_END_APPROX,
+        OpSpanEvent,
     },
     ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout, MAX_GGML_OPS, MAX_GGML_WORKERS},
     op_catalog::OP_UNKNOWN_BASE,
@@ -203,12 +204,19 @@ fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32
             } else {
                 0
             };
-            for s in st.src.iter_mut() {
+            // A computed node that is itself a view (a KV-cache store, an in-place op)
+            // writes into the tensor it views: name the source slot that is that
+            // tensor, so the reader's edge can start at the store.
+            let own_base = read_at::<u64>(tensor, l.tensor_view_src).unwrap_or(0);
+            for (slot, s) in st.src.iter_mut().enumerate() {
                 if *s != 0
                     && let Ok(base) = read_at::<u64>(*s, l.tensor_view_src)
                     && base != 0
                 {
                     *s = base;
+                }
+                if own_base != 0 && *s == own_base && detail & OP_DETAIL_STORE_MASK == 0 {
+                    detail |= ((slot as u32) + 1) << OP_DETAIL_STORE_SHIFT;
                 }
             }
             detail |= OP_DETAIL_STRUCTURE | OP_DETAIL_OP_PARAMS;
