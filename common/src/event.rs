@@ -769,21 +769,23 @@ pub const ROUTE_FLAG_WEIGHTS: u32 = 1 << 0;
 pub const ROUTE_FLAG_TRUNCATED: u32 = 1 << 1;
 
 /// Operator level: which experts an expert-indexed product (`MUL_MAT_ID`) computes, read
-/// by the probe at the node's entry (thread 0 only) from its ids source (the router's
-/// top-k, `src[2]`) and, where the engine passes them (`src[3]`), the routing weights —
+/// by the probe at the node's entry on one thread (the engine's: thread 0; llama.cpp's:
+/// the thread that describes the node) from its ids source (the router's top-k,
+/// `src[2]`, read row by row when it is a view) and, where the engine passes them
+/// (`src[3]`), the routing weights —
 /// as seed 002 reads `ggml_compute_forward_mul_mat_id`'s third source. A batch of `T`
 /// tokens takes `ceil(T·k / MAX_ROUTE_IDS)` records (tokens are never split).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExpertRouteEvent {
-    /// Common header (the time and thread of the node's entry on thread 0).
+    /// Common header (the time and thread of the node's entry where it was read).
     pub header: EventHeader,
     /// Address of the node.
     pub node_addr: u64,
     /// Address of the ids tensor (one per layer: the gate, up and down products of a
     /// layer share it).
     pub ids_addr: u64,
-    /// The node's layer, or -1.
+    /// The node's layer, or -1 (llama.cpp: the analyzer reads it from the node's name).
     pub layer: i32,
     /// The node's index in its graph.
     pub index: u32,

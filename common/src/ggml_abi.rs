@@ -71,13 +71,14 @@ pub struct GgmlLayout {
     pub tensor_skip_lo: u32,
     /// Bits 32..64 of the same mask.
     pub tensor_skip_hi: u32,
-    /// Zero.
-    pub _pad: u32,
+    /// `ggml_tensor.data` (a view's is its own: the viewed data plus `view_offs`).
+    pub tensor_data: u32,
 }
 const _: () = assert!(size_of::<GgmlLayout>() == 80);
 const _: () = assert!(offset_of!(GgmlLayout, tensor_type) == 0);
 const _: () = assert!(offset_of!(GgmlLayout, batch_passing) == 44);
 const _: () = assert!(offset_of!(GgmlLayout, tensor_view_src) == 60);
+const _: () = assert!(offset_of!(GgmlLayout, tensor_data) == 76);
 
 impl GgmlLayout {
     /// The layout of ggml 0.25 and 0.26 (libllama 0.5/0.6) on a 64-bit target with
@@ -104,7 +105,7 @@ impl GgmlLayout {
         // buffer (8), view_src (232), view_offs (240), data (248).
         tensor_skip_lo: 1 << 1 | 1 << 29 | 1 << 30 | 1 << 31,
         tensor_skip_hi: 0,
-        _pad: 0,
+        tensor_data: 248,
     };
 }
 

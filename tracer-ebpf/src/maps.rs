@@ -3,7 +3,7 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, PerfEventArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, PerfEventArray, ProgramArray, RingBuf},
 };
 use common::{
     control::{
@@ -162,3 +162,9 @@ pub static GGML_GRAPH_SEQ: Array<u64> = Array::with_max_entries(1, 0);
 /// marks its last node's end but the barrier it then waits at.
 #[map]
 pub static GGML_WORKERS: Array<u32> = Array::with_max_entries(MAX_GGML_WORKERS, 0);
+
+/// llama.cpp targets: slot 0 holds `ggml_expert_route`, tail-called from the dispatch of
+/// an expert-indexed product (`probes/llama_cpp.rs`); empty when the collector did not
+/// load it (then the tail call falls through).
+#[map]
+pub static GGML_ROUTE: ProgramArray = ProgramArray::with_max_entries(1, 0);

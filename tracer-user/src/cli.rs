@@ -384,6 +384,19 @@ fn print_llama_probes(plan: &LlamaCppPlan) {
                 "uretprobe"
             }
         );
+    } // Not attached anywhere: the dispatch program jumps to it at expert products.
+    if b.op_level_missing.is_none()
+        && let Some(op) = plan.expert_product_op()
+    {
+        let info = crate::record::llama_plan::expert_route_info(op);
+        println!(
+            "{:<6} {:<48} {:<10} {:<28} {}",
+            info.level,
+            info.point,
+            info.attach,
+            crate::record::llama_plan::EXPERT_ROUTE,
+            info.cost_class
+        );
     }
 }
 

@@ -353,8 +353,8 @@ fn from_found(
             Field::ViewSrc => l.tensor_view_src,
             Field::Name => l.tensor_name,
             Field::CgraphNNodes => l.cgraph_n_nodes,
-            // The data and buffer words follow from view_src/type in the table layout.
-            Field::Data => l.tensor_view_src + 16,
+            // The buffer word follows the type in the table layout.
+            Field::Data => l.tensor_data,
             Field::Buffer => 8,
             Field::CgraphNodes => return None,
         })
@@ -471,6 +471,7 @@ fn from_found(
         tensor_read_len: name + 64,
         tensor_skip_lo: skip as u32,
         tensor_skip_hi: (skip >> 32) as u32,
+        tensor_data: data,
         ..base
     };
     Ok(DerivedLayout {

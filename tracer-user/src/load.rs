@@ -538,6 +538,36 @@ fn ensure_loaded(ebpf: &mut Ebpf, prog: &'static str) -> Result<(), LoadError> {
     Ok(())
 }
 
+/// Loads the uprobe program `prog` and puts it into slot `slot` of the program array
+/// `map`, for the programs that tail-call it (it is attached nowhere itself).
+pub fn set_tail_call(
+    ebpf: &mut Ebpf,
+    map: &'static str,
+    slot: u32,
+    prog: &'static str,
+) -> Result<(), LoadError> {
+    ensure_loaded(ebpf, prog)?;
+    let load_err = |source| LoadError::ProgramLoad {
+        program: prog,
+        source: Box::new(source),
+    };
+    let fd = program(ebpf, prog)?
+        .fd()
+        .map_err(load_err)?
+        .try_clone()
+        .map_err(|e| load_err(ProgramError::IOError(e)))?;
+    let map_err = |source| LoadError::MapWrite {
+        name: map,
+        source: Box::new(source),
+    };
+    let mut array = aya::maps::ProgramArray::try_from(
+        ebpf.map_mut(map)
+            .ok_or(LoadError::ProgramMissing { program: map })?,
+    )
+    .map_err(map_err)?;
+    array.set(slot, &fd, 0).map_err(map_err)
+}
+
 /// Attaches the loaded program of `site` in the processes `scope` says. A per-process
 /// attachment the kernel refuses falls back to every process (`scope` becomes
 /// [`UprobeScope::AllProcesses`], with a note on stderr): the probes filter by the

@@ -67,6 +67,21 @@ struct DumpNode {
 struct Dump {
     prompt_tokens: u32,
     graphs: Vec<Vec<DumpNode>>,
+    /// The token chosen after each decode call.
+    generated: Vec<i32>,
+    /// With `--expert-ids`: per decode call, every MoE layer's chosen experts.
+    #[serde(default)]
+    routes: Vec<Vec<DumpRoute>>,
+}
+
+/// One MoE layer's `ffn_moe_topk-<layer>` tensor as `graph_dump.py --expert-ids` read it
+/// with ggml's accessors.
+#[derive(serde::Deserialize, Debug)]
+struct DumpRoute {
+    name: String,
+    k: usize,
+    n_tokens: u32,
+    ids: Vec<i32>,
 }
 
 /// ggml's ops that compute nothing (`ggml_op_is_empty`): the node loop skips them.
@@ -964,4 +979,187 @@ fn a_layout_that_does_not_fit_the_process_stops_the_recording() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let _ = std::fs::remove_file(&dump);
+}
+
+/// The engine's mixture-of-experts models (qwen2moe: `tiny-moe`, 8 experts of which 2
+/// are used, 2 layers; `small-moe`, 32 and 4, 4 layers) recorded on llama-cpp-python's
+/// build (ggml 0.25), whose top-k ids are a view of an argsort (rows `n_expert` ids
+/// apart). What is compared: `experts.csv` of the trace against llama.cpp's own
+/// `ffn_moe_topk-<layer>` tensors, read after they are computed through ggml's
+/// accessors by `graph_dump.py --expert-ids` in a second, untraced run of the same
+/// prompt (asking for a node's data splits the graph, so that run is not the traced one;
+/// both runs generate the same tokens, checked). Every (layer, graph) must have exactly
+/// llama.cpp's ids: for the prompt (several records per node: more than `32 / k`
+/// tokens) and each decode token, `k` ids per token, each in `[0, n_expert)`.
+#[test]
+fn expert_ids_of_llama_cpp_are_llama_cpps_own_routing() {
+    require_root!();
+    let Some(site) = venv() else { return };
+    let build = PyBuild::venv(&site);
+    let probes = probes_of(&build.libllama);
+    assert!(
+        probes.contains("tail call") && probes.contains("ggml_expert_route"),
+        "{probes}"
+    );
+    for (preset, n_layer, n_expert, k) in [("tiny-moe", 2, 8, 2), ("small-moe", 4, 32, 4)] {
+        let model = support::gen_model(preset, "q4_0");
+        check_expert_routes(&build, &model, preset, n_layer, n_expert, k);
+    }
+}
+
+/// One row of `experts.csv`: layer, graph, tokens, decode step, ids.
+type ExpertRow = (i32, u32, u32, Option<u32>, Vec<i32>);
+
+/// Records `graph_dump.py` on the MoE `model` and checks `experts.csv` against the ids
+/// llama.cpp computed ([`expert_ids_of_llama_cpp_are_llama_cpps_own_routing`]).
+fn check_expert_routes(
+    build: &PyBuild,
+    model: &Path,
+    name: &str,
+    n_layer: i32,
+    n_expert: i32,
+    k: usize,
+) {
+    const N_GEN: u32 = 4;
+    let prompt = "the quick brown fox jumps over the lazy dog again and again, twice";
+    let dump_of = |what: &str, ids: bool| {
+        let path = trace_path(&format!("llama-moe-{name}-{what}.json"));
+        let mut args: Vec<std::ffi::OsString> = vec![
+            graph_dump_script().into(),
+            model.into(),
+            prompt.into(),
+            N_GEN.to_string().into(),
+            "2".into(),
+            path.clone().into(),
+        ];
+        if ids {
+            args.push("--expert-ids".into());
+        }
+        (path, args)
+    };
+    // llama.cpp's own ids, untraced.
+    let (ref_path, ref_args) = dump_of("reference", true);
+    let out = std::process::Command::new(python())
+        .args(&ref_args)
+        .envs(build.env.iter().map(|(k, v)| (*k, v)))
+        .output()
+        .expect("python runs");
+    support::assert_success(&out);
+    let reference: Dump =
+        serde_json::from_str(&std::fs::read_to_string(&ref_path).expect("dump")).expect("JSON");
+    assert_eq!(
+        reference.routes.len(),
+        N_GEN as usize + 1,
+        "a graph per call"
+    );
+    // The traced run, as a user would run it.
+    let (dump_path, script_args) = dump_of("traced", false);
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "--target".as_ref(),
+        "llama.cpp".as_ref(),
+        "--lib".as_ref(),
+        build.libllama.as_os_str(),
+        "--".as_ref(),
+    ];
+    let py = python();
+    args.push(py.as_os_str());
+    args.extend(script_args.iter().map(|a| a.as_os_str()));
+    let env: Vec<(&str, &Path)> = build.env.iter().map(|(k, v)| (*k, v.as_path())).collect();
+    let (trace, evs, _) = record_with_env(&format!("llama-moe-{name}"), &args, &env);
+    let traced: Dump =
+        serde_json::from_str(&std::fs::read_to_string(&dump_path).expect("dump")).expect("JSON");
+    assert_eq!(
+        traced.generated, reference.generated,
+        "the traced and the reference run computed alike"
+    );
+    assert!(
+        reference.prompt_tokens as usize > 32 / k,
+        "a prompt of {} tokens spans several records",
+        reference.prompt_tokens
+    );
+    assert!(
+        evs.iter().any(|e| matches!(e, Event::ExpertRoute(_))),
+        "routes recorded"
+    );
+
+    // What the trace must say: per graph (the prompt's, then one per token) and MoE
+    // layer, llama.cpp's ids. (The last layer of the prompt computes its last token only:
+    // llama.cpp drops the rows no output needs before it.)
+    let mut want: Vec<ExpertRow> = Vec::new();
+    for (g, routes) in reference.routes.iter().enumerate() {
+        assert_eq!(
+            routes.len(),
+            n_layer as usize,
+            "a route per layer in graph {g}"
+        );
+        for r in routes {
+            let layer: i32 = r
+                .name
+                .strip_prefix("ffn_moe_topk-")
+                .and_then(|l| l.parse().ok())
+                .expect("ffn_moe_topk-<layer>");
+            assert_eq!(r.k, k, "{}", r.name);
+            assert_eq!(r.ids.len(), k * r.n_tokens as usize);
+            let step = g.checked_sub(1).map(|s| s as u32);
+            want.push((layer, g as u32, r.n_tokens, step, r.ids.clone()));
+        }
+    }
+    want.sort_by_key(|r| (r.0, r.1));
+    let dir = trace.with_extension("moe");
+    support::analyze_into(&trace, &dir);
+    let csv = std::fs::read_to_string(dir.join("experts.csv")).expect("experts.csv");
+    let rows: Vec<ExpertRow> = csv
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[0].parse().expect("layer"),
+                f[1].parse().expect("graph"),
+                f[3].parse().expect("n_tokens"),
+                f[4].parse().ok(),
+                f[5].split(';').map(|v| v.parse().expect("id")).collect(),
+            )
+        })
+        .collect();
+    for (layer, graph, n_tokens, step, ids) in &rows {
+        assert!(
+            (0..n_layer).contains(layer),
+            "layer {layer} (graph {graph}) read from the node's name"
+        );
+        assert_eq!(
+            ids.len(),
+            k * *n_tokens as usize,
+            "layer {layer} graph {graph}"
+        );
+        assert!(
+            ids.iter().all(|i| (0..n_expert).contains(i)),
+            "layer {layer} graph {graph}: {ids:?}"
+        );
+        assert_eq!(
+            step.is_some(),
+            *graph > 0,
+            "decode steps are the tokens' graphs"
+        );
+    }
+    let prefill = rows
+        .iter()
+        .find(|r| r.0 == 0 && r.3.is_none())
+        .expect("layer 0's prompt");
+    assert_eq!(prefill.2, reference.prompt_tokens);
+    assert_eq!(
+        rows.iter().filter(|r| r.3.is_some()).count(),
+        (n_layer as u32 * N_GEN) as usize,
+        "every layer, every decode token"
+    );
+    assert_eq!(rows, want, "{name}: the trace vs llama.cpp's own ids");
+    let stats: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("stats.json")).expect("stats.json"))
+            .expect("stats.json parses");
+    assert_eq!(stats["experts"]["n_expert"], n_expert);
+    assert_eq!(stats["experts"]["n_used"], k);
+    for f in [&ref_path, &dump_path, &trace] {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -589,6 +589,7 @@ impl TraceModel {
             }
             None => Vec::new(),
         };
+        self.route_layers(g);
         let nodes = &self.nodes;
         let slices = &self.slices;
         // A format-4 span whose node could not be interned (a limit was reached) has none.
@@ -665,6 +666,20 @@ impl TraceModel {
         let graph = &mut self.graphs[g as usize];
         graph.end_ns = end_ns;
         graph.nodes = first_span..self.node_spans.len() as u32;
+    }
+
+    /// Gives the routes of graph `g` recorded without a layer (llama.cpp keeps it in the
+    /// node's name: `ffn_moe_up-3`) the layer of their first product's description.
+    fn route_layers(&mut self, g: u32) {
+        // Routes are in graph order (those outside a graph, `NONE_U32`, in between).
+        for r in self.routes.iter_mut().rev().take_while(|r| r.graph >= g) {
+            if r.graph == g
+                && r.layer < 0
+                && let Some(d) = r.nodes.first().and_then(|a| self.descs.get(a))
+            {
+                r.layer = node_name::parse(d.name_str()).layer.unwrap_or(-1);
+            }
+        }
     }
 
     /// The description of the node `e` enters (interned on first sight); `prev_layer` is

@@ -17,6 +17,9 @@
 //!   dispatch to the last barrier the thread reached before its next node, so it is
 //!   closed at that next node's dispatch, or, for a graph's last nodes, when the graph
 //!   returns on thread 0 (`GGML_WORKERS`).
+//! - expert routing: a `MUL_MAT_ID` node's dispatch on the thread that describes it
+//!   tail-calls `ggml_expert_route` (`GGML_ROUTE`), which reads the ids the node uses
+//!   (`expert.rs`); the check costs the other nodes a word of the node already read.
 
 use aya_ebpf::{
     EbpfContext,
@@ -38,6 +41,7 @@ use common::{
     op_thread::OpThread,
 };
 
+use super::expert::{TensorFields, emit_expert_route};
 use super::op_span::{
     PmcEnd, blob_still_mine, close, description_changed, emit_description, fingerprint,
     is_describer, node_blob, now_ns, open, read_wait_pmcs, state_of, thread_state,
@@ -45,7 +49,7 @@ use super::op_span::{
 use crate::{
     emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
     maps::{
-        DECODE_STASH, GGML_GRAPH_SEQ, GGML_LAYOUT, GGML_OPS, GGML_WORKERS, GRAPH_STASH,
+        DECODE_STASH, GGML_GRAPH_SEQ, GGML_LAYOUT, GGML_OPS, GGML_ROUTE, GGML_WORKERS, GRAPH_STASH,
         NODE_BLOB_WORDS,
     },
 };
@@ -123,19 +127,40 @@ fn close_at_wait<C: EbpfContext>(
 /// Sends the description of `tensor` (node `index` of the graph, computed by `nth`
 /// threads) if it changed since it was last sent; `flags`: `OP_DETAIL_STRUCTURE` to read
 /// its shape, sources and op params, `OP_DETAIL_FUSED` for the second node of a fused
-/// pair.
+/// pair. Returns the node's ggml op number (read with the node, described or not), or a
+/// negative error.
 /// Not inlined: a fused pair describes two nodes, and two inlined copies overflow the
 /// 512-byte stack (BPF functions take five arguments: `index` and `nth` share one).
 #[inline(never)]
 fn describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32) -> i64 {
     match try_describe(ctx, tensor, index_nth, flags) {
-        Ok(()) => 0,
+        Ok(op) => i64::from(op),
         Err(e) => e,
     }
 }
 
+/// The `u32` at byte `off` (4-aligned) of a node read into `words`, or `u32::MAX`.
 #[inline(always)]
-fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32) -> ProbeResult {
+fn u32_in(words: &[u64; NODE_BLOB_WORDS], off: u32) -> u32 {
+    // Bounded on the byte offset, not only the word index: the verifier does not narrow
+    // the range of `off & !7` (the index times 8) to whole words.
+    let off = off as usize;
+    if off > (NODE_BLOB_WORDS - 1) * 8 {
+        return u32::MAX;
+    }
+    match words.get(off / 8) {
+        Some(w) => (w >> ((off & 4) * 8)) as u32,
+        None => u32::MAX,
+    }
+}
+
+#[inline(always)]
+fn try_describe<C: EbpfContext>(
+    ctx: &C,
+    tensor: u64,
+    index_nth: u64,
+    flags: u32,
+) -> Result<u32, i64> {
     let (index, nth) = (index_nth as u32, (index_nth >> 32) as u32);
     let l = layout().ok_or(-1i64)?;
     let len = l.tensor_read_len as usize;
@@ -154,10 +179,13 @@ fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32
         u64::from(l.tensor_skip_lo) | u64::from(l.tensor_skip_hi) << 32,
         index_nth ^ u64::from(flags) << 48,
     );
-    if !blob_still_mine(blob) || !description_changed(index, print ^ tensor) {
-        return Ok(());
+    if !blob_still_mine(blob) {
+        return Ok(u32::MAX);
     }
-    let ggml_op: u32 = read_at(tensor, l.tensor_op).unwrap_or(u32::MAX);
+    let ggml_op = u32_in(&blob.words, l.tensor_op);
+    if !description_changed(index, print ^ tensor) {
+        return Ok(ggml_op);
+    }
     let op = if ggml_op < MAX_GGML_OPS {
         GGML_OPS
             .get(ggml_op)
@@ -232,11 +260,21 @@ fn try_describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32
         d.detail = detail;
         true
     });
-    Ok(())
+    Ok(ggml_op)
+}
+
+/// Whether the ggml op number `op` (or a negative error) is this build's expert-indexed
+/// product (`GGML_OPS` translates it: no op number of its own to keep).
+#[inline(always)]
+fn is_expert_product(op: i64) -> bool {
+    (0..i64::from(MAX_GGML_OPS)).contains(&op)
+        && GGML_OPS.get(op as u32).copied() == Some(OpType::MulMatId as u32)
 }
 
 /// A node's dispatch on this thread: closes the thread's previous span, sends the
-/// node's (and a fused second node's) description from thread 0, opens the span.
+/// node's (and a fused second node's) description from the thread that describes it,
+/// opens the span; on that thread, an expert-indexed product's routing is then read
+/// (with the structure detail) by a tail call, which does not return.
 #[inline(always)]
 fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> ProbeResult {
     let now = now_ns();
@@ -255,9 +293,11 @@ fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> 
     } else {
         0
     };
-    if is_describer(tensor, ith, nth) {
-        describe(ctx, tensor, u64::from(index) | u64::from(nth) << 32, want);
-    }
+    let op = if is_describer(tensor, ith, nth) {
+        describe(ctx, tensor, u64::from(index) | u64::from(nth) << 32, want)
+    } else {
+        -1
+    };
     if fused != 0 && is_describer(fused, ith, nth) {
         describe(
             ctx,
@@ -274,7 +314,35 @@ fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> 
         &control,
     );
     st.fused = fused;
+    if fused == 0 && want != 0 && is_expert_product(op) {
+        // SAFETY: `ggml_expert_route` is a uprobe program like this one and reads its
+        // arguments (`params`, `tensor`) from the same registers; on failure (slot empty:
+        // the collector did not load it) the call returns and nothing happens.
+        unsafe { GGML_ROUTE.tail_call(ctx, ROUTE_SLOT) };
+    }
     Ok(())
+}
+
+/// `GGML_ROUTE`'s slot of [`ggml_expert_route`].
+const ROUTE_SLOT: u32 = 0;
+
+/// Tail-called from a `MUL_MAT_ID` node's dispatch (`ggml_cpu_extra_compute_forward(params,
+/// tensor)`, after its span opened): emits the ids the node routes its tokens to. Its own
+/// program, so the dispatch program's stack and instruction budget stay its own.
+#[uprobe]
+pub fn ggml_expert_route(ctx: ProbeContext) -> u32 {
+    let _ = try_expert_route(&ctx);
+    0
+}
+
+#[inline(always)]
+fn try_expert_route(ctx: &ProbeContext) -> ProbeResult {
+    let tensor: u64 = ctx.arg(1).ok_or(-1i64)?;
+    let l = layout().ok_or(-1i64)?;
+    // The dispatch just numbered the node.
+    let index = state_of(current_tid()).map_or(u32::MAX, |st| st.index.wrapping_sub(1));
+    // ggml keeps the layer in the node's name; the analyzer reads it there.
+    emit_expert_route(ctx, tensor, TensorFields::ggml(l), -1, index)
 }
 
 /// `ggml_cpu_extra_compute_forward(params, tensor)` entry: a node's dispatch starts here.

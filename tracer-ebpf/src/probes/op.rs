@@ -44,6 +44,7 @@ use common::{
     },
 };
 
+use super::expert::TensorFields;
 use super::op_span::{
     PmcEnd, blob_still_mine, close, close_unseen, description_changed, emit_description,
     fingerprint, forget_description, is_describer, node_blob, now_ns, open, state_of, thread_state,
@@ -240,7 +241,7 @@ fn describe_with(
     }
     // The experts a MUL_MAT_ID uses are part of its structure: its third source's data.
     if routes && layout_ok && structure && op == OpType::MulMatId as u32 {
-        super::expert::emit_expert_route(ctx, node as *const u8, layer, index)?;
+        super::expert::emit_expert_route(ctx, node, TensorFields::ENGINE, layer, index)?;
     }
     Ok(())
 }
@@ -411,7 +412,7 @@ fn route_if_expert_product(ctx: &ProbeContext, node: u64) -> ProbeResult {
     let [layer, index]: [u32; 2] = unsafe {
         bpf_probe_read_user((node + offset_of!(EngineNode, layer) as u64) as *const [u32; 2])
     }?;
-    super::expert::emit_expert_route(ctx, node as *const u8, layer as i32, index)
+    super::expert::emit_expert_route(ctx, node, TensorFields::ENGINE, layer as i32, index)
 }
 
 /// `bpf_loop` callback: entry `i` of the table, described if this thread is the node's

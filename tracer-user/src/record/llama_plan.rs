@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use aya::{Ebpf, maps::Array};
 use common::{
+    OpType,
     control::{DETAIL_EXACT_SPANS, LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_TOKEN},
     event::EventKind,
     ggml_abi::{GgmlLayout, MAX_GGML_OPS},
@@ -16,10 +17,27 @@ use trace_format::ProbeInfo;
 
 use super::plan::ProbePlan;
 use crate::{
-    ggml_build::{FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS},
+    ggml_build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS},
     load::{self, LoadError, OpProbes, UprobeScope, UprobeSite},
     probe_points::ProbePoint,
 };
+
+/// The program reading an expert-indexed product's routing, tail-called from the
+/// dispatch program through slot 0 of the program array `GGML_ROUTE`.
+pub const EXPERT_ROUTE: &str = "ggml_expert_route";
+
+/// The trace header's line for [`EXPERT_ROUTE`] (tail-called, attached nowhere).
+pub fn expert_route_info(op: u32) -> ProbeInfo {
+    ProbeInfo {
+        id: EventKind::ExpertRoute as u32,
+        attach: "tail call".into(),
+        point: format!("{EXTRA_FORWARD} (MUL_MAT_ID = op {op})"),
+        level: "op".into(),
+        offset: 0,
+        first_insn: String::new(),
+        cost_class: "none on other nodes".into(),
+    }
+}
 
 /// The plan for a llama.cpp process.
 #[derive(Clone, Debug)]
@@ -137,6 +155,16 @@ impl LlamaCppPlan {
         out
     }
 
+    /// The build's op number of the expert-indexed product (`MUL_MAT_ID`), whose
+    /// dispatch tail-calls [`EXPERT_ROUTE`] (from `GGML_ROUTE`) when the op level is on.
+    pub fn expert_product_op(&self) -> Option<u32> {
+        self.build
+            .op_names
+            .iter()
+            .position(|n| op_id(n) == Some(OpType::MulMatId as u32))
+            .map(|i| i as u32)
+    }
+
     /// The op map: the build's op number → profinfer's op id, by name.
     pub fn op_map(&self) -> Vec<u32> {
         (0..MAX_GGML_OPS)
@@ -213,6 +241,17 @@ impl ProbePlan for LlamaCppPlan {
         let op_probes = if op_sites.is_empty() {
             None
         } else {
+            // Expert routing comes with the operators (read with their structure). A
+            // program the kernel refuses costs the routes only, said once.
+            if let Some(op) = self.expert_product_op() {
+                match load::set_tail_call(ebpf, "GGML_ROUTE", 0, EXPERT_ROUTE) {
+                    Ok(()) => table.push(expert_route_info(op)),
+                    Err(e) => eprintln!(
+                        "profinfer: note: recording without expert routes: {}",
+                        crate::error_chain(&e)
+                    ),
+                }
+            }
             Some(load::attach_sites(ebpf, op_sites, &mut scope)?)
         };
         table.extend(load::attach_tracepoints(ebpf, levels)?);

@@ -3,10 +3,17 @@ writes llama.cpp's own view of every computed graph: for each llama_decode call,
 nodes in execution order with their name and op, taken from the scheduler's eval
 callback (called for every node before it is computed).
 
-    python graph_dump.py MODEL PROMPT N_GEN THREADS OUT.json [--wait-stdin]
+    python graph_dump.py MODEL PROMPT N_GEN THREADS OUT.json [--wait-stdin] [--expert-ids]
 
 With --wait-stdin the model is loaded, "ready" is printed, and generation starts when a
 line arrives on stdin (so a tracer can attach to the running process first).
+
+With --expert-ids the output also has, per graph, the expert ids every mixture-of-experts
+layer chose: the contents of its `ffn_moe_topk-<layer>` tensor (the ids the layer's
+MUL_MAT_ID products read), after it is computed, through ggml's own accessors
+(`ggml_get_i32_nd`, which follows the tensor's strides: it is a view of the argsort).
+Asking for a node's data makes the scheduler compute the graph in pieces, so a trace of
+such a run has more graph computations than decode calls.
 
 Works with the bindings of llama-cpp-python 0.3.2 (Nov 2024) to 0.3.36: the venv's, or an
 older one from `cargo xtask setup --oracle` in `.venv/llama-builds/llama-cpp-python-<v>/`
@@ -24,6 +31,7 @@ from llama_cpp import llama_cpp as C
 model_path, prompt, n_gen, threads, out_path = sys.argv[1:6]
 n_gen, threads = int(n_gen), int(threads)
 wait = "--wait-stdin" in sys.argv[6:]
+expert_ids = "--expert-ids" in sys.argv[6:]
 
 
 def api(*names):
@@ -32,6 +40,16 @@ def api(*names):
         if hasattr(C, name):
             return getattr(C, name)
     sys.exit(f"the llama_cpp binding has none of {', '.join(names)}")
+
+
+def mapped_lib(prefix):
+    """The path of the mapped library whose file name starts with `prefix`, if any."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and os.path.basename(fields[5].strip()).startswith(prefix):
+                return fields[5].strip()
+    return None
 
 
 def ggml_base_path():
@@ -59,10 +77,32 @@ base.ggml_is_empty.restype = ctypes.c_bool
 base.ggml_is_empty.argtypes = [ctypes.c_void_p]
 
 graphs = []
+# Per graph: [{"name", "k", "n_tokens", "ids"}] of the `ffn_moe_topk-<layer>` tensors.
+routes = []
+TOPK = "ffn_moe_topk-"
+if expert_ids:
+    cpu = ctypes.CDLL(mapped_lib("libggml-cpu.so") or sys.exit("no libggml-cpu mapped"))
+    cpu.ggml_get_i32_nd.restype = ctypes.c_int32
+    cpu.ggml_get_i32_nd.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 4
+    for fn in ("ggml_nelements", "ggml_nrows"):
+        getattr(base, fn).restype = ctypes.c_int64
+        getattr(base, fn).argtypes = [ctypes.c_void_p]
+
+
+def read_ids(tensor):
+    """A computed `[k, n_tokens]` I32 tensor's ids, token by token."""
+    n_tokens = base.ggml_nrows(tensor)
+    k = base.ggml_nelements(tensor) // n_tokens
+    ids = [cpu.ggml_get_i32_nd(tensor, i, t, 0, 0) for t in range(n_tokens) for i in range(k)]
+    return {"name": base.ggml_get_name(tensor).decode(), "k": k, "n_tokens": n_tokens, "ids": ids}
 
 
 @C.ggml_backend_sched_eval_callback
 def on_node(tensor, ask, _user):
+    if not ask:
+        # Only the nodes asked for below come back, computed.
+        routes[-1].append(read_ids(tensor))
+        return True
     if ask:
         graphs[-1].append(
             {
@@ -72,7 +112,9 @@ def on_node(tensor, ask, _user):
                 "empty": bool(base.ggml_is_empty(tensor)),
             }
         )
-    return False  # no node's data is needed: the graph is computed in one piece
+        if expert_ids and base.ggml_get_name(tensor).decode().startswith(TOPK):
+            return True
+    return False  # no other node's data is needed
 
 
 C.llama_backend_init()
@@ -112,6 +154,7 @@ generated = []
 n_past = 0
 for step in range(n_gen + 1):
     graphs.append([])
+    routes.append([])
     arr = (C.llama_token * len(batch_tokens))(*batch_tokens)
     if batch_args == 4:
         batch = C.llama_batch_get_one(arr, len(batch_tokens), n_past, 0)
@@ -126,6 +169,9 @@ for step in range(n_gen + 1):
     batch_tokens = [best]
 
 with open(out_path, "w") as f:
-    json.dump({"prompt_tokens": n, "generated": generated, "graphs": graphs}, f)
+    out = {"prompt_tokens": n, "generated": generated, "graphs": graphs}
+    if expert_ids:
+        out["routes"] = routes
+    json.dump(out, f)
 C.llama_free(ctx)
 api("llama_model_free", "llama_free_model")(model)

@@ -60,7 +60,10 @@ pub fn engine_and_model() -> &'static (PathBuf, PathBuf) {
             .status()
             .expect("cargo runs");
         assert!(status.success(), "building the engine failed");
-        let engine = ws.join("target/release/engine");
+        // Where `cargo build` just put it (`CARGO_TARGET_DIR` is passed down to it).
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| ws.join("target"), |d| ws.join(PathBuf::from(d)));
+        let engine = target.join("release/engine");
         let model =
             std::env::temp_dir().join(format!("profinfer-test-{}.gguf", std::process::id()));
         let status = Command::new(&engine)
