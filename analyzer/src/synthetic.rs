@@ -246,7 +246,7 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
             n_tokens,
             pos,
             ret: 0,
-            _pad: 0,
+            ..DecodeEvent::default()
         };
         push(record_bytes(&d(false, t)));
         t += 100;
@@ -411,7 +411,7 @@ pub fn split_model(calls: u32) -> crate::TraceModel {
             n_tokens: 1,
             pos,
             ret: 0,
-            _pad: 0,
+            ..DecodeEvent::default()
         };
         events.push((t, record_bytes(&d(false, t)).to_vec()));
         let mut graph = |events: &mut Vec<(u64, Vec<u8>)>, tid, kind, n_nodes, start, end| {
@@ -585,7 +585,7 @@ pub(crate) mod records {
             n_tokens,
             pos,
             ret: 0,
-            _pad: 0,
+            ..DecodeEvent::default()
         })
     }
 
