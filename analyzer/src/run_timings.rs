@@ -3,10 +3,94 @@
 //! shape with their medians, for `summary.json`, `profinfer report` and `index.html`
 //! (`docs/views.md#runs`). A trace of one generation has one run, and the views then show
 //! the token timings as one line, as before runs existed.
+//!
+//! A trace whose calls carry several sequences (llama-server's slots) also gets one
+//! [`RequestTimings`] row per request ([`crate::model::SeqRequest`],
+//! `docs/views.md#sequences`): there a run's first token is no one request's, so a run
+//! that holds such calls has no TTFT of its own.
 
 use serde::Serialize;
 
-use crate::model::{SequenceRun, TokenPhase, TraceModel};
+use crate::model::{SeqRequest, SequenceRun, TokenPhase, TraceModel};
+
+/// One request's token timings (a trace whose calls carry several sequences).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RequestTimings {
+    /// Request index (0-based, by first call).
+    pub index: u32,
+    /// Its sequence id (llama-server's slot).
+    pub seq: u8,
+    /// Its first decode call (the `index` column of `iterations.csv`).
+    pub first_call: u32,
+    /// Entry of its first call after the trace's first event, ms.
+    pub start_ms: f64,
+    /// Calls that prefilled its prompt (with other sequences' tokens, maybe).
+    pub prefill_calls: u32,
+    /// Its decode steps (one token of it each).
+    pub decode_steps: u32,
+    /// Most sequences one of its calls carried.
+    pub max_seqs_per_call: u8,
+    /// Whether it was under way when the recording began.
+    pub started_before: bool,
+    /// Time to first token: its first call's entry to its last prefill call's
+    /// availability, ms; `None` if it started before the recording.
+    pub ttft_ms: Option<f64>,
+    /// Mean time per output token of this request, ms.
+    pub tpot_ms: Option<f64>,
+    /// Its decode tokens per second: 1 / mean TPOT.
+    pub decode_tokens_per_s: Option<f64>,
+}
+
+/// Every request's timings, by first call (none for a trace of one sequence).
+pub fn request_timings(model: &TraceModel) -> Vec<RequestTimings> {
+    let first_ns = model.first_ns().unwrap_or(0);
+    let tokens = model.tokens();
+    model
+        .requests()
+        .iter()
+        .map(|r: &SeqRequest| {
+            let intervals = model.request_token_intervals_ns(r);
+            let tpot_ms = (!intervals.is_empty()).then(|| {
+                intervals.iter().map(|&(_, ns)| ms(ns)).sum::<f64>() / intervals.len() as f64
+            });
+            RequestTimings {
+                index: r.index,
+                seq: r.seq,
+                first_call: r.calls[0],
+                start_ms: ms(tokens
+                    .get(r.calls[0] as usize)
+                    .map_or(0, |t| t.start_ns.saturating_sub(first_ns))),
+                prefill_calls: r.prefill_calls,
+                decode_steps: r.decode_steps(),
+                max_seqs_per_call: r
+                    .calls
+                    .iter()
+                    .filter_map(|&c| tokens.get(c as usize))
+                    .map(|t| t.seqs.n)
+                    .max()
+                    .unwrap_or(0),
+                started_before: r.started_before,
+                ttft_ms: model.request_ttft_ns(r).map(ms),
+                tpot_ms,
+                decode_tokens_per_s: tpot_ms.filter(|&t| t > 0.0).map(|t| 1e3 / t),
+            }
+        })
+        .collect()
+}
+
+/// Decode calls by the number of sequences they carry: `(sequences, calls)` in
+/// increasing order, `0` for calls whose count was not recorded.
+pub fn calls_by_sequences(model: &TraceModel) -> Vec<(u8, u32)> {
+    let mut by = [0u32; 256];
+    for t in model.tokens() {
+        by[t.seqs.n as usize] += 1;
+    }
+    by.iter()
+        .enumerate()
+        .filter(|&(_, &c)| c > 0)
+        .map(|(n, &c)| (n as u8, c))
+        .collect()
+}
 
 /// One run's token timings.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -173,7 +257,11 @@ fn one(model: &TraceModel, run: &SequenceRun, first_ns: u64, threads: Option<u32
                 .count() as u32,
             threads,
         },
-        ttft_ms: model.run_ttft_ns(run).map(ms),
+        // A run of batched sequences has no first token of its own (its requests have).
+        ttft_ms: model
+            .run_ttft_ns(run)
+            .filter(|_| !crate::model::is_batched(tokens))
+            .map(ms),
         prefill_tokens_per_s: (prefill_ns > 0)
             .then(|| prefill_done as f64 * 1e9 / prefill_ns as f64),
         tpot_ms,

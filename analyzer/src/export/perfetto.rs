@@ -873,6 +873,17 @@ fn write_thread(
                     wr.ann_str("phase", t.phase.name()),
                     wr.ann_int("ret", i64::from(t.ret)),
                 ];
+                if t.seqs.known() {
+                    // How many sequences the batch carries (llama-server's slots), and
+                    // which of ids 0..8.
+                    args.extend([
+                        wr.ann_uint("n_seqs", u64::from(t.seqs.n)),
+                        wr.ann_uint("seq_mask", u64::from(t.seqs.mask)),
+                    ]);
+                    if t.seqs.lower_bound {
+                        args.push(wr.ann_uint("n_seqs_lower_bound", 1));
+                    }
+                }
                 if let Some(ts) = token_splits.get(t.index as usize) {
                     args.extend([
                         wr.ann_uint("sync_wait_ns", ts.sync_ns),

@@ -8,7 +8,7 @@ use trace_format::{TraceFooter, TraceHeader};
 use crate::{
     ingest::IngestInfo,
     model::{PhaseKind, TokenPhase, TraceModel, Unpaired},
-    run_timings::{self, RunGroup, RunTimings},
+    run_timings::{self, RequestTimings, RunGroup, RunTimings},
     stats::{OpTypeRow, percentile},
 };
 
@@ -46,7 +46,8 @@ impl Distribution {
 pub struct TokenCounts {
     /// Prompt tokens processed by prefill calls.
     pub prefill: u64,
-    /// Decode steps (one token each).
+    /// Decode tokens: one per decode call of a trace of one sequence; a decode call of
+    /// several sequences (llama-server's slots stepping together) gives each one.
     pub decode: u64,
     /// Prefill calls (chunks).
     pub prefill_calls: u64,
@@ -88,6 +89,27 @@ pub struct TraceSection {
     pub recording: crate::recording_mode::RecordingMode,
 }
 
+/// Decode calls of one sequence count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CallsWithSeqs {
+    /// Sequences per call (0 = not recorded).
+    pub sequences: u8,
+    /// Decode calls carrying that many.
+    pub calls: u32,
+}
+
+/// How many sequences the decode calls carried (`docs/views.md#sequences`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SequenceCounts {
+    /// Most sequences one decode call carried.
+    pub max_per_call: u8,
+    /// Calls whose count is a lower bound (a batch longer than the probe reads, ids
+    /// it does not tell apart).
+    pub lower_bound_calls: u32,
+    /// Decode calls by sequences carried, fewest first.
+    pub calls: Vec<CallsWithSeqs>,
+}
+
 /// `summary.json`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
@@ -96,7 +118,8 @@ pub struct Summary {
     /// Token counts.
     pub tokens: TokenCounts,
     /// Time to first token: first prefill entry to the first token's sampling, ms. `None`
-    /// when the trace holds several runs (each has its own, in `runs`).
+    /// when the trace holds several runs (each has its own, in `runs`) or calls of
+    /// several sequences (each request has its own, in `requests`).
     pub ttft_ms: Option<f64>,
     /// Time per output token: interval between consecutive tokens' availability within
     /// each run, ms.
@@ -110,6 +133,14 @@ pub struct Summary {
     /// The runs grouped by shape, with their medians (with `runs`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub run_groups: Vec<RunGroup>,
+    /// Sequences per decode call, when the probes recorded them (left out for traces
+    /// from before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequences: Option<SequenceCounts>,
+    /// Each request's token timings, when some call carried several sequences
+    /// (llama-server's slots: `docs/views.md#sequences`); left out otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestTimings>,
     /// Event totals.
     pub events: EventTotals,
     /// Unpaired enter/exit records.
@@ -164,10 +195,20 @@ pub fn summarize(
         .filter(|p| p.kind == PhaseKind::Sample)
         .count() as u64;
     let mut runs = run_timings::run_timings(model);
+    let requests = run_timings::request_timings(model);
     let ttft_ms = match runs.as_slice() {
         [one] => one.ttft_ms,
         _ => None,
     };
+    let by_seqs = run_timings::calls_by_sequences(model);
+    let sequences = by_seqs.iter().any(|&(n, _)| n > 0).then(|| SequenceCounts {
+        max_per_call: by_seqs.iter().map(|&(n, _)| n).max().unwrap_or(0),
+        lower_bound_calls: tokens.iter().filter(|t| t.seqs.lower_bound).count() as u32,
+        calls: by_seqs
+            .iter()
+            .map(|&(sequences, calls)| CallsWithSeqs { sequences, calls })
+            .collect(),
+    });
     if runs.len() < 2 {
         runs.clear();
     }
@@ -237,7 +278,8 @@ pub fn summarize(
             decode: tokens
                 .iter()
                 .filter(|t| t.phase == TokenPhase::Decode)
-                .count() as u64,
+                .map(|t| u64::from(t.n_tokens))
+                .sum(),
             prefill_calls: prefill.len() as u64,
             sampled: (sampled > 0).then_some(sampled),
         },
@@ -246,6 +288,8 @@ pub fn summarize(
         decode_latency_ms: Distribution::of(decode_lat),
         runs,
         run_groups,
+        sequences,
+        requests,
         events: EventTotals {
             read: ingest.events_read,
             written: footer.map_or(ingest.events_read, |f| f.events_written),

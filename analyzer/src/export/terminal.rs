@@ -83,6 +83,9 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
     if !s.runs.is_empty() {
         tokens.push_str(&format!("; {} runs", s.runs.len()));
     }
+    if !s.requests.is_empty() {
+        tokens.push_str(&format!("; {} requests", s.requests.len()));
+    }
     if let Some(t) = s.ttft_ms {
         tokens.push_str(&format!("; TTFT {} ms", ms(t)));
     }
@@ -96,7 +99,9 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         ));
     }
     writeln!(w, "{tokens}")?;
+    write_sequences(s, &mut w)?;
     write_runs(&s.run_groups, s.runs.len(), &mut w)?;
+    write_requests(&s.requests, &mut w)?;
     writeln!(
         w,
         "graphs    {} ({:.1} per call, {:.0} nodes each)",
@@ -220,6 +225,95 @@ pub(crate) fn rate(v: Option<f64>) -> String {
         Some(v) => format!("{v:.1}"),
         None => "–".to_owned(),
     }
+}
+
+/// Sequences per decode call, when some call carried several (llama-server's slots:
+/// `docs/views.md#sequences`): `sequences up to 2 per call: 1 in 5 calls, 2 in 18`.
+fn write_sequences(s: &crate::export::summary::Summary, w: &mut impl Write) -> io::Result<()> {
+    let Some(q) = s.sequences.as_ref().filter(|q| q.max_per_call > 1) else {
+        return Ok(());
+    };
+    let parts: Vec<String> = q
+        .calls
+        .iter()
+        .map(|c| match c.sequences {
+            0 => format!("unknown in {}", c.calls),
+            n => format!("{n} in {}", c.calls),
+        })
+        .collect();
+    writeln!(
+        w,
+        "sequences up to {} per decode call: {}{}",
+        q.max_per_call,
+        parts.join(", "),
+        if q.lower_bound_calls > 0 {
+            format!(
+                " ({} calls counted in part: a lower bound)",
+                q.lower_bound_calls
+            )
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// Requests shown by `profinfer report` (the rest are in `summary.json`).
+const REPORT_REQUESTS: usize = 16;
+
+/// The requests of a trace whose calls carry several sequences, one row each
+/// (`docs/views.md#sequences`); nothing otherwise.
+fn write_requests(
+    requests: &[crate::run_timings::RequestTimings],
+    w: &mut impl Write,
+) -> io::Result<()> {
+    if requests.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "requests  {} (each sequence id's calls, from the sequences each call carried)",
+        requests.len()
+    )?;
+    writeln!(
+        w,
+        "  {:>3} {:>3} {:>9} {:>7} {:>5} {:>8} {:>9} {:>8} {:>13}",
+        "#",
+        "seq",
+        "start ms",
+        "prefill",
+        "steps",
+        "max seqs",
+        "TTFT ms",
+        "TPOT ms",
+        "decode tok/s"
+    )?;
+    for r in requests.iter().take(REPORT_REQUESTS) {
+        writeln!(
+            w,
+            "  {:>3} {:>3} {:>9} {:>7} {:>5} {:>8} {:>9} {:>8} {:>13}",
+            r.index,
+            r.seq,
+            ms(r.start_ms),
+            r.prefill_calls,
+            r.decode_steps,
+            r.max_seqs_per_call,
+            if r.started_before {
+                "before".to_owned()
+            } else {
+                r.ttft_ms.map_or_else(|| "–".to_owned(), ms)
+            },
+            r.tpot_ms.map_or_else(|| "–".to_owned(), ms),
+            rate(r.decode_tokens_per_s)
+        )?;
+    }
+    if requests.len() > REPORT_REQUESTS {
+        writeln!(
+            w,
+            "  … {} more in summary.json",
+            requests.len() - REPORT_REQUESTS
+        )?;
+    }
+    Ok(())
 }
 
 /// The runs of a trace with several (sequences from position 0), one row per shape
@@ -586,6 +680,41 @@ mod tests {
         let mut out = Vec::new();
         write(&r, &mut out).expect("writes");
         String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn a_server_trace_shows_sequences_per_call_and_each_request() {
+        let r = crate::synthetic::llama_server_report();
+        assert_eq!(r.summary.ttft_ms, None);
+        // 15 + 6 prompt tokens: the second call counts as prompt work.
+        assert_eq!(r.summary.tokens.prefill, 21);
+        // 14 steps of two slots, one of one.
+        assert_eq!(r.summary.tokens.decode, 29);
+        let mut out = Vec::new();
+        write(&r, &mut out).expect("writes");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(
+            text.contains("sequences up to 2 per decode call: 1 in 2, 2 in 15\n"),
+            "{text}"
+        );
+        assert!(text.contains("; 2 requests;"), "{text}");
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("requests "))
+            .skip(2)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        // Slot 1 first (its prompt alone), then slot 0 (its prompt in call 1, 1.5 ms
+        // in): one prefill call and 15 steps each, first token at its call's exit.
+        assert_eq!(
+            rows,
+            [
+                vec!["0", "1", "0.000", "1", "15", "2", "1.00", "1.50", "666.7"],
+                vec!["1", "0", "1.50", "1", "15", "2", "1.00", "1.50", "666.7"],
+            ],
+            "{text}"
+        );
     }
 
     #[test]

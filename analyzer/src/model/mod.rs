@@ -16,6 +16,7 @@ mod leaf;
 mod marks;
 pub mod node_name;
 mod op;
+mod requests;
 mod runs;
 mod span;
 mod thread;
@@ -35,9 +36,10 @@ pub use node_name::class_of;
 pub use op::{
     MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, op_name,
 };
+pub use requests::{SeqRequest, is_batched};
 pub use runs::SequenceRun;
 pub use thread::{SchedState, StateSlice, StateTimeline, ThreadInfo};
-pub use token::{PhaseKind, PhaseSpan, TokenPhase, TokenSpan};
+pub use token::{PhaseKind, PhaseSpan, SeqCount, TokenPhase, TokenSpan};
 use trace_format::{Event, RecordRef, TraceHeader};
 
 /// Most threads the model tracks (further threads are counted in `over_limit`).
@@ -181,7 +183,8 @@ impl TraceModel {
                         self.unpaired.token_enter += 1;
                     }
                     let index = self.tokens.len() as u32;
-                    let phase = TokenPhase::of(e.n_tokens, e.pos);
+                    let seqs = SeqCount::of(e);
+                    let phase = TokenPhase::of(e.n_tokens, e.pos, seqs.n);
                     let (run, new_run) = self.runs.push_call(index, e.pos);
                     // A prefill call right after another one of its run continues its
                     // prompt.
@@ -203,6 +206,7 @@ impl TraceModel {
                         start_ns: h.ts_ns,
                         end_ns: None,
                         ret: 0,
+                        seqs,
                         sampled_ns: None,
                         op_type_ns: vec![0; OP_TYPE_SLOTS],
                     });

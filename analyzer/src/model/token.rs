@@ -14,9 +14,13 @@ pub enum TokenPhase {
 }
 
 impl TokenPhase {
-    /// The phase of an `engine_decode(n_tokens, pos)` call.
-    pub fn of(n_tokens: u32, pos: u32) -> TokenPhase {
-        if n_tokens > 1 || pos == 0 {
+    /// The phase of a decode call of `n_tokens` tokens from `pos` carrying `n_seqs`
+    /// sequences (0 = not recorded, taken as one): a decode step gives each of its
+    /// sequences one token (llama-server decodes its generating slots together, one
+    /// token each), anything more is prompt work (a prompt, or decode steps batched
+    /// with another sequence's prompt: `docs/views.md#sequences`).
+    pub fn of(n_tokens: u32, pos: u32, n_seqs: u8) -> TokenPhase {
+        if n_tokens > u32::from(n_seqs.max(1)) || pos == 0 {
             TokenPhase::Prefill
         } else {
             TokenPhase::Decode
@@ -57,6 +61,8 @@ pub struct TokenSpan {
     pub end_ns: Option<u64>,
     /// Return value.
     pub ret: i32,
+    /// The sequences its batch carries ([`SeqCount`]).
+    pub seqs: SeqCount,
     /// End of the `engine_phase_sample` that followed this call, if any: when its token
     /// was produced.
     pub sampled_ns: Option<u64>,
@@ -64,17 +70,77 @@ pub struct TokenSpan {
     pub op_type_ns: Vec<u64>,
 }
 
+/// How many sequences one decode call's batch carries (llama.cpp batches the slots of
+/// llama-server into one `llama_decode`), as the probe counted them
+/// (`common::event::DecodeEvent::n_seqs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SeqCount {
+    /// Distinct sequences; 0 = not recorded (a trace from before sequences were read).
+    pub n: u8,
+    /// Whether `n` is only a lower bound (a batch longer than the probe reads, sequence
+    /// ids out of the range it tells apart, or an unreadable id).
+    pub lower_bound: bool,
+    /// Bit `s`: sequence `s` (0..8) has tokens in the batch.
+    pub mask: u8,
+    /// Bit `s`: sequence `s` has more than one token in the batch (prompt work).
+    pub multi: u8,
+}
+
+impl SeqCount {
+    /// From a decode record.
+    pub fn of(e: &common::event::DecodeEvent) -> SeqCount {
+        SeqCount {
+            n: e.n_seqs,
+            lower_bound: e.seq_flags != 0,
+            mask: e.seq_mask,
+            multi: e.seq_multi,
+        }
+    }
+
+    /// Whether the count was recorded.
+    pub fn known(&self) -> bool {
+        self.n > 0
+    }
+
+    /// The sequence ids (0..8) the masks say are in the batch.
+    pub fn ids(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..8u8).filter(|s| self.mask & (1 << s) != 0)
+    }
+
+    /// `2`, `2+` (a lower bound), `–` (not recorded).
+    pub fn text(&self) -> String {
+        match (self.n, self.lower_bound) {
+            (0, _) => "–".to_owned(),
+            (n, false) => n.to_string(),
+            (n, true) => format!("{n}+"),
+        }
+    }
+}
+
 impl TokenSpan {
-    /// The call's name in timelines: `prefill chunk 2: 32 tokens @64`, `decode @80`.
+    /// The call's name in timelines: `prefill chunk 2: 32 tokens @64`, `decode @80`;
+    /// a call of several sequences says how many (`decode 2 seqs @80`, `prefill 40
+    /// tokens, 2 seqs @0`).
     pub fn label(&self) -> String {
-        match (self.phase, self.chunk) {
-            (TokenPhase::Prefill, Some(c)) => {
+        let seqs = (self.seqs.n > 1).then(|| format!("{} seqs", self.seqs.text()));
+        match (self.phase, self.chunk, seqs) {
+            (TokenPhase::Prefill, Some(c), None) => {
                 format!("prefill chunk {c}: {} tokens @{}", self.n_tokens, self.pos)
             }
-            (TokenPhase::Prefill, None) => {
+            (TokenPhase::Prefill, Some(c), Some(s)) => {
+                format!(
+                    "prefill chunk {c}: {} tokens, {s} @{}",
+                    self.n_tokens, self.pos
+                )
+            }
+            (TokenPhase::Prefill, None, None) => {
                 format!("prefill {} tokens @{}", self.n_tokens, self.pos)
             }
-            (TokenPhase::Decode, _) => format!("decode @{}", self.pos),
+            (TokenPhase::Prefill, None, Some(s)) => {
+                format!("prefill {} tokens, {s} @{}", self.n_tokens, self.pos)
+            }
+            (TokenPhase::Decode, _, None) => format!("decode @{}", self.pos),
+            (TokenPhase::Decode, _, Some(s)) => format!("decode {s} @{}", self.pos),
         }
     }
 
@@ -184,10 +250,16 @@ mod tests {
 
     #[test]
     fn phase_rule_matches_the_probe_abi() {
-        assert_eq!(TokenPhase::of(7, 0), TokenPhase::Prefill);
-        assert_eq!(TokenPhase::of(1, 0), TokenPhase::Prefill);
-        assert_eq!(TokenPhase::of(512, 512), TokenPhase::Prefill);
-        assert_eq!(TokenPhase::of(1, 9), TokenPhase::Decode);
+        assert_eq!(TokenPhase::of(7, 0, 0), TokenPhase::Prefill);
+        assert_eq!(TokenPhase::of(1, 0, 0), TokenPhase::Prefill);
+        assert_eq!(TokenPhase::of(512, 512, 0), TokenPhase::Prefill);
+        assert_eq!(TokenPhase::of(1, 9, 0), TokenPhase::Decode);
+        assert_eq!(TokenPhase::of(1, 9, 1), TokenPhase::Decode);
+        // llama-server: two slots' decode steps in one call, one token each.
+        assert_eq!(TokenPhase::of(2, 9, 2), TokenPhase::Decode);
+        // One slot's step batched with the other's prompt: prompt work.
+        assert_eq!(TokenPhase::of(7, 9, 2), TokenPhase::Prefill);
+        assert_eq!(TokenPhase::of(2, 9, 1), TokenPhase::Prefill);
     }
 
     #[test]

@@ -21,9 +21,11 @@
 //!   tail-calls `ggml_expert_route` (`GGML_ROUTE`), which reads the ids the node uses
 //!   (`expert.rs`); the check costs the other nodes a word of the node already read.
 
+use core::ffi::c_void;
+
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_probe_read_user, bpf_probe_read_user_buf},
+    helpers::{bpf_probe_read_user, bpf_probe_read_user_buf, generated::bpf_loop},
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
 };
@@ -32,11 +34,14 @@ use common::{
     control::{DETAIL_STRUCTURE, LEVEL_GRAPH, LEVEL_OP, LEVEL_TOKEN, TracerControl},
     engine_abi::{BackendKind, MAX_OP_PARAMS},
     event::{
+        DECODE_SEQ_OTHER_IDS, DECODE_SEQ_SCAN_MAX, DECODE_SEQ_TRUNCATED, DECODE_SEQ_UNREAD,
         EventKind, GraphEvent, OP_DETAIL_FUSED, OP_DETAIL_NAME, OP_DETAIL_OP_PARAMS,
         OP_DETAIL_STORE_MASK, OP_DETAIL_STORE_SHIFT, OP_DETAIL_STRUCTURE, OP_SPAN_END_APPROX,
         OpSpanEvent,
     },
-    ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout, MAX_GGML_OPS, MAX_GGML_WORKERS},
+    ggml_abi::{
+        BATCH_BY_REFERENCE, BATCH_EXT_SEQ_NODE_VALUE, GgmlLayout, MAX_GGML_OPS, MAX_GGML_WORKERS,
+    },
     op_catalog::OP_UNKNOWN_BASE,
     op_thread::OpThread,
 };
@@ -46,6 +51,7 @@ use super::op_span::{
     PmcEnd, blob_still_mine, close, description_changed, emit_description, fingerprint,
     is_describer, node_blob, now_ns, open, read_wait_pmcs, state_of, thread_state,
 };
+use super::token::Seqs;
 use crate::{
     emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
     maps::{
@@ -517,7 +523,128 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
     } else {
         read_at(pos_ptr, 0).unwrap_or(u32::MAX)
     };
-    super::token::decode_enter(ctx, n_tokens as u32, pos)
+    let seqs = match read_at::<u64>(batch, l.batch_seq_id()) {
+        // `llama_batch_get_one`: llama.cpp puts every token in sequence 0.
+        Ok(0) => Seqs {
+            n: 1,
+            flags: 0,
+            mask: 1,
+            multi: u8::from(n_tokens > 1),
+        },
+        Ok(seq_id) => scan_sequences(seq_id, n_tokens, 0, 0, 0),
+        Err(_) => Seqs::default(),
+    };
+    super::token::decode_enter(ctx, n_tokens as u32, pos, seqs)
+}
+
+/// What the sequence scan of a batch reads and finds (on the program's stack, shared
+/// with the `bpf_loop` callback).
+#[repr(C)]
+struct SeqScan {
+    /// `llama_batch`: the `seq_id` array (`llama_seq_id *` per token); `llama_batch_ext`:
+    /// its first token.
+    base: u64,
+    /// Bytes from one token to the next in `base` (8: a pointer array).
+    stride: u64,
+    /// Where, in a token's entry, the pointer to its (first) sequence id is.
+    ptr_off: u64,
+    /// Where, from that pointer, the id is.
+    id_off: u64,
+    /// Tokens to read.
+    n: u32,
+    /// `DECODE_SEQ_*`.
+    flags: u32,
+    /// Bit `s`: sequence `s` (0..64) has a token.
+    mask: u64,
+    /// Bit `s`: sequence `s` has more than one token.
+    multi: u64,
+}
+
+/// Counts the distinct sequences of a batch's first `min(n_tokens,
+/// DECODE_SEQ_SCAN_MAX)` tokens by each token's first sequence id: two user-memory reads
+/// per token (the pointer, the id), in a `bpf_loop` (one verification for any count).
+/// Ids 0..64 are told apart in a bitmask; ids outside count as one more sequence
+/// (`DECODE_SEQ_OTHER_IDS`); a token whose id cannot be read ends the scan
+/// (`DECODE_SEQ_UNREAD`); tokens past the bound are not read (`DECODE_SEQ_TRUNCATED`).
+/// A token of several sequences (`n_seq_id > 1`, a prompt shared by slots) counts under
+/// its first only.
+#[inline(always)]
+fn scan_sequences(base: u64, n_tokens: i32, stride: u64, ptr_off: u64, id_off: u64) -> Seqs {
+    if n_tokens <= 0 {
+        return Seqs::default();
+    }
+    let n_tokens = n_tokens as u32;
+    let mut sc = SeqScan {
+        base,
+        stride: if stride == 0 { 8 } else { stride },
+        ptr_off,
+        id_off,
+        n: n_tokens.min(DECODE_SEQ_SCAN_MAX),
+        flags: if n_tokens > DECODE_SEQ_SCAN_MAX {
+            u32::from(DECODE_SEQ_TRUNCATED)
+        } else {
+            0
+        },
+        mask: 0,
+        multi: 0,
+    };
+    // SAFETY: the callback has the helper's signature and reads `sc` only, which outlives
+    // the call.
+    unsafe {
+        bpf_loop(
+            sc.n,
+            scan_token as *mut c_void,
+            core::ptr::from_mut(&mut sc).cast::<c_void>(),
+            0,
+        )
+    };
+    let other = u8::from(sc.flags & u32::from(DECODE_SEQ_OTHER_IDS) != 0);
+    Seqs {
+        n: popcount(sc.mask) + other,
+        flags: sc.flags as u8,
+        mask: sc.mask as u8,
+        multi: sc.multi as u8,
+    }
+}
+
+/// `bpf_loop` callback: token `i`'s first sequence id into the scan's masks.
+extern "C" fn scan_token(i: u32, sc: *mut c_void) -> i64 {
+    // SAFETY: `bpf_loop` passes the `SeqScan` on the caller's stack.
+    let sc = unsafe { &mut *sc.cast::<SeqScan>() };
+    if i >= sc.n {
+        return 1;
+    }
+    let at = sc.base + u64::from(i) * sc.stride + sc.ptr_off;
+    // SAFETY: the helper checks the user address.
+    let ptr = unsafe { bpf_probe_read_user(at as *const u64) }.unwrap_or(0);
+    // SAFETY: as above.
+    let id =
+        match (ptr != 0).then(|| unsafe { bpf_probe_read_user((ptr + sc.id_off) as *const i32) }) {
+            Some(Ok(id)) => id,
+            _ => {
+                sc.flags |= u32::from(DECODE_SEQ_UNREAD);
+                return 1;
+            }
+        };
+    if (0..64).contains(&id) {
+        let bit = 1u64 << id;
+        if sc.mask & bit != 0 {
+            sc.multi |= bit;
+        }
+        sc.mask |= bit;
+    } else {
+        sc.flags |= u32::from(DECODE_SEQ_OTHER_IDS);
+    }
+    0
+}
+
+/// Set bits of `x` (BPF has no population count instruction).
+#[inline(always)]
+fn popcount(x: u64) -> u8 {
+    let x = x - ((x >> 1) & 0x5555_5555_5555_5555);
+    let x = (x & 0x3333_3333_3333_3333) + ((x >> 2) & 0x3333_3333_3333_3333);
+    let x = (x + (x >> 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    (x.wrapping_mul(0x0101_0101_0101_0101) >> 56) as u8
 }
 
 /// `llama_process(ctx, type, llama_batch_ext *)` entry: a token batch (decode only; the
@@ -552,7 +679,17 @@ fn try_process_enter(ctx: &ProbeContext) -> ProbeResult {
     } else {
         read_at(begin, l.batch_ext_token_pos).unwrap_or(u32::MAX)
     };
-    super::token::decode_enter(ctx, n_tokens as u32, pos)
+    let seqs = match l.batch_ext_token_seq_node() {
+        Some(node) => scan_sequences(
+            begin,
+            n_tokens.min(i32::MAX as u64) as i32,
+            size,
+            u64::from(node),
+            BATCH_EXT_SEQ_NODE_VALUE,
+        ),
+        None => Seqs::default(),
+    };
+    super::token::decode_enter(ctx, n_tokens as u32, pos, seqs)
 }
 
 /// `llama_process` return.

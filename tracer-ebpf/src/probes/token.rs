@@ -27,21 +27,38 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
     if enabled_for_target(LEVEL_TOKEN).is_none() {
         return Ok(());
     }
-    decode_enter(
-        ctx,
-        ctx.arg::<u32>(1).ok_or(-1i64)?,
-        ctx.arg::<u32>(2).ok_or(-1i64)?,
-    )
+    let n_tokens = ctx.arg::<u32>(1).ok_or(-1i64)?;
+    // The engine decodes one sequence (id 0) per call.
+    let seqs = Seqs {
+        n: 1,
+        flags: 0,
+        mask: 1,
+        multi: u8::from(n_tokens > 1),
+    };
+    decode_enter(ctx, n_tokens, ctx.arg::<u32>(2).ok_or(-1i64)?, seqs)
+}
+
+/// The sequences of a decode call's batch ([`DecodeEvent::n_seqs`] and the fields after
+/// it); all zero when not read.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Seqs {
+    pub n: u8,
+    pub flags: u8,
+    pub mask: u8,
+    pub multi: u8,
 }
 
 /// A decode call's entry, for every target: stashes and emits the record.
-pub(super) fn decode_enter(ctx: &ProbeContext, n_tokens: u32, pos: u32) -> ProbeResult {
+pub(super) fn decode_enter(ctx: &ProbeContext, n_tokens: u32, pos: u32, seqs: Seqs) -> ProbeResult {
     let ev = DecodeEvent {
         header: header(EventKind::Decode, 0),
         n_tokens,
         pos,
         ret: 0,
-        _pad: 0,
+        n_seqs: seqs.n,
+        seq_flags: seqs.flags,
+        seq_mask: seqs.mask,
+        seq_multi: seqs.multi,
     };
     DECODE_STASH.insert(current_tid(), ev, 0)?;
     emit(ctx, &ev);
