@@ -168,3 +168,10 @@ pub static GGML_WORKERS: Array<u32> = Array::with_max_entries(MAX_GGML_WORKERS, 
 /// load it (then the tail call falls through).
 #[map]
 pub static GGML_ROUTE: ProgramArray = ProgramArray::with_max_entries(1, 0);
+
+/// llama.cpp targets: slot 0 holds `llama_decode_seqs`, slot 1 `llama_process_seqs`,
+/// tail-called from the token probes to count a batch's sequences (they need
+/// `bpf_loop`, Linux 5.17); empty where the kernel refused them (the token probes then
+/// record batches without sequences).
+#[map]
+pub static GGML_SEQS: ProgramArray = ProgramArray::with_max_entries(2, 0);

@@ -55,8 +55,8 @@ use super::token::Seqs;
 use crate::{
     emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
     maps::{
-        DECODE_STASH, GGML_GRAPH_SEQ, GGML_LAYOUT, GGML_OPS, GGML_ROUTE, GGML_WORKERS, GRAPH_STASH,
-        NODE_BLOB_WORDS,
+        DECODE_STASH, GGML_GRAPH_SEQ, GGML_LAYOUT, GGML_OPS, GGML_ROUTE, GGML_SEQS, GGML_WORKERS,
+        GRAPH_STASH, NODE_BLOB_WORDS,
     },
 };
 
@@ -502,14 +502,34 @@ fn batch_address(ctx: &ProbeContext, l: &GgmlLayout) -> Option<u64> {
     (sp != 0).then_some(sp + 8)
 }
 
-/// `llama_decode(ctx, batch)` entry: a token batch.
+/// `GGML_SEQS`'s slot of [`llama_decode_seqs`].
+const SEQS_DECODE_SLOT: u32 = 0;
+/// `GGML_SEQS`'s slot of [`llama_process_seqs`].
+const SEQS_PROCESS_SLOT: u32 = 1;
+
+/// `llama_decode(ctx, batch)` entry: a token batch. Tail-calls [`llama_decode_seqs`],
+/// which also counts the batch's sequences; where that program is not loaded (a kernel
+/// without `bpf_loop`, before Linux 5.17) the call falls through and the batch is
+/// recorded without them.
 #[uprobe]
 pub fn llama_decode(ctx: ProbeContext) -> u32 {
-    let _ = try_decode_enter(&ctx);
+    // SAFETY: `llama_decode_seqs` is a uprobe program of the same function and reads the
+    // same registers; on failure (slot empty) the call returns and this program goes on.
+    unsafe { GGML_SEQS.tail_call(&ctx, SEQS_DECODE_SLOT) };
+    let _ = try_decode_enter::<false>(&ctx);
     0
 }
 
-fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
+/// [`llama_decode`] with the batch's sequences counted (tail-called, attached nowhere).
+#[uprobe]
+pub fn llama_decode_seqs(ctx: ProbeContext) -> u32 {
+    let _ = try_decode_enter::<true>(&ctx);
+    0
+}
+
+/// A `llama_decode` entry; with `SCAN`, the batch's sequences counted (`bpf_loop`).
+#[inline(always)]
+fn try_decode_enter<const SCAN: bool>(ctx: &ProbeContext) -> ProbeResult {
     if enabled_for_target(LEVEL_TOKEN).is_none() {
         return Ok(());
     }
@@ -531,8 +551,8 @@ fn try_decode_enter(ctx: &ProbeContext) -> ProbeResult {
             mask: 1,
             multi: u8::from(n_tokens > 1),
         },
-        Ok(seq_id) => scan_sequences(seq_id, n_tokens, 0, 0, 0),
-        Err(_) => Seqs::default(),
+        Ok(seq_id) if SCAN => scan_sequences(seq_id, n_tokens, 0, 0, 0),
+        _ => Seqs::default(),
     };
     super::token::decode_enter(ctx, n_tokens as u32, pos, seqs)
 }
@@ -649,16 +669,28 @@ fn popcount(x: u64) -> u8 {
 
 /// `llama_process(ctx, type, llama_batch_ext *)` entry: a token batch (decode only; the
 /// entry point newer llama.cpp tools use instead of `llama_decode`).
+/// Tail-calls [`llama_process_seqs`] as [`llama_decode`] does.
 #[uprobe]
 pub fn llama_process(ctx: ProbeContext) -> u32 {
-    let _ = try_process_enter(&ctx);
+    // SAFETY: as in `llama_decode`: same function, same registers; an empty slot returns.
+    unsafe { GGML_SEQS.tail_call(&ctx, SEQS_PROCESS_SLOT) };
+    let _ = try_process_enter::<false>(&ctx);
+    0
+}
+
+/// [`llama_process`] with the batch's sequences counted (tail-called, attached nowhere).
+#[uprobe]
+pub fn llama_process_seqs(ctx: ProbeContext) -> u32 {
+    let _ = try_process_enter::<true>(&ctx);
     0
 }
 
 /// `LLAMA_PROCESS_TYPE_DECODE`.
 const PROCESS_TYPE_DECODE: u32 = 1;
 
-fn try_process_enter(ctx: &ProbeContext) -> ProbeResult {
+/// A `llama_process` entry; with `SCAN`, the batch's sequences counted (`bpf_loop`).
+#[inline(always)]
+fn try_process_enter<const SCAN: bool>(ctx: &ProbeContext) -> ProbeResult {
     if enabled_for_target(LEVEL_TOKEN).is_none() {
         return Ok(());
     }
@@ -680,14 +712,14 @@ fn try_process_enter(ctx: &ProbeContext) -> ProbeResult {
         read_at(begin, l.batch_ext_token_pos).unwrap_or(u32::MAX)
     };
     let seqs = match l.batch_ext_token_seq_node() {
-        Some(node) => scan_sequences(
+        Some(node) if SCAN => scan_sequences(
             begin,
             n_tokens.min(i32::MAX as u64) as i32,
             size,
             u64::from(node),
             BATCH_EXT_SEQ_NODE_VALUE,
         ),
-        None => Seqs::default(),
+        _ => Seqs::default(),
     };
     super::token::decode_enter(ctx, n_tokens as u32, pos, seqs)
 }

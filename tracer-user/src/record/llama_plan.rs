@@ -26,6 +26,12 @@ use crate::{
 /// dispatch program through slot 0 of the program array `GGML_ROUTE`.
 pub const EXPERT_ROUTE: &str = "ggml_expert_route";
 
+/// `GGML_SEQS` slots of the token programs that count a batch's sequences (tail-called
+/// from `llama_decode` / `llama_process`).
+const SEQS_DECODE_SLOT: u32 = 0;
+/// See [`SEQS_DECODE_SLOT`].
+const SEQS_PROCESS_SLOT: u32 = 1;
+
 /// The trace header's line for [`EXPERT_ROUTE`] (tail-called, attached nowhere).
 pub fn expert_route_info(op: u32) -> ProbeInfo {
     ProbeInfo {
@@ -234,6 +240,21 @@ impl ProbePlan for LlamaCppPlan {
             } else {
                 other_sites.push(site);
             }
+        }
+        // The token probes tail-call the programs that also count a batch's sequences;
+        // a kernel that refuses them (no `bpf_loop` before Linux 5.17) costs the counts
+        // only, said once.
+        let seqs = [
+            (SEQS_DECODE_SLOT, "llama_decode_seqs"),
+            (SEQS_PROCESS_SLOT, "llama_process_seqs"),
+        ]
+        .into_iter()
+        .try_for_each(|(slot, prog)| load::set_tail_call(ebpf, "GGML_SEQS", slot, prog));
+        if let Err(e) = seqs {
+            eprintln!(
+                "profinfer: note: recording decode calls without their sequences (they need bpf_loop, Linux 5.17): {}",
+                crate::error_chain(&e)
+            );
         }
         // The token and graph probes stay attached for the whole recording (their links
         // live in the programs).
