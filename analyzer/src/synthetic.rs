@@ -181,14 +181,20 @@ fn order_key(h: &EventHeader) -> OrderKey {
 pub(crate) fn llama_bench_report(pp: u32, tg: u32, reps: u32) -> crate::report::Report {
     let calls = records::llama_bench_calls(pp, tg, reps);
     let m = records::build(&records::decode_calls(&calls, 1_000_000, 500_000));
+    report_of(&m, "lb.pftrace")
+}
+
+/// The report (top 5 op groups) of the model `m` of a trace named `name`.
+#[cfg(test)]
+fn report_of(m: &crate::TraceModel, name: &str) -> crate::report::Report {
     let s = crate::export::summary::summarize(
-        &m,
+        m,
         &synth_header(),
         None,
         &crate::ingest::IngestInfo::default(),
         Vec::new(),
     );
-    crate::report::build(&m, s, "lb.pftrace".into(), Default::default(), 5)
+    crate::report::build(m, s, name.into(), Default::default(), 5)
 }
 
 /// The report of llama-server's calls for two requests at once (`-np 2`), as recorded
@@ -201,14 +207,7 @@ pub(crate) fn llama_server_report() -> crate::report::Report {
     calls.extend((0..14).map(|i| (2, 16 + i, 2, 0b11, 0)));
     calls.push((1, 19, 1, 0b01, 0));
     let m = records::build(&records::decode_calls_with_seqs(&calls, 1_000_000, 500_000));
-    let s = crate::export::summary::summarize(
-        &m,
-        &synth_header(),
-        None,
-        &crate::ingest::IngestInfo::default(),
-        Vec::new(),
-    );
-    crate::report::build(&m, s, "server.pftrace".into(), Default::default(), 5)
+    report_of(&m, "server.pftrace")
 }
 
 /// The trace header of synthetic traces.

@@ -698,13 +698,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("; 2 requests;"), "{text}");
-        let rows: Vec<Vec<&str>> = text
-            .lines()
-            .skip_while(|l| !l.starts_with("requests "))
-            .skip(2)
-            .take_while(|l| l.starts_with("  "))
-            .map(|l| l.split_whitespace().collect())
-            .collect();
+        let rows = table_rows(&text, "requests ");
         // Slot 1 first (its prompt alone), then slot 0 (its prompt in call 1, 1.5 ms
         // in): one prefill call and 15 steps each, first token at its call's exit.
         assert_eq!(
@@ -717,6 +711,16 @@ mod tests {
         );
     }
 
+    /// The rows (cells split on whitespace) of the report's table titled `title`.
+    fn table_rows<'a>(text: &'a str, title: &str) -> Vec<Vec<&'a str>> {
+        text.lines()
+            .skip_while(|l| !l.starts_with(title))
+            .skip(2)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().collect())
+            .collect()
+    }
+
     #[test]
     fn several_runs_show_a_row_per_shape_and_no_single_ttft() {
         let text = bench_report();
@@ -726,13 +730,7 @@ mod tests {
             .expect("tokens");
         assert!(tokens.contains("; 6 runs;"), "{tokens}");
         assert!(!tokens.contains("TTFT"), "{tokens}");
-        let rows: Vec<Vec<&str>> = text
-            .lines()
-            .skip_while(|l| !l.starts_with("runs "))
-            .skip(2)
-            .take_while(|l| l.starts_with("  "))
-            .map(|l| l.split_whitespace().collect())
-            .collect();
+        let rows = table_rows(&text, "runs ");
         assert_eq!(
             rows,
             [
