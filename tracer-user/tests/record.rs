@@ -428,14 +428,15 @@ fn small_ring_buffer_overflows_and_every_loss_is_counted() {
 }
 
 #[test]
-fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
+fn qos_switches_operator_probes_off_and_detaches_them() {
     require_root!();
     let out = trace_path("qos");
-    // Node ends probed one by one: the premise (decoding speeds up when the operator
-    // level goes off) needs an operator level whose cost shows in a 64-token run; the
-    // batched ends cost about 1 % (docs/performance.md). Their detach is the same drop
-    // of the probe's fd as the tracer's death (`the_engine_takes_node_ends_only_while_
-    // traced_even_if_the_tracer_dies`).
+    // Node ends probed one by one (a program per operator end, whose detach is the same
+    // drop of the probe's fd as the tracer's death: `the_engine_takes_node_ends_only_
+    // while_traced_even_if_the_tracer_dies`). What the switch saves is a speed claim,
+    // measured in `cargo xtask bench` (docs/performance.md), not here: on 2 vCPUs the
+    // steps around the detach (the kernel rewriting the probed pages) were once 30×
+    // slower than those before the switch.
     record(
         &out,
         &[
@@ -517,16 +518,11 @@ fn qos_switches_operator_probes_off_and_decoding_speeds_up() {
         "operator probes detached: {op_runs} program runs, {op_entries} entries recorded, \
          {would_run} runs expected if still attached"
     );
-    // Medians: one step delayed by the scheduler must not decide the comparison.
-    let median = |v: &mut Vec<u64>| {
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
-    assert!(!with_ops.is_empty() && !without_ops.is_empty());
-    let (with, without) = (median(&mut with_ops), median(&mut without_ops));
     assert!(
-        without < with,
-        "decoding speeds up: median {with} ns per step with ops vs {without} ns without"
+        !with_ops.is_empty() && !without_ops.is_empty(),
+        "decode steps before ({}) and after ({}) the switch",
+        with_ops.len(),
+        without_ops.len()
     );
     std::fs::remove_file(&out).ok();
 }
