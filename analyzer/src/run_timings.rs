@@ -108,6 +108,10 @@ pub struct RunTimings {
     pub shape: RunShape,
     /// Time to first token (`summary.json`'s rule within the run), ms.
     pub ttft_ms: Option<f64>,
+    /// A warm-up: the first of several runs, a prompt with no decode step after it
+    /// (llama.cpp's tools decode BOS and EOS once and clear the cache before the real
+    /// prompt; llama-bench warms up before its first test). See [`generation_ttft_ms`].
+    pub warm_up: bool,
     /// Prompt tokens per second of prefill time: its prefill calls' tokens over their
     /// summed entry-to-exit time.
     pub prefill_tokens_per_s: Option<f64>,
@@ -221,9 +225,26 @@ pub fn run_timings(model: &TraceModel) -> Vec<RunTimings> {
         }
     }
     let first_ns = model.first_ns().unwrap_or(0);
-    runs.iter()
+    let mut rows: Vec<RunTimings> = runs
+        .iter()
         .map(|r| one(model, r, first_ns, threads[r.index as usize]))
-        .collect()
+        .collect();
+    let several = rows.len() > 1;
+    if let Some(first) = rows.first_mut() {
+        first.warm_up = several && first.shape.decode_steps == 0;
+    }
+    rows
+}
+
+/// The one time to first token of a trace's runs: that of its only run, or of its only
+/// run after a warm-up (`llama-completion`); `None` for several runs (`llama-bench`),
+/// which have one each.
+pub fn generation_ttft_ms(runs: &[RunTimings]) -> Option<f64> {
+    match runs {
+        [one] => one.ttft_ms,
+        [warm_up, one] if warm_up.warm_up => one.ttft_ms,
+        _ => None,
+    }
 }
 
 fn one(model: &TraceModel, run: &SequenceRun, first_ns: u64, threads: Option<u32>) -> RunTimings {
@@ -262,6 +283,7 @@ fn one(model: &TraceModel, run: &SequenceRun, first_ns: u64, threads: Option<u32
             .run_ttft_ns(run)
             .filter(|_| !crate::model::is_batched(tokens))
             .map(ms),
+        warm_up: false,
         prefill_tokens_per_s: (prefill_ns > 0)
             .then(|| prefill_done as f64 * 1e9 / prefill_ns as f64),
         tpot_ms,
@@ -379,6 +401,29 @@ mod tests {
         assert!(close(groups[0].prefill_tokens_per_s, 10_000.0));
         assert!(close(groups[2].decode_tokens_per_s, 1e3 / 6.0));
         assert_eq!(groups[0].runs_text(), "0–2");
+    }
+
+    #[test]
+    fn a_warm_up_before_one_generation_leaves_its_ttft_the_traces() {
+        // llama-completion: BOS + EOS at 0 (the warm-up), then a 5-token prompt and
+        // three steps, every call 2 ms, 1 ms apart.
+        let m = records::build(&records::decode_calls(
+            &[(2, 0), (5, 0), (1, 5), (1, 6), (1, 7)],
+            2_000_000,
+            1_000_000,
+        ));
+        let rows = run_timings(&m);
+        assert_eq!(
+            rows.iter().map(|r| r.warm_up).collect::<Vec<_>>(),
+            [true, false]
+        );
+        assert!(close(generation_ttft_ms(&rows), 2.0), "{rows:?}");
+        // llama-bench: six runs, the first a warm-up; no one TTFT.
+        let bench = run_timings(&bench());
+        assert!(bench[0].warm_up && !bench[1..].iter().any(|r| r.warm_up));
+        assert_eq!(generation_ttft_ms(&bench), None);
+        // One run alone: its own.
+        assert!(close(generation_ttft_ms(&rows[1..]), 2.0));
     }
 
     #[test]

@@ -107,11 +107,12 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     }
     let s = &report.summary;
     let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3} ms"));
-    // Several sequences (llama-bench's tests): no single TTFT, the runs are in the report.
-    let ttft = if s.runs.len() > 1 {
-        format!("{} runs (per-run TTFT in the report)", s.runs.len())
-    } else {
-        ms(s.ttft_ms)
+    // Several sequences (llama-bench's tests): no single TTFT, the runs are in the report;
+    // one generation after a warm-up (llama-completion) has its own.
+    let ttft = match (s.ttft_ms, s.runs.len()) {
+        (Some(_), n) if n > 1 => format!("{} (after a warm-up run)", ms(s.ttft_ms)),
+        (None, n) if n > 1 => format!("{n} runs (per-run TTFT in the report)"),
+        _ => ms(s.ttft_ms),
     };
     eprintln!(
         "tokens: prefill {} decode {} | TTFT {} | TPOT mean {} p50 {} p99 {} | events {} lost {}",

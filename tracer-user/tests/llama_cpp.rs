@@ -726,6 +726,18 @@ fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let layers = report["top"].as_array().expect("rows").len();
     assert!(layers >= 30, "{layers} layer rows: {report}");
+    // llama-completion decodes BOS + EOS once and clears the cache (its warm-up) before
+    // the prompt: two runs, and the generation's TTFT is the trace's.
+    let summary = &report["summary"];
+    let warm_ups: Vec<bool> = summary["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["warm_up"].as_bool().expect("warm_up"))
+        .collect();
+    assert_eq!(warm_ups, [true, false], "{summary}");
+    assert_eq!(summary["ttft_ms"], summary["runs"][1]["ttft_ms"], "{summary}");
+    assert!(summary["ttft_ms"].as_f64().is_some_and(|t| t > 0.0), "{summary}");
     per_layer_dag_folds_the_blocks(&trace);
     let _ = std::fs::remove_file(&trace);
 }

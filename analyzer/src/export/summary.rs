@@ -117,9 +117,10 @@ pub struct Summary {
     pub trace: TraceSection,
     /// Token counts.
     pub tokens: TokenCounts,
-    /// Time to first token: first prefill entry to the first token's sampling, ms. `None`
-    /// when the trace holds several runs (each has its own, in `runs`) or calls of
-    /// several sequences (each request has its own, in `requests`).
+    /// Time to first token: first prefill entry to the first token's sampling, ms (of
+    /// the run after a warm-up, `runs[].warm_up`). `None` when the trace holds several
+    /// runs (each has its own, in `runs`) or calls of several sequences (each request
+    /// has its own, in `requests`).
     pub ttft_ms: Option<f64>,
     /// Time per output token: interval between consecutive tokens' availability within
     /// each run, ms.
@@ -196,10 +197,7 @@ pub fn summarize(
         .count() as u64;
     let mut runs = run_timings::run_timings(model);
     let requests = run_timings::request_timings(model);
-    let ttft_ms = match runs.as_slice() {
-        [one] => one.ttft_ms,
-        _ => None,
-    };
+    let ttft_ms = run_timings::generation_ttft_ms(&runs);
     let by_seqs = run_timings::calls_by_sequences(model);
     let sequences = by_seqs.iter().any(|&(n, _)| n > 0).then(|| SequenceCounts {
         max_per_call: by_seqs.iter().map(|&(n, _)| n).max().unwrap_or(0),
