@@ -736,8 +736,14 @@ fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
         .map(|r| r["warm_up"].as_bool().expect("warm_up"))
         .collect();
     assert_eq!(warm_ups, [true, false], "{summary}");
-    assert_eq!(summary["ttft_ms"], summary["runs"][1]["ttft_ms"], "{summary}");
-    assert!(summary["ttft_ms"].as_f64().is_some_and(|t| t > 0.0), "{summary}");
+    assert_eq!(
+        summary["ttft_ms"], summary["runs"][1]["ttft_ms"],
+        "{summary}"
+    );
+    assert!(
+        summary["ttft_ms"].as_f64().is_some_and(|t| t > 0.0),
+        "{summary}"
+    );
     per_layer_dag_folds_the_blocks(&trace);
     let _ = std::fs::remove_file(&trace);
 }
