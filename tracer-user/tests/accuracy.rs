@@ -95,7 +95,53 @@ impl Metrics {
         s.sort_by(f64::total_cmp);
         s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
     }
+
+    /// lm-Meter's bar on the medians: accuracy A ≥ `min_a` % and scaled error
+    /// ε ≤ 10 · (100 − `min_a`) µs/ms, the same bound in ε's units (per span,
+    /// ε = |L − G| µs / G ms = 10 · (100 − A); the medians are checked apart, since for an
+    /// even count they are different spans).
+    fn assert_bar(&self, level: &str, min_a: f64) {
+        assert!(!self.accuracy.is_empty(), "{level}: no spans");
+        let (a, eps) = (Self::median(&self.accuracy), Self::median(&self.eps));
+        let max_eps = 10.0 * (100.0 - min_a);
+        assert!(
+            a >= min_a,
+            "{level}: median accuracy A {a:.3} % < {min_a} %"
+        );
+        assert!(
+            eps <= max_eps,
+            "{level}: median scaled error ε {eps:.3} µs/ms > {max_eps:.1}"
+        );
+    }
+
+    /// The median excess L − G is at most [`MAX_MEDIAN_EXCESS_NS`] (and the tracer span
+    /// is never shorter: containment is asserted per span in [`Metrics::add`]).
+    fn assert_excess(&self, level: &str) {
+        let excess = Self::median(&self.overhead_ns);
+        assert!(
+            excess <= MAX_MEDIAN_EXCESS_NS,
+            "{level}: median L − G {:.2} µs > {:.0} µs",
+            excess / 1e3,
+            MAX_MEDIAN_EXCESS_NS / 1e3
+        );
+    }
 }
+
+/// lm-Meter's bar (seed 000) for a token, and for a graph (the forward pass: as long as a
+/// token but for sampling, timed by the same kind of probe pair): median A ≥ 99.9 %
+/// (docs/tracer.md, "Tests"). Only for spans of milliseconds: the real model's.
+const TOKEN_MIN_A: f64 = 99.9;
+/// Issue 21's floor for operators longer than 100 µs: median A ≥ 98 % (docs/tracer.md).
+const LONG_OP_MIN_A: f64 = 98.0;
+/// Bound on the median L − G of every level, on every model and mode, where A and ε do
+/// not apply (G of a few µs for operators and phases, and on the tiny model for tokens:
+/// a step of 70 µs on a quiet CPU, where the probe pair's ~1 µs alone gives A ≈ 98.6 %).
+/// L − G is the probes' own time inside the span, 1–5 µs (docs/performance.md), plus,
+/// for an operator starting at the barrier's release, the thread's wake-up (5.4 µs
+/// measured on the tiny model with 2 vCPUs under load). 50 µs is 10× the documented cost:
+/// a span bound taken from the wrong event (a graph or a token of tens of µs to ms) or
+/// stamped late fails it; scheduling noise on a median does not.
+const MAX_MEDIAN_EXCESS_NS: f64 = 50_000.0;
 
 fn json_u64(v: &serde_json::Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("`{key}` in {v}"))
@@ -116,12 +162,20 @@ fn tracer_spans_contain_the_engines_self_profile_spans() {
         ),
     ] {
         println!("\nprofinfer record {label}, tiny-llama q8_0, 2 threads, 16 tokens:");
-        measure(model, flags);
+        let levels = measure(model, flags);
+        // No A or ε bar here: the tiny model's spans are too short for one (tokens of
+        // 70 µs on a quiet CPU; its few operators over 100 µs are preempted ones, 2 of
+        // them at 95.8 % once, on a loaded 2-vCPU machine). The excess bound holds.
+        for (level, m) in &levels {
+            m.assert_excess(level);
+        }
     }
 }
 
-/// On the real model, the default recording keeps lm-Meter's bar: tokens ≥ 99.9 %,
-/// operators longer than 100 µs ≥ 98 % (median accuracy A).
+/// On the real model, the default recording keeps lm-Meter's bar: tokens and graphs
+/// ≥ 99.9 %, operators longer than 100 µs ≥ 98 % (median accuracy A, and the same bound
+/// on the median scaled error ε: ≤ 1 and ≤ 20 µs/ms); every level's median L − G within
+/// [`MAX_MEDIAN_EXCESS_NS`].
 #[test]
 fn default_recording_is_accurate_on_smollm2() {
     require_root!();
@@ -130,23 +184,18 @@ fn default_recording_is_accurate_on_smollm2() {
     };
     println!("\nprofinfer record (default), SmolLM2-135M Q4_1, 2 threads, 16 tokens:");
     let levels = measure(&model, &[]);
-    let token = &levels["token"];
-    assert!(
-        Metrics::median(&token.accuracy) >= 99.9,
-        "token accuracy {:.3} %",
-        Metrics::median(&token.accuracy)
-    );
+    levels["token"].assert_bar("token", TOKEN_MIN_A);
+    levels["graph"].assert_bar("graph", TOKEN_MIN_A);
     let long = &levels["op > 100 µs"];
     assert!(
         long.accuracy.len() >= 16,
         "SmolLM2 has operators over 100 µs (the output product): {} seen",
         long.accuracy.len()
     );
-    assert!(
-        Metrics::median(&long.accuracy) >= 98.0,
-        "accuracy of operators over 100 µs {:.3} %",
-        Metrics::median(&long.accuracy)
-    );
+    long.assert_bar("op > 100 µs", LONG_OP_MIN_A);
+    for (level, m) in &levels {
+        m.assert_excess(level);
+    }
 }
 
 /// Records one run of `model` with `flags`, pairs and checks every span, prints the
