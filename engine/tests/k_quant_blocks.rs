@@ -7,15 +7,19 @@
 //! - `dequantize_row_q*_K` gives the same floats, bit for bit;
 //! - the activations converted to `Q8_K` are the same bytes as ggml-cpu's `from_float`;
 //! - `vec_dot` gives exactly ggml-cpu's `ggml_vec_dot_q*_K_q8_K` (the AVX2 path of the
-//!   oracle's build) on every backend this CPU supports.
+//!   oracle's build) on the portable backend and every SIMD backend of the target (one
+//!   this CPU lacks is a loud skip, a failure with `PROFINFER_REQUIRE_SIMD=1`).
 //!
 //! Without the oracle venv these tests print a loud banner and pass, unless
 //! `PROFINFER_REQUIRE_ORACLE=1`.
 
 mod common;
+// The backends to compare, with a loud skip (fatal with PROFINFER_REQUIRE_SIMD=1) for a SIMD
+// backend this CPU lacks.
+#[path = "../crates/kernels/tests/backends/mod.rs"]
+mod backends;
 
 use ::common::engine_abi::DType;
-use engine_kernels::Backend;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal};
@@ -122,7 +126,7 @@ fn check_type(dtype: DType, seed: u64) {
         dtype.name()
     );
     let ggml_dot = reference["vec_dot"].as_f64().unwrap() as f32;
-    for backend in Backend::supported() {
+    for backend in backends::all() {
         let ours = engine_kernels::vec_dot_with(backend, dtype, n, &want, &qa).unwrap();
         assert_eq!(
             ours.to_bits(),

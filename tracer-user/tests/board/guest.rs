@@ -40,14 +40,11 @@ impl BoardKit {
             var("PROFINFER_BOARD_BUSYBOX"),
             var("PROFINFER_BOARD_KERNELS"),
         ) else {
-            assert!(
-                std::env::var_os("PROFINFER_REQUIRE_BOARD").is_none_or(|v| v != "1"),
-                "PROFINFER_BOARD_BIN/_BUSYBOX/_KERNELS are not set but \
-                 PROFINFER_REQUIRE_BOARD=1: run `cargo xtask test`, which prepares them"
+            crate::support::skip_unless_required(
+                "PROFINFER_REQUIRE_BOARD",
+                "the arm64 board kit is not prepared (PROFINFER_BOARD_BIN/_BUSYBOX/_KERNELS)",
+                "run `cargo xtask test` or `cargo xtask board`, which prepare it",
             );
-            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-            eprintln!("!!! SKIPPED: the arm64 board kit is not prepared (cargo xtask test does).");
-            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
             return None;
         };
         let bin = PathBuf::from(bin);

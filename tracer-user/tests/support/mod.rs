@@ -20,13 +20,39 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Returns from the test with a loud banner unless running as root.
+/// The switch that turns the root tests' skip into a failure (set by `cargo xtask test` and
+/// `cargo xtask board`, which run as root in CI).
+pub const REQUIRE_ROOT_ENV: &str = "PROFINFER_REQUIRE_ROOT";
+/// The switch that turns a missing oracle (llama.cpp, llama-cpp-python, SmolLM2) into a
+/// failure (set by `cargo xtask test`).
+pub const REQUIRE_ORACLE_ENV: &str = "PROFINFER_REQUIRE_ORACLE";
+
+/// Whether the switch `require_env` (`PROFINFER_REQUIRE_…`) is set to `1`.
+pub fn required(require_env: &str) -> bool {
+    std::env::var_os(require_env).is_some_and(|v| v == "1")
+}
+
+/// What a test does when something it needs is missing (`why`): a failure when the switch
+/// `require_env` is `1` (the panic tells how to get it: `fix`), else a loud SKIPPED banner
+/// on stderr (which the harness shows only for failing tests, hence the switch in CI); the
+/// caller then returns.
+pub fn skip_unless_required(require_env: &str, why: &str, fix: &str) {
+    assert!(!required(require_env), "{why} but {require_env}=1: {fix}");
+    eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+    eprintln!("!!! SKIPPED: {why} ({fix}).");
+    eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+}
+
+/// Returns from the test with a loud banner unless running as root; fails it instead when
+/// `PROFINFER_REQUIRE_ROOT=1` ([`REQUIRE_ROOT_ENV`]).
 macro_rules! require_root {
     () => {
         if !support::is_root() {
-            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-            eprintln!("!!! SKIPPED: profinfer record tests need root (eBPF). CI runs as root.");
-            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+            support::skip_unless_required(
+                support::REQUIRE_ROOT_ENV,
+                "this test needs root (eBPF) and does not run as root",
+                "run the tests as root, as CI does",
+            );
             return;
         }
         // Root tests run one at a time: each starts an engine (2 threads) and a
@@ -288,14 +314,11 @@ pub fn smollm2() -> Option<PathBuf> {
     match std::env::var_os("PROFINFER_SMOLLM2") {
         Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
         _ => {
-            assert!(
-                std::env::var_os("PROFINFER_REQUIRE_ORACLE").is_none_or(|v| v != "1"),
-                "PROFINFER_SMOLLM2 is not set but PROFINFER_REQUIRE_ORACLE=1: \
-                 run `cargo xtask test`, which fetches the model"
+            skip_unless_required(
+                REQUIRE_ORACLE_ENV,
+                "PROFINFER_SMOLLM2 is not set",
+                "run `cargo xtask test`, which fetches the model and sets it",
             );
-            eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-            eprintln!("!!! SKIPPED: PROFINFER_SMOLLM2 is not set (cargo xtask test sets it).");
-            eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
             None
         }
     }

@@ -2,7 +2,11 @@
 //! backend of this build's target that the CPU has (AVX2 on x86-64; NEON and
 //! NEON + dotprod on AArch64). A SIMD backend the CPU lacks is reported loudly on stderr
 //! (once per test binary) instead of being compared with itself, and is a failure with
-//! `PROFINFER_REQUIRE_SIMD=1`.
+//! `PROFINFER_REQUIRE_SIMD=1`. `cargo xtask test` sets it on a host with AVX2 (so CI on
+//! such a host cannot pass after comparing the portable path with itself) and for the
+//! aarch64 run under `qemu-aarch64 -cpu max`; on a host without AVX2 the skip is loud and
+//! the tests pass. Every test comparing backends goes through here, never through
+//! `Backend::supported()`, which leaves out what the CPU lacks without a word.
 
 use std::sync::Once;
 
