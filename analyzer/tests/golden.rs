@@ -16,9 +16,23 @@ use trace_format::Event;
 /// Both traces: `engine run -p hello -n 3 --ignore-eos` (5 prompt tokens, 3 sampled).
 const TRACES: [&str; 2] = ["tiny_t2.pftrace", "tiny_t1.pftrace"];
 
+/// Whether to rewrite the golden files instead of comparing: only `UPDATE_GOLDEN=1`. Any
+/// other value (`0`, `false`, empty) is a mistake that must not silently rewrite them.
+fn update_golden() -> bool {
+    match std::env::var_os("UPDATE_GOLDEN") {
+        None => false,
+        Some(v) if v == "1" => true,
+        Some(v) => panic!(
+            "UPDATE_GOLDEN={}: use UPDATE_GOLDEN=1 to rewrite the golden files, \
+             or unset it to compare with them",
+            v.to_string_lossy()
+        ),
+    }
+}
+
 fn golden(name: &str, actual: &str) {
     let path = data(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+    if update_golden() {
         std::fs::write(&path, actual).expect("write golden");
         return;
     }
