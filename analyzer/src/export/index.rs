@@ -272,6 +272,9 @@ fn write_timings(r: &Report, w: &mut impl Write) -> io::Result<()> {
                     format!("one per request: {} requests, below", s.requests.len())
                 } else if s.runs.is_empty() {
                     ms(s.ttft_ms)
+                } else if s.ttft_ms.is_some() {
+                    // One generation after llama.cpp's warm-up run.
+                    format!("{} (after a warm-up run)", ms(s.ttft_ms))
                 } else {
                     format!("one per run: {} runs, below", s.runs.len())
                 },
