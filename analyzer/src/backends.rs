@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use common::engine_abi::{MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, OpType};
 use serde::Serialize;
 
-use crate::model::{NodeInfo, PhaseKind, TraceModel, backend_name};
+use common::event::BackendSpanKind;
+
+use crate::model::{BackendCall, NodeInfo, PhaseKind, TraceModel, backend_name};
 
 /// Where one decode call's time went.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -21,7 +23,9 @@ pub struct TokenSplit {
     pub token: u32,
     /// Graph splits computed for it, per backend name.
     pub splits: BTreeMap<String, u32>,
-    /// Node time (first entry to last exit) of computing nodes, per backend name, ns.
+    /// Node time (first entry to last exit) of computing nodes, per backend name, ns;
+    /// for a backend whose nodes are not probed (llama.cpp's GPU backends), the CPU's
+    /// time in its split calls (recording, submitting and the fence waits inside).
     pub compute_ns: BTreeMap<String, u64>,
     /// `BACKEND_COPY` node time, ns.
     pub copy_ns: u64,
@@ -31,6 +35,22 @@ pub struct TokenSplit {
     pub sync_ns: u64,
     /// Syncs.
     pub syncs: u32,
+    /// Bytes the copies moved, where recorded (llama.cpp's `ggml_backend_tensor_copy`).
+    pub copy_bytes: u64,
+    /// Command-buffer submissions to a GPU queue (`vkQueueSubmit`).
+    pub gpu_submits: u32,
+    /// Time in `vkQueueSubmit`, ns.
+    pub gpu_submit_ns: u64,
+    /// The CPU blocked on GPU fences (`vkWaitForFences`), ns; part of the syncs' time
+    /// when a sync made them.
+    pub fence_wait_ns: u64,
+    /// Fence waits.
+    pub fence_waits: u32,
+    /// Graph inputs written into and results read from backend tensors
+    /// (`ggml_backend_tensor_set`/`_get`), ns.
+    pub host_io_ns: u64,
+    /// Their bytes.
+    pub host_io_bytes: u64,
     /// KV budget phases (swap out/in, (de)compression), ns.
     pub kv_io_ns: u64,
     /// Bytes written to KV swap files.
@@ -148,7 +168,19 @@ fn call_timeline(model: &TraceModel, tokens: &[TokenSplit]) -> Option<CallTimeli
     // The decode thread first.
     lane_of(&mut lanes, 0, tok.tid);
     for g in model.token_graphs(tok.index) {
-        let lane = lane_of(&mut lanes, g.backend_kind, g.tid);
+        // A split the backend computes asynchronously (llama.cpp's GPU splits: no node
+        // spans) gets its own lane, though the decode thread records and submits it.
+        let lane = if g.backend_kind != 0 && g.nodes.is_empty() {
+            match lanes.iter().position(|l| *l == (g.backend_kind, g.tid)) {
+                Some(i) => i,
+                None => {
+                    lanes.push((g.backend_kind, g.tid));
+                    lanes.len() - 1
+                }
+            }
+        } else {
+            lane_of(&mut lanes, g.backend_kind, g.tid)
+        };
         bars.push(CallBar {
             lane,
             start_ns: rel(g.start_ns),
@@ -183,6 +215,23 @@ fn call_timeline(model: &TraceModel, tokens: &[TokenSplit]) -> Option<CallTimeli
                 kind: BarKind::Kv,
             });
         }
+    }
+    for c in model.backend_calls() {
+        if c.token != Some(tok.index) {
+            continue;
+        }
+        let kind = match c.kind {
+            k if k.is_wait() => BarKind::Sync,
+            k if k.is_transfer() => BarKind::Copy,
+            _ => continue,
+        };
+        let lane = lane_of(&mut lanes, 0, c.tid);
+        bars.push(CallBar {
+            lane,
+            start_ns: rel(c.start_ns),
+            end_ns: rel(c.end_ns),
+            kind,
+        });
     }
     // CPU lanes first (decode thread on top), then the other backends'.
     let mut order: Vec<usize> = (0..lanes.len()).collect();
@@ -302,6 +351,13 @@ fn add(into: &mut TokenSplit, from: &TokenSplit) {
     into.copies += from.copies;
     into.sync_ns += from.sync_ns;
     into.syncs += from.syncs;
+    into.copy_bytes += from.copy_bytes;
+    into.gpu_submits += from.gpu_submits;
+    into.gpu_submit_ns += from.gpu_submit_ns;
+    into.fence_wait_ns += from.fence_wait_ns;
+    into.fence_waits += from.fence_waits;
+    into.host_io_ns += from.host_io_ns;
+    into.host_io_bytes += from.host_io_bytes;
     into.kv_io_ns += from.kv_io_ns;
     into.kv_bytes_out += from.kv_bytes_out;
     into.kv_bytes_in += from.kv_bytes_in;
@@ -319,6 +375,11 @@ fn add_graph(
     let mut t = t;
     if let Some(t) = t.as_deref_mut() {
         *t.splits.entry(backend.clone()).or_default() += 1;
+        // A backend whose nodes are not probed (llama.cpp's GPU splits): the CPU's
+        // whole call for the split (recording, submitting and any fence wait in it).
+        if g.backend_kind != 0 && g.nodes.is_empty() {
+            *t.compute_ns.entry(backend.clone()).or_default() += g.dur_ns();
+        }
     }
     for span in model.graph_node_spans(g) {
         let n = &nodes[span.node as usize];
@@ -354,6 +415,34 @@ fn add_graph(
     }
 }
 
+/// Adds a backend call (llama.cpp's copies, waits, submissions) to `t`.
+fn add_backend_call(t: &mut TokenSplit, c: &BackendCall) {
+    let dur = c.dur_ns();
+    match c.kind {
+        BackendSpanKind::Sync | BackendSpanKind::EventSync => {
+            t.sync_ns += dur;
+            t.syncs += 1;
+        }
+        BackendSpanKind::Copy => {
+            t.copy_ns += dur;
+            t.copies += 1;
+            t.copy_bytes += c.bytes;
+        }
+        BackendSpanKind::Upload | BackendSpanKind::Download => {
+            t.host_io_ns += dur;
+            t.host_io_bytes += c.bytes;
+        }
+        BackendSpanKind::VkSubmit => {
+            t.gpu_submit_ns += dur;
+            t.gpu_submits += 1;
+        }
+        BackendSpanKind::VkFenceWait => {
+            t.fence_wait_ns += dur;
+            t.fence_waits += 1;
+        }
+    }
+}
+
 /// Adds a KV phase to `t`.
 fn add_kv_phase(t: &mut TokenSplit, p: &crate::model::PhaseSpan) {
     t.kv_io_ns += p.end_ns.saturating_sub(p.start_ns);
@@ -373,6 +462,13 @@ pub fn token_split(model: &TraceModel, token: u32) -> TokenSplit {
     };
     for g in model.token_graphs(token) {
         add_graph(model, g, Some(&mut t), None);
+    }
+    for c in model.backend_calls().iter().rev() {
+        match c.token {
+            Some(x) if x == token => add_backend_call(&mut t, c),
+            Some(x) if x < token => break,
+            _ => {}
+        }
     }
     for p in model.phases().iter().rev() {
         match p.token {
@@ -408,6 +504,11 @@ pub fn compute(model: &TraceModel) -> BackendStats {
             add_kv_phase(t, p);
         }
     }
+    for c in model.backend_calls() {
+        if let Some(t) = c.token.and_then(|t| tokens.get_mut(t as usize)) {
+            add_backend_call(t, c);
+        }
+    }
     let mut total = TokenSplit {
         token: u32::MAX,
         ..TokenSplit::default()
@@ -430,6 +531,97 @@ mod tests {
     use crate::synthetic::{
         SPLIT_COPY_NS, SPLIT_MATMUL_NS, SPLIT_SYNC_NS, SynthSpec, model, split_model,
     };
+
+    /// llama.cpp on a GPU backend: a decode call with a CPU split and a Vulkan split
+    /// (no node spans: its time is the CPU's call), the submissions and fence waits in
+    /// it, a sync with its own fence wait, a copy: each lands in its field, and the
+    /// Vulkan split gets its own lane in the picture.
+    #[test]
+    fn a_gpu_split_of_llama_cpp_counts_its_calls() {
+        use common::event::{
+            BackendSpanEvent, DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GraphEvent,
+        };
+        use trace_format::Event;
+        const TID: u32 = 7;
+        let h = |kind: EventKind, exit: bool, ts: u64| EventHeader {
+            kind: kind as u32,
+            flags: if exit { EVENT_FLAG_EXIT } else { 0 },
+            ts_ns: ts,
+            pid: 1,
+            tid: TID,
+            cpu: 0,
+            _pad: 0,
+        };
+        let graph = |exit: bool, ts: u64, kind: common::BackendKind, n: u32| {
+            Event::Graph(GraphEvent {
+                header: h(EventKind::GraphCompute, exit, ts),
+                graph_addr: 0x100 + kind as u64,
+                n_nodes: n,
+                backend_kind: kind as u32,
+                n_tokens: 1,
+                ..GraphEvent::default()
+            })
+        };
+        let call = |what: BackendSpanKind, start: u64, end: u64, kind: u32, bytes: u64| {
+            Event::BackendSpan(BackendSpanEvent {
+                header: h(EventKind::BackendSpan, false, end),
+                start_ns: start,
+                what: what as u32,
+                backend_kind: kind,
+                bytes,
+                object: 0,
+            })
+        };
+        let decode = |exit: bool, ts: u64| {
+            Event::Decode(DecodeEvent {
+                header: h(EventKind::Decode, exit, ts),
+                n_tokens: 1,
+                pos: 5,
+                ..DecodeEvent::default()
+            })
+        };
+        let vk = common::BackendKind::Vulkan as u32;
+        let mut m = TraceModel::new(&crate::synthetic::synth_header());
+        for e in [
+            decode(false, 1_000),
+            graph(false, 1_100, common::BackendKind::Cpu, 1),
+            graph(true, 1_200, common::BackendKind::Cpu, 1),
+            call(BackendSpanKind::Copy, 1_300, 1_400, u32::MAX, 4096),
+            graph(false, 1_500, common::BackendKind::Vulkan, 1055),
+            call(BackendSpanKind::VkSubmit, 1_600, 1_650, vk, 1),
+            call(BackendSpanKind::VkFenceWait, 1_700, 5_700, vk, 1),
+            graph(true, 6_000, common::BackendKind::Vulkan, 1055),
+            call(BackendSpanKind::VkFenceWait, 6_100, 6_200, vk, 1),
+            call(BackendSpanKind::Sync, 6_050, 6_300, vk, 0),
+            call(BackendSpanKind::Download, 6_400, 6_500, vk, 196_608),
+            decode(true, 7_000),
+        ] {
+            m.apply(&e);
+        }
+        let st = compute(&m);
+        assert_eq!(st.backends, ["cpu", "vulkan"]);
+        assert!(st.is_interesting());
+        let t = &st.tokens[0];
+        assert_eq!(t.splits.get("vulkan"), Some(&1));
+        assert_eq!(t.compute_ns.get("vulkan"), Some(&4_500), "the split call");
+        assert_eq!((t.gpu_submits, t.gpu_submit_ns), (1, 50));
+        assert_eq!((t.fence_waits, t.fence_wait_ns), (2, 4_100));
+        assert_eq!((t.syncs, t.sync_ns), (1, 250));
+        assert_eq!((t.copies, t.copy_ns, t.copy_bytes), (1, 100, 4096));
+        assert_eq!((t.host_io_ns, t.host_io_bytes), (100, 196_608));
+        assert_eq!(&token_split(&m, 0), t, "the live view's split");
+        let call = st.call.as_ref().expect("a split decode step");
+        assert_eq!(call.lanes.len(), 2, "{:?}", call.lanes);
+        assert_eq!(call.lanes[1].1, "vulkan");
+        let on_vulkan: Vec<&CallBar> = call.bars.iter().filter(|b| b.lane == 1).collect();
+        assert_eq!(on_vulkan.len(), 1);
+        assert_eq!(on_vulkan[0].kind, BarKind::Split);
+        assert!(
+            call.bars
+                .iter()
+                .any(|b| b.lane == 0 && b.kind == BarKind::Sync && b.end_ns - b.start_ns == 4_000)
+        );
+    }
 
     /// A split synthetic trace: per call, the CPU's and the accel's compute, the copies
     /// and the sync add up to what the generator put in (with a CPU split and the accel

@@ -266,6 +266,18 @@ pub enum BackendKind {
     /// throttled), its own operator entry point ([`symbols::ACCEL_OP_COMPUTE`]) and a
     /// subset of op types; graphs are split between it and the CPU.
     Accel = 3,
+    /// llama.cpp's Vulkan backend (`ggml-vulkan`).
+    Vulkan = 4,
+    /// llama.cpp's OpenCL backend (`ggml-opencl`: Adreno).
+    OpenCl = 5,
+    /// llama.cpp's CUDA backend.
+    Cuda = 6,
+    /// llama.cpp's Metal backend.
+    Metal = 7,
+    /// llama.cpp's BLAS backend (runs on the CPU through a BLAS library).
+    Blas = 8,
+    /// llama.cpp's RPC backend (a remote machine).
+    Rpc = 9,
 }
 
 impl BackendKind {
@@ -276,17 +288,29 @@ impl BackendKind {
             1 => Some(BackendKind::Gpu),
             2 => Some(BackendKind::Npu),
             3 => Some(BackendKind::Accel),
+            4 => Some(BackendKind::Vulkan),
+            5 => Some(BackendKind::OpenCl),
+            6 => Some(BackendKind::Cuda),
+            7 => Some(BackendKind::Metal),
+            8 => Some(BackendKind::Blas),
+            9 => Some(BackendKind::Rpc),
             _ => None,
         }
     }
 
-    /// Lower-case name (`cpu`, `gpu`, `npu`, `accel`).
+    /// Lower-case name (`cpu`, `gpu`, `npu`, `accel`, `vulkan`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",
             BackendKind::Gpu => "gpu",
             BackendKind::Npu => "npu",
             BackendKind::Accel => "accel",
+            BackendKind::Vulkan => "vulkan",
+            BackendKind::OpenCl => "opencl",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Metal => "metal",
+            BackendKind::Blas => "blas",
+            BackendKind::Rpc => "rpc",
         }
     }
 }

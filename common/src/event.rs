@@ -13,7 +13,9 @@ use core::mem::{offset_of, size_of};
 
 use crate::engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, NODE_NAME_LEN};
 
+mod backend_span;
 mod op_span;
+pub use backend_span::{BACKEND_UNKNOWN, BackendSpanEvent, BackendSpanKind};
 pub use op_span::{
     NodeDescEvent, OP_SPAN_BACKEND_SHIFT, OP_SPAN_DUR_US, OP_SPAN_END_APPROX, OP_SPAN_FUSED,
     OP_SPAN_ITH_MASK, OP_SPAN_START_AT_RELEASE, OpSpanEvent, OpSpanPmcEvent,
@@ -39,6 +41,9 @@ pub enum EventKind {
     GraphCompute = 10,
     /// A thread begins its walk over a graph ([`GraphThreadEvent`], `engine_graph_thread`).
     GraphThread = 11,
+    /// A copy, wait, submission or fence wait between the CPU and another backend
+    /// ([`BackendSpanEvent`], llama.cpp's `ggml-backend` and the Vulkan loader).
+    BackendSpan = 12,
     /// `engine_op_compute` entry ([`OpEvent`]); in traces of format 1 and 2 also the
     /// exit (with `EVENT_FLAG_EXIT`), which readers convert to [`OpExitEvent`].
     OpCompute = 20,
@@ -97,10 +102,11 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 27] = [
+    pub const ALL: [EventKind; 28] = [
         EventKind::Decode,
         EventKind::GraphCompute,
         EventKind::GraphThread,
+        EventKind::BackendSpan,
         EventKind::OpCompute,
         EventKind::OpComputeExit,
         EventKind::ExpertRoute,
@@ -133,6 +139,7 @@ impl EventKind {
             1 => EventKind::Decode,
             10 => EventKind::GraphCompute,
             11 => EventKind::GraphThread,
+            12 => EventKind::BackendSpan,
             20 => EventKind::OpCompute,
             21 => EventKind::OpComputeExit,
             22 => EventKind::ExpertRoute,
@@ -167,6 +174,7 @@ impl EventKind {
             EventKind::Decode => size_of::<DecodeEvent>(),
             EventKind::GraphCompute => size_of::<GraphEvent>(),
             EventKind::GraphThread => size_of::<GraphThreadEvent>(),
+            EventKind::BackendSpan => size_of::<BackendSpanEvent>(),
             EventKind::OpCompute => size_of::<OpEvent>(),
             EventKind::OpComputeExit => size_of::<OpExitEvent>(),
             EventKind::ExpertRoute => size_of::<ExpertRouteEvent>(),
@@ -198,6 +206,7 @@ impl EventKind {
             EventKind::Decode => "decode",
             EventKind::GraphCompute => "graph_compute",
             EventKind::GraphThread => "graph_thread",
+            EventKind::BackendSpan => "backend_span",
             EventKind::OpCompute => "op_compute",
             EventKind::OpComputeExit => "op_compute_exit",
             EventKind::ExpertRoute => "expert_route",
@@ -876,7 +885,9 @@ mod tests {
             let v = k as u32;
             let level_ok = match k {
                 EventKind::Decode => (1..10).contains(&v),
-                EventKind::GraphCompute | EventKind::GraphThread => (10..20).contains(&v),
+                EventKind::GraphCompute | EventKind::GraphThread | EventKind::BackendSpan => {
+                    (10..20).contains(&v)
+                }
                 EventKind::OpCompute
                 | EventKind::OpComputeExit
                 | EventKind::ExpertRoute

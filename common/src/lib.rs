@@ -10,6 +10,7 @@ pub mod control;
 pub mod engine_abi;
 pub mod event;
 pub mod ggml_abi;
+pub mod ggml_backends;
 pub mod op_catalog;
 pub mod op_thread;
 

@@ -1,10 +1,10 @@
 //! Typed view of the packed event records.
 
 use common::event::{
-    DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GraphEvent, GraphThreadEvent,
-    LeafNodeEvent, LossEvent, NodeDescEvent, OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent,
-    OpExitEvent, OpSpanEvent, OpSpanPmcEvent, OpWindowEvent, PhaseEvent, PmcOpenEvent,
-    QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
+    BackendSpanEvent, DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GraphEvent,
+    GraphThreadEvent, LeafNodeEvent, LossEvent, NodeDescEvent, OP_EVENT_V1_PMC_OFFSET,
+    OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, OpSpanEvent, OpSpanPmcEvent, OpWindowEvent, PhaseEvent,
+    PmcOpenEvent, QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
 };
 
 /// One event of a trace.
@@ -16,6 +16,8 @@ pub enum Event {
     Graph(GraphEvent),
     /// A thread begins its walk over a graph (`engine_graph_thread`).
     GraphThread(GraphThreadEvent),
+    /// A copy, wait, submission or fence wait between the CPU and another backend.
+    BackendSpan(BackendSpanEvent),
     /// Operator entry (`engine_op_compute`); boxed, it is large.
     Op(Box<OpEvent>),
     /// Operator exit: closes the last [`Event::Op`] entry on the same thread (format-1
@@ -64,6 +66,7 @@ impl Event {
             Event::Decode(e) => e.header,
             Event::Graph(e) => e.header,
             Event::GraphThread(e) => e.header,
+            Event::BackendSpan(e) => e.header,
             Event::Op(e) => e.header,
             Event::OpExit(e) => e.header,
             Event::ExpertRoute(e) => e.header,
@@ -94,6 +97,7 @@ impl Event {
             Event::Decode(x) => record_bytes(x).to_vec(),
             Event::Graph(x) => record_bytes(x).to_vec(),
             Event::GraphThread(x) => record_bytes(x).to_vec(),
+            Event::BackendSpan(x) => record_bytes(x).to_vec(),
             Event::Op(x) => record_bytes(x.as_ref()).to_vec(),
             Event::OpExit(x) => record_bytes(x).to_vec(),
             Event::ExpertRoute(x) => record_bytes(x).to_vec(),
@@ -134,6 +138,7 @@ wire_records!(
     DecodeEvent,
     GraphEvent,
     GraphThreadEvent,
+    BackendSpanEvent,
     OpEvent,
     OpExitEvent,
     ExpertRouteEvent,
@@ -191,6 +196,7 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::Decode => Event::Decode(read(bytes)?),
         EventKind::GraphCompute => Event::Graph(read(bytes)?),
         EventKind::GraphThread => Event::GraphThread(read(bytes)?),
+        EventKind::BackendSpan => Event::BackendSpan(read(bytes)?),
         EventKind::OpCompute => op_event(read(bytes)?),
         EventKind::OpComputeExit => Event::OpExit(read(bytes)?),
         EventKind::ExpertRoute => Event::ExpertRoute(read(bytes)?),

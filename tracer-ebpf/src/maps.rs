@@ -175,3 +175,28 @@ pub static GGML_ROUTE: ProgramArray = ProgramArray::with_max_entries(1, 0);
 /// record batches without sequences).
 #[map]
 pub static GGML_SEQS: ProgramArray = ProgramArray::with_max_entries(2, 0);
+
+/// llama.cpp targets: a ggml backend's 16-byte GUID (two little-endian words) → its
+/// `BackendKind` (`common::ggml_backends`, written by the collector). A backend not in it
+/// is recorded as a GPU.
+#[map]
+pub static GGML_BACKEND_GUIDS: HashMap<[u64; 2], u32> = HashMap::with_max_entries(16, 0);
+
+/// llama.cpp targets: the backend call each thread is in, per family (`tid << 1 |
+/// family`: 0 ggml-backend, 1 Vulkan), closed at its return (`probes/ggml_backend.rs`).
+#[map]
+pub static BACKEND_CALLS: HashMap<u64, BackendCallStash> =
+    HashMap::with_max_entries(2 * MAX_TRACED_THREADS, 0);
+
+/// An open backend call ([`BACKEND_CALLS`]).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct BackendCallStash {
+    /// The span so far (its start, kind, backend, bytes and object).
+    pub span: common::event::BackendSpanEvent,
+    /// Calls of the same family entered inside it and not yet returned (recorded as
+    /// part of it).
+    pub depth: u32,
+    /// Zero.
+    pub _pad: u32,
+}

@@ -1,6 +1,7 @@
 //! One module per probe level.
 
 mod expert;
+mod ggml_backend;
 mod graph;
 mod llama_cpp;
 mod op;

@@ -18,6 +18,9 @@ use common::ggml_abi::{BATCH_BY_REFERENCE, GgmlLayout};
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
 
+use crate::backend_points::{
+    self, BackendPoint, GGML_BACKEND_PROBES, GGML_VULKAN_LIB, VULKAN_PROBES,
+};
 use crate::probe_points::{self, ArgUse, MAX_BINARY_BYTES, ProbePoint};
 
 /// The function every node's dispatch starts with (ggml's CPU backend).
@@ -142,6 +145,12 @@ pub struct GgmlBuild {
     /// program has llama.cpp's common library (its tools), else `llama_sampler_sample`
     /// in `llama_lib`, if exported.
     pub sample_point: Option<(PathBuf, ProbePoint)>,
+    /// Where the CPU works for other backends (`backend_points`): `libggml-base`'s
+    /// split, wait and copy functions, and the Vulkan loader's submit and fence wait
+    /// when the build has a Vulkan backend.
+    pub backend_points: Vec<BackendPoint>,
+    /// The library of a GPU backend the build loads (`libggml-vulkan.so`), if any.
+    pub gpu_lib: Option<PathBuf>,
 }
 
 impl GgmlBuild {
@@ -156,6 +165,15 @@ impl GgmlBuild {
         let mut base = None;
         let mut llama = None;
         let mut common_sample = None;
+        let mut backend_points = Vec::new();
+        let mut vulkan_points = Vec::new();
+        let gpu_lib = files
+            .iter()
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(GGML_VULKAN_LIB))
+            })
+            .cloned();
         for path in files {
             let data = read(path)?;
             let file = probe_points::parse(path, &data).map_err(|e| GgmlBuildError::Read {
@@ -199,7 +217,11 @@ impl GgmlBuild {
                         .map(|&(_, l)| (v, l))
                 });
                 let derived = ggml_layout::derive(&file, table, given);
+                backend_points = backend_points::points_in(path, &file, &GGML_BACKEND_PROBES);
                 base = Some((path.clone(), version.clone(), commit, ops, derived));
+            }
+            if gpu_lib.is_some() && vulkan_points.is_empty() && has(VULKAN_PROBES[0].symbol) {
+                vulkan_points = backend_points::points_in(path, &file, &VULKAN_PROBES);
             }
             if common_sample.is_none() && has(COMMON_SAMPLE) {
                 common_sample = probe_points::points_matching(&file, |n| {
@@ -269,6 +291,7 @@ impl GgmlBuild {
             }
             None => (None, Vec::new(), None),
         };
+        backend_points.extend(vulkan_points);
         Ok(GgmlBuild {
             cpu_lib,
             cpu_build_id,
@@ -286,6 +309,8 @@ impl GgmlBuild {
             graph_point,
             decode_points,
             sample_point,
+            backend_points,
+            gpu_lib,
         })
     }
 
@@ -523,10 +548,14 @@ pub fn files_of_command(exe: &Path) -> Vec<PathBuf> {
         ] {
             dirs.push(PathBuf::from(d));
         }
-        for name in needed
-            .iter()
-            .filter(|n| n.starts_with("libggml") || n.starts_with("libllama"))
-        {
+        let is_vulkan_backend = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(GGML_VULKAN_LIB));
+        for name in needed.iter().filter(|n| {
+            n.starts_with("libggml")
+                || n.starts_with("libllama")
+                || (is_vulkan_backend && n.starts_with("libvulkan"))
+        }) {
             if let Some(found) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
                 && !files.contains(&found)
             {
@@ -591,7 +620,11 @@ pub fn files_of_process(pid: u32, exe: &Path) -> Vec<PathBuf> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if (name.starts_with("libggml") || name.starts_with("libllama")) && !files.contains(&path) {
+        if (name.starts_with("libggml")
+            || name.starts_with("libllama")
+            || name.starts_with("libvulkan.so"))
+            && !files.contains(&path)
+        {
             files.push(path);
         }
     }

@@ -8,6 +8,7 @@ pub static EBPF_OBJECT: &[u8] =
 
 pub mod a64_uprobe;
 pub mod analyze;
+pub mod backend_points;
 pub mod cli;
 pub mod config;
 pub mod counted_uprobe;

@@ -251,7 +251,7 @@ fn ensure_build(
 /// Copies every `libllama*.so*` and `libggml*.so*` under `build_dir` (CMake leaves them in
 /// several directories in older llama.cpp) into `lib`, symlinks as symlinks; returns their
 /// names.
-fn collect_libraries(build_dir: &Path, lib: &Path) -> Result<Vec<String>> {
+pub(crate) fn collect_libraries(build_dir: &Path, lib: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     let mut dirs = vec![build_dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -292,7 +292,7 @@ fn is_library_name(name: &str) -> bool {
 /// Checks that every llama.cpp library a library in `lib` needs (`DT_NEEDED`, read with
 /// `readelf -d`) is in `lib` under that name and found through a RUNPATH of `$ORIGIN`, so
 /// the loader needs no `LD_LIBRARY_PATH`.
-fn check_libraries(lib: &Path) -> Result<()> {
+pub(crate) fn check_libraries(lib: &Path) -> Result<()> {
     for entry in std::fs::read_dir(lib).with_context(|| format!("cannot read {}", lib.display()))? {
         let entry = entry?;
         if entry.file_type()?.is_symlink() {
@@ -430,7 +430,7 @@ fn check_binding(build: &OlderBuild, dest: &Path) -> Result<()> {
 }
 
 /// Copies the directory `from` to `to` (which must not exist), symlinks as symlinks.
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     paths::create_dir(to)?;
     for entry in
         std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?
@@ -447,7 +447,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// Copies one file, or recreates one symlink with the same target.
-fn copy_entry(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_entry(from: &Path, to: &Path) -> Result<()> {
     let meta = std::fs::symlink_metadata(from)
         .with_context(|| format!("cannot stat {}", from.display()))?;
     if meta.file_type().is_symlink() {
@@ -463,7 +463,7 @@ fn copy_entry(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// Removes the directory `dir` if it exists.
-fn remove_if_present(dir: &Path) -> Result<()> {
+pub(crate) fn remove_if_present(dir: &Path) -> Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
     }

@@ -12,6 +12,7 @@ mod dist;
 mod engine;
 mod llama_builds;
 mod llama_cross;
+mod llama_vulkan;
 mod oracle_env;
 mod paths;
 mod process;

@@ -11,6 +11,7 @@ use std::process::Command;
 use anyhow::{Result, bail};
 
 use crate::llama_builds;
+use crate::llama_vulkan;
 use crate::oracle_env;
 use crate::process;
 use crate::steps::Steps;
@@ -40,6 +41,9 @@ pub enum Component {
     /// Older llama.cpp builds (libraries and binding) in the oracle venv, for the tracer's
     /// tests (after [`Component::OracleVenv`]).
     OlderLlamaBuilds,
+    /// llama.cpp with its Vulkan backend and Mesa's lavapipe driver, for the tracer's
+    /// accelerator tests (after [`Component::OracleVenv`]).
+    VulkanLlamaBuild,
 }
 
 /// What `cargo xtask demo` needs: the eBPF toolchain to build `profinfer`, graphviz for
@@ -58,6 +62,7 @@ pub const TEST: &[Component] = &[
     Component::CargoFuzz,
     Component::OracleVenv,
     Component::OlderLlamaBuilds,
+    Component::VulkanLlamaBuild,
 ];
 
 /// What `cargo xtask setup` installs (the oracle only with `--oracle`).
@@ -65,7 +70,15 @@ pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {
     let wanted: Vec<Component> = TEST
         .iter()
         .copied()
-        .filter(|c| oracle || !matches!(c, Component::OracleVenv | Component::OlderLlamaBuilds))
+        .filter(|c| {
+            oracle
+                || !matches!(
+                    c,
+                    Component::OracleVenv
+                        | Component::OlderLlamaBuilds
+                        | Component::VulkanLlamaBuild
+                )
+        })
         .collect();
     install(steps, &wanted)
 }
@@ -81,6 +94,9 @@ pub fn install(steps: &mut Steps, components: &[Component]) -> Result<()> {
             Component::OracleVenv => steps.run("llama.cpp oracle venv", oracle_env::ensure)?,
             Component::OlderLlamaBuilds => {
                 steps.run("older llama.cpp builds", llama_builds::ensure)?;
+            }
+            Component::VulkanLlamaBuild => {
+                steps.run("llama.cpp with Vulkan (lavapipe)", llama_vulkan::ensure)?;
             }
         }
     }

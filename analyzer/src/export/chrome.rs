@@ -255,6 +255,23 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
             &args,
         )?;
     }
+    for c in model.backend_calls() {
+        let args = format!(
+            r#"{{"kind":"{}","backend":"{}","bytes":{}}}"#,
+            c.kind.name(),
+            c.backend_kind
+                .map_or_else(String::new, crate::model::backend_name),
+            c.bytes
+        );
+        o.slice(
+            u64::from(c.tid),
+            &c.label(),
+            "backend",
+            c.start_ns,
+            c.end_ns,
+            &args,
+        )?;
+    }
     // Operators.
     if opts.ops {
         let nodes = model.nodes();

@@ -222,7 +222,7 @@ pub fn write_token_split(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
     }
     writeln!(
         w,
-        ",copies,copy_ns,syncs,sync_ns,kv_io_ns,kv_bytes_out,kv_bytes_in"
+        ",copies,copy_ns,syncs,sync_ns,kv_io_ns,kv_bytes_out,kv_bytes_in,copy_bytes,gpu_submits,gpu_submit_ns,fence_waits,fence_wait_ns,host_io_ns,host_io_bytes"
     )?;
     for t in &b.tokens {
         write!(w, "{}", t.token)?;
@@ -236,8 +236,21 @@ pub fn write_token_split(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
         }
         writeln!(
             w,
-            ",{},{},{},{},{},{},{}",
-            t.copies, t.copy_ns, t.syncs, t.sync_ns, t.kv_io_ns, t.kv_bytes_out, t.kv_bytes_in
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            t.copies,
+            t.copy_ns,
+            t.syncs,
+            t.sync_ns,
+            t.kv_io_ns,
+            t.kv_bytes_out,
+            t.kv_bytes_in,
+            t.copy_bytes,
+            t.gpu_submits,
+            t.gpu_submit_ns,
+            t.fence_waits,
+            t.fence_wait_ns,
+            t.host_io_ns,
+            t.host_io_bytes
         )?;
     }
     Ok(())

@@ -139,6 +139,7 @@ pub fn write(page: &Page<'_>, mut w: impl Write) -> io::Result<()> {
         w,
         "<nav><a href=\"#run\">run</a><a href=\"#timings\">token timings</a>\
          <a href=\"#operators\">top operators</a><a href=\"#threads\">threads</a>\
+         <a href=\"#backends\">backends</a>\
          <a href=\"#dag\">per-layer DAG</a><a href=\"#plots\">plots</a>\
          <a href=\"#flame\">flame graph</a><a href=\"#files\">raw files</a></nav>"
     )?;
@@ -146,6 +147,7 @@ pub fn write(page: &Page<'_>, mut w: impl Write) -> io::Result<()> {
     write_timings(r, &mut w)?;
     write_operators(r, &mut w)?;
     write_threads(r, &mut w)?;
+    write_backends(r, &mut w)?;
     writeln!(w, "<h2 id=\"dag\">Per-layer DAG</h2>")?;
     write_figure(&page.dag, false, true, &mut w)?;
     writeln!(w, "<h2 id=\"plots\">Plots</h2>")?;
@@ -539,6 +541,113 @@ fn write_threads(r: &Report, w: &mut impl Write) -> io::Result<()> {
         )?;
     }
     writeln!(w, "</table>")
+}
+
+/// The split across backends (when the trace has more than one, or KV-budget I/O): per
+/// decode call, each backend's splits and time, then the copies, waits, GPU submissions
+/// and fence waits between them, and the same op and shape on each backend.
+fn write_backends(r: &Report, w: &mut impl Write) -> io::Result<()> {
+    let Some(b) = r.backends.as_ref().filter(|b| b.is_interesting()) else {
+        return Ok(());
+    };
+    let calls = b.tokens.len().max(1) as f64;
+    let per_call = |ns: u64| ms(Some(ns as f64 / 1e6 / calls));
+    let t = &b.total;
+    writeln!(w, "<h2 id=\"backends\">Backends</h2>")?;
+    writeln!(
+        w,
+        "<p>{} over {} decode calls: time per call. A GPU backend's time is the CPU's \
+         call for its split (recording, submitting and the fence waits inside); the GPU's \
+         own time per node is not recorded (docs/llama-cpp.md).</p>",
+        esc(&b.backends.join(", ")),
+        b.tokens.len()
+    )?;
+    writeln!(
+        w,
+        "<table><tr><th>what</th><th class=\"n\">per call</th><th>count</th></tr>"
+    )?;
+    let mut row = |what: &str, ns: u64, count: String| {
+        writeln!(
+            w,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            esc(what),
+            per_call(ns),
+            esc(&count)
+        )
+    };
+    for (name, ns) in &t.compute_ns {
+        row(
+            name,
+            *ns,
+            format!("{} splits", t.splits.get(name).copied().unwrap_or(0)),
+        )?;
+    }
+    if t.gpu_submits > 0 {
+        row(
+            "GPU submissions (vkQueueSubmit)",
+            t.gpu_submit_ns,
+            t.gpu_submits.to_string(),
+        )?;
+    }
+    if t.fence_waits > 0 {
+        row(
+            "GPU fence waits (vkWaitForFences)",
+            t.fence_wait_ns,
+            t.fence_waits.to_string(),
+        )?;
+    }
+    if t.copies > 0 {
+        row(
+            "copies between backends",
+            t.copy_ns,
+            format!("{} ({:.1} KiB)", t.copies, t.copy_bytes as f64 / 1024.0),
+        )?;
+    }
+    if t.syncs > 0 {
+        row("CPU waits for a backend", t.sync_ns, t.syncs.to_string())?;
+    }
+    if t.host_io_bytes > 0 {
+        row(
+            "host I/O (inputs in, results out)",
+            t.host_io_ns,
+            format!("{:.1} KiB", t.host_io_bytes as f64 / 1024.0),
+        )?;
+    }
+    if t.kv_io_ns > 0 {
+        row(
+            "KV I/O",
+            t.kv_io_ns,
+            format!(
+                "{:.1} MiB out, {:.1} MiB in",
+                t.kv_bytes_out as f64 / 1048576.0,
+                t.kv_bytes_in as f64 / 1048576.0
+            ),
+        )?;
+    }
+    writeln!(w, "</table>")?;
+    let both = b.side_by_side();
+    if !both.is_empty() {
+        writeln!(
+            w,
+            "<p>The same op and shape on each backend (mean per node):</p>\
+             <table><tr><th>op</th><th>shape</th><th>backends</th></tr>"
+        )?;
+        for (op, shape, rows) in both.iter().take(12) {
+            let cells: Vec<String> = rows
+                .iter()
+                .map(|r| format!("{} {} ×{}", r.backend, us(r.mean_ns() / 1e3), r.count))
+                .collect();
+            writeln!(
+                w,
+                "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(op),
+                esc(shape),
+                esc(&cells.join(" · "))
+            )?;
+        }
+        writeln!(w, "</table>")?;
+    }
+    Ok(())
 }
 
 /// A figure: the picture as a `data:` URI (`<object>` for interactive SVGs, whose

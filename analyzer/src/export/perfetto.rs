@@ -451,6 +451,7 @@ enum Item {
     Token(u32),
     Graph(u32),
     Phase(u32),
+    Backend(u32),
     Op(u32),
 }
 
@@ -526,6 +527,7 @@ fn track_threads(model: &TraceModel) -> Vec<(usize, &ThreadInfo)> {
         .map(|t| t.tid)
         .chain(model.graphs().iter().map(|g| g.tid))
         .chain(model.phases().iter().map(|p| p.tid))
+        .chain(model.backend_calls().iter().map(|c| c.tid))
         .collect();
     with_spans.sort_unstable();
     with_spans.dedup();
@@ -805,6 +807,27 @@ fn write_thread(
             }
         })
         .peekable();
+    // Backend calls too (a fence wait returns inside its sync).
+    let calls = model.backend_calls();
+    let mut call_ids: Vec<u32> = (0..calls.len() as u32)
+        .filter(|&i| calls[i as usize].tid == tid)
+        .collect();
+    call_ids.sort_by_key(|&i| {
+        let c = &calls[i as usize];
+        (c.start_ns, std::cmp::Reverse(c.end_ns), i)
+    });
+    let mut backend_calls = call_ids
+        .iter()
+        .map(|&i| {
+            let c = &calls[i as usize];
+            Span {
+                start: c.start_ns,
+                end: c.end_ns,
+                rank: 2,
+                item: Item::Backend(i),
+            }
+        })
+        .peekable();
     // Operators do not nest on a thread: exit order is start order.
     let mut ops = model
         .slices()
@@ -835,7 +858,8 @@ fn write_thread(
             (0u8, tokens.peek()),
             (1, graphs.peek()),
             (2, phases.peek()),
-            (3, ops.peek()),
+            (3, backend_calls.peek()),
+            (4, ops.peek()),
         ] {
             if let Some(s) = s
                 && best.is_none_or(|(b, _)| s.key() < b.key())
@@ -848,6 +872,7 @@ fn write_thread(
             0 => tokens.next(),
             1 => graphs.next(),
             2 => phases.next(),
+            3 => backend_calls.next(),
             _ => ops.next(),
         };
         while let Some(&end) = stack.last()
@@ -952,6 +977,23 @@ fn write_thread(
                     span.start,
                     Name::Interned(p.kind.name()),
                     Name::Interned("phase"),
+                    args,
+                    Default::default(),
+                )?;
+            }
+            Item::Backend(i) => {
+                let c = &calls[i as usize];
+                let args = vec![
+                    wr.ann_uint("bytes", c.bytes),
+                    wr.ann_uint(
+                        "backend_kind",
+                        u64::from(c.backend_kind.unwrap_or(u32::MAX)),
+                    ),
+                ];
+                wr.slice_begin(
+                    span.start,
+                    Name::Inline(c.label()),
+                    Name::Interned("backend"),
                     args,
                     Default::default(),
                 )?;

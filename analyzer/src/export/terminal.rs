@@ -394,20 +394,48 @@ fn write_backends(b: &crate::backends::BackendStats, w: &mut impl Write) -> io::
             t.splits.get(name).copied().unwrap_or(0)
         )?;
     }
+    if t.gpu_submits > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({} vkQueueSubmit)",
+            "  GPU submissions",
+            per_call(t.gpu_submit_ns),
+            t.gpu_submits
+        )?;
+    }
+    if t.fence_waits > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({} vkWaitForFences)",
+            "  GPU fence waits",
+            per_call(t.fence_wait_ns),
+            t.fence_waits
+        )?;
+    }
     if t.copies > 0 || t.syncs > 0 {
         writeln!(
             w,
-            "  {:<22} {:>9}  ({} copies)",
+            "  {:<22} {:>9}  ({} copies, {:.1} KiB)",
             "copies",
             per_call(t.copy_ns),
-            t.copies
+            t.copies,
+            t.copy_bytes as f64 / 1024.0
         )?;
         writeln!(
             w,
             "  {:<22} {:>9}  ({} syncs)",
-            "CPU waits for accel",
+            "CPU waits for backend",
             per_call(t.sync_ns),
             t.syncs
+        )?;
+    }
+    if t.host_io_bytes > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({:.1} KiB inputs in, results out)",
+            "host I/O",
+            per_call(t.host_io_ns),
+            t.host_io_bytes as f64 / 1024.0
         )?;
     }
     if t.kv_io_ns > 0 {

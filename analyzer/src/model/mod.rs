@@ -9,6 +9,7 @@
 //! descriptions are interned; their number is bounded by the model's distinct nodes
 //! and shapes.
 
+mod backend_call;
 mod expert;
 mod graph;
 mod latency;
@@ -24,6 +25,7 @@ mod token;
 
 use std::collections::HashMap;
 
+pub use backend_call::BackendCall;
 use common::event::{
     EventKind, MAX_PMC, NodeDescEvent, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent, OpExitEvent,
     PmcReading,
@@ -115,6 +117,7 @@ pub struct TraceModel {
     tokens: Vec<TokenSpan>,
     runs: runs::Runs,
     graphs: Vec<GraphSpan>,
+    backend_calls: Vec<BackendCall>,
     phases: Vec<PhaseSpan>,
     nodes: Vec<NodeInfo>,
     node_by_addr: HashMap<u64, Vec<u32>>,
@@ -291,6 +294,21 @@ impl TraceModel {
                 self.counts.op += 1;
                 if let Some(t) = self.thread(h.tid, Some(h.pid)) {
                     self.pairing[t].graph_begin = Some(h.ts_ns);
+                }
+            }
+            Event::BackendSpan(e) => {
+                self.counts.graph += 1;
+                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+                    return;
+                };
+                let token = self.pairing[t].token.or_else(|| {
+                    self.tokens
+                        .last()
+                        .filter(|tok| tok.end_ns.is_none())
+                        .map(|tok| tok.index)
+                });
+                if let Some(call) = BackendCall::from_event(e, token) {
+                    self.backend_calls.push(call);
                 }
             }
             Event::OpSpan(e) => self.apply_op_span(e, None),
@@ -811,6 +829,11 @@ impl TraceModel {
     /// Graph computations in order.
     pub fn graphs(&self) -> &[GraphSpan] {
         &self.graphs
+    }
+
+    /// Copies, waits, submissions and fence waits for other backends, in return order.
+    pub fn backend_calls(&self) -> &[BackendCall] {
+        &self.backend_calls
     }
 
     /// Completed phase calls in exit order.

@@ -5,12 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
-use aya::{Ebpf, maps::Array};
+use aya::{
+    Ebpf,
+    maps::{Array, HashMap},
+};
 use common::{
     OpType,
     control::{DETAIL_EXACT_SPANS, LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_TOKEN},
     event::EventKind,
     ggml_abi::{GgmlLayout, MAX_GGML_OPS},
+    ggml_backends::{GGML_BACKEND_GUIDS, guid_key},
     op_catalog::{OP_UNKNOWN_BASE, op_id},
 };
 use trace_format::ProbeInfo;
@@ -130,6 +134,23 @@ impl LlamaCppPlan {
                 EventKind::GraphCompute,
                 "graph",
             );
+            // What the CPU does for other backends: splits, waits, copies, Vulkan
+            // submissions and fence waits (a few calls per graph).
+            for bp in &b.backend_points {
+                let kind = if bp.probe.enter == "ggml_backend_compute" {
+                    EventKind::GraphCompute
+                } else {
+                    EventKind::BackendSpan
+                };
+                add(
+                    &bp.file,
+                    &bp.point,
+                    bp.probe.enter,
+                    Some(bp.probe.exit),
+                    kind,
+                    "graph",
+                );
+            }
         }
         if levels & LEVEL_OP != 0 && b.op_level_missing.is_none() {
             // One uprobe per node and thread where its dispatch starts and, for exact
@@ -207,6 +228,18 @@ impl LlamaCppPlan {
             .map_err(map_err("GGML_OPS"))?;
         for (i, id) in self.op_map().into_iter().enumerate() {
             ops.set(i as u32, id, 0).map_err(map_err("GGML_OPS"))?;
+        }
+        let mut guids: HashMap<_, [u64; 2], u32> = HashMap::try_from(
+            ebpf.map_mut("GGML_BACKEND_GUIDS")
+                .ok_or(LoadError::ProgramMissing {
+                    program: "GGML_BACKEND_GUIDS",
+                })?,
+        )
+        .map_err(map_err("GGML_BACKEND_GUIDS"))?;
+        for row in &GGML_BACKEND_GUIDS {
+            guids
+                .insert(guid_key(&row.guid), row.kind as u32, 0)
+                .map_err(map_err("GGML_BACKEND_GUIDS"))?;
         }
         Ok(())
     }

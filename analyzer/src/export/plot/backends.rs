@@ -210,36 +210,53 @@ pub fn timeline(s: &ProfStat, path: &Path) -> PlotResult {
                 .map_err(err)?;
         }
     }
-    legend(
-        &strip,
-        &[
-            (
-                "graph split".to_owned(),
-                color(BarKind::Split, "cpu"),
-                Mark::Bar,
+    // The other backends by name (`accel`, `vulkan`): what the CPU waits for.
+    let mut others: Vec<&str> = call
+        .lanes
+        .iter()
+        .map(|(_, b)| b.as_str())
+        .filter(|b| *b != "cpu")
+        .collect();
+    others.dedup();
+    let mut entries = vec![
+        (
+            "graph split".to_owned(),
+            color(BarKind::Split, "cpu"),
+            Mark::Bar,
+        ),
+        (
+            "cpu operator".to_owned(),
+            color(BarKind::Compute, "cpu"),
+            Mark::Bar,
+        ),
+    ];
+    if others.contains(&"accel") {
+        entries.push((
+            "accel operator".to_owned(),
+            color(BarKind::Compute, "accel"),
+            Mark::Bar,
+        ));
+    }
+    entries.extend([
+        (
+            "copy between backends".to_owned(),
+            color(BarKind::Copy, "cpu"),
+            Mark::Bar,
+        ),
+        (
+            format!(
+                "CPU waits for {}",
+                if others.is_empty() {
+                    "a backend".to_owned()
+                } else {
+                    others.join(", ")
+                }
             ),
-            (
-                "cpu operator".to_owned(),
-                color(BarKind::Compute, "cpu"),
-                Mark::Bar,
-            ),
-            (
-                "accel operator".to_owned(),
-                color(BarKind::Compute, "accel"),
-                Mark::Bar,
-            ),
-            (
-                "copy between backends".to_owned(),
-                color(BarKind::Copy, "cpu"),
-                Mark::Bar,
-            ),
-            (
-                "CPU waits for accel".to_owned(),
-                color(BarKind::Sync, "cpu"),
-                Mark::Bar,
-            ),
-            ("KV I/O".to_owned(), color(BarKind::Kv, "cpu"), Mark::Bar),
-        ],
-    )?;
+            color(BarKind::Sync, "cpu"),
+            Mark::Bar,
+        ),
+        ("KV I/O".to_owned(), color(BarKind::Kv, "cpu"), Mark::Bar),
+    ]);
+    legend(&strip, &entries)?;
     plot.present().map_err(err)
 }
