@@ -194,10 +194,8 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
         let mut n0 = mine.start;
         while n0 < mine.end {
             let n1 = (n0 + N_CHUNK).min(mine.end);
-            // SAFETY (all arms): output rows g..end of the scratch are written only at
-            // columns n0..n1 by this thread; buffer sizes are checked by the kernels.
-            match path {
-                ExpertPath::Repacked => unsafe {
+            let done = match path {
+                ExpertPath::Repacked => {
                     let len = engine_kernels::packed::packed_len(wtype, d.k, n1 - n0)
                         .expect("flagged at load time, so packable");
                     repacked.resize(len, 0u8);
@@ -213,19 +211,25 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
                     // One row at a time: llama.cpp's gemv for every row (a call with
                     // 4 or more rows would round like its gemm).
                     (0..rows).try_for_each(|r| {
-                        engine_kernels::packed::matmul_packed(
-                            wtype,
-                            &repacked,
-                            d.k,
-                            &x_group[r * xrow..(r + 1) * xrow],
-                            xrow,
-                            1,
-                            0..n1 - n0,
-                            y_group.add(r * d.n + n0),
-                            d.n,
-                        )
+                        // SAFETY: output row g + r of the scratch is written only at
+                        // columns n0..n1 by this thread; sizes are checked by the kernel.
+                        unsafe {
+                            engine_kernels::packed::matmul_packed(
+                                wtype,
+                                &repacked,
+                                d.k,
+                                &x_group[r * xrow..(r + 1) * xrow],
+                                xrow,
+                                1,
+                                0..n1 - n0,
+                                y_group.add(r * d.n + n0),
+                                d.n,
+                            )
+                        }
                     })
-                },
+                }
+                // SAFETY: output rows g..end of the scratch are written only at columns
+                // n0..n1 by this thread; buffer sizes are checked by the kernel.
                 ExpertPath::Tiled => unsafe {
                     engine_kernels::matmul::matmul(
                         wtype,
@@ -240,22 +244,25 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
                         d.n,
                     )
                 },
-                ExpertPath::VecDot => (0..rows).try_for_each(|r| unsafe {
-                    engine_kernels::matmul::matmul(
-                        wtype,
-                        w_bytes,
-                        w_stride,
-                        d.k,
-                        &x_group[r * xrow..(r + 1) * xrow],
-                        xrow,
-                        1,
-                        n0..n1,
-                        y_group.add(r * d.n),
-                        d.n,
-                    )
+                ExpertPath::VecDot => (0..rows).try_for_each(|r| {
+                    // SAFETY: as for the tiled product, one output row at a time.
+                    unsafe {
+                        engine_kernels::matmul::matmul(
+                            wtype,
+                            w_bytes,
+                            w_stride,
+                            d.k,
+                            &x_group[r * xrow..(r + 1) * xrow],
+                            xrow,
+                            1,
+                            n0..n1,
+                            y_group.add(r * d.n),
+                            d.n,
+                        )
+                    }
                 }),
-            }
-            .expect("buffer sizes match by construction");
+            };
+            done.expect("buffer sizes match by construction");
             n0 = n1;
         }
         for (r, &(_, pair)) in order.iter().enumerate().take(end).skip(g) {
