@@ -458,12 +458,13 @@ unsafe fn rows_with(
     }
 }
 
-/// Float product in tinyBLAS's tile order, blocked over K: for each block of
-/// [`K_BLOCK`](crate::order::K_BLOCK) elements and each slice of activation rows that fits the L2 cache, the
-/// slice (widened from f16/bf16 to f32 for f16/bf16 weights, as tinyBLAS loads them) meets
-/// every weight row of the range; later K blocks add to the outputs. Without blocking, a
-/// K of 8192 (an FFN down-projection) let only 8 activation rows share one pass over the
-/// weights.
+/// Float product in tinyBLAS's tile order: for each block of
+/// [`K_BLOCK`](crate::order::K_BLOCK) elements (all of K, as llama.cpp's tinyBLAS sums
+/// the whole of K in one accumulator) and each slice of activation rows that fits the L2
+/// cache, the slice (widened from f16/bf16 to f32 for f16/bf16 weights, as tinyBLAS loads
+/// them) meets every weight row of the range. With a K of 8192 (an FFN down-projection)
+/// only 8 activation rows share one pass over the weights; blocking K would share more
+/// but round differently from llama.cpp (issue 25).
 ///
 /// # Safety
 /// As [`matmul_avx2`]; `k % 8 == 0`.
