@@ -495,7 +495,8 @@ unsafe fn float_tiles(
     let mut buf = Vec::new();
     let mut k0 = 0;
     while k0 < k {
-        let kl = (k - k0).min(crate::order::K_BLOCK);
+        // One block: llama.cpp's tinyBLAS sums all of K at once (crate::order::K_BLOCK).
+        let kl = k - k0;
         let mc = (ACTIVATION_CHUNK_BYTES / (4 * kl) / FLOAT_TILE_COLS * FLOAT_TILE_COLS)
             .max(FLOAT_TILE_COLS);
         let mut m0 = 0;
