@@ -327,6 +327,10 @@ pub const NODE_FLAG_KV_CACHE: u32 = 1 << 3;
 /// rows interleaved block by block, `engine_kernels::packed`); `ne`/`nb` still describe
 /// the logical row-major tensor, so sizes and shapes read the same.
 pub const NODE_FLAG_PACKED: u32 = 1 << 4;
+/// [`EngineNode::flags`]: the weight stays row-major (expert tensors, left in the
+/// mapping) but its products must round like the repacked ones, because llama.cpp repacks
+/// it; the CPU backend repacks the rows it multiplies on the fly.
+pub const NODE_FLAG_PACKED_ORDER: u32 = 1 << 5;
 
 /// One tensor of the engine: a computed graph node or a leaf (weight, input, cache view).
 ///

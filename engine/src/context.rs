@@ -85,7 +85,11 @@ pub struct Context {
     accel: Option<AccelBackend>,
     sync: WaitMode,
     graph: Graph,
+    /// Logits of the last decoded batch: its last row, or (with `all_logits`) every row,
+    /// `[n_vocab, rows]`.
     logits: Vec<f32>,
+    /// Whether every row of a batch gets logits (llama.cpp's `logits_all`).
+    all_logits: bool,
     n_past: usize,
     n_batch: usize,
     next_graph_id: u64,
@@ -140,6 +144,7 @@ impl Context {
             accel,
             graph,
             logits,
+            all_logits: false,
             n_past: 0,
             n_batch: params.n_batch.max(1),
             next_graph_id: 0,
@@ -197,6 +202,21 @@ impl Context {
 
     /// Logits of the last token of the last decoded batch.
     pub fn logits(&self) -> &[f32] {
+        let n_vocab = self.model.config.n_vocab;
+        &self.logits[self.logits.len() - n_vocab..]
+    }
+
+    /// Computes the logits of every token of a batch from now on (`true`), or of its last
+    /// token only (`false`, the default), as llama.cpp's `logits_all` does: the last
+    /// layer's FFN and the output product then see every row of the batch, so they take
+    /// the paths (and round as) llama.cpp does for a batch of that size.
+    pub fn set_all_logits(&mut self, on: bool) {
+        self.all_logits = on;
+    }
+
+    /// Logits of every token of the last decoded batch, `n_vocab` per token, in order
+    /// (only the last token's without [`Context::set_all_logits`]).
+    pub fn batch_logits(&self) -> &[f32] {
         &self.logits
     }
 
@@ -250,7 +270,14 @@ impl Context {
     fn decode_batch(&mut self, tokens: &[i32], pos: usize) -> Result<(), EngineError> {
         let n = tokens.len();
         self.graph.reset();
-        let nodes = build_graph(&mut self.graph, &self.model, &mut self.kv, n, pos)?;
+        let nodes = build_graph(
+            &mut self.graph,
+            &self.model,
+            &mut self.kv,
+            n,
+            pos,
+            self.all_logits,
+        )?;
         let first_id = self.next_graph_id + 1;
         self.next_graph_id += self.graph.finish(first_id, n as u32, pos as u32);
 
@@ -279,7 +306,9 @@ impl Context {
             return Err(e);
         }
         let out = self.graph.get(nodes.logits).map_or(0, |n| n.data) as *const f32;
-        // SAFETY: the output node holds n_vocab f32s, `self.logits` has room for as many.
+        self.logits
+            .resize(nodes.n_out * self.model.config.n_vocab, 0.0);
+        // SAFETY: the output node holds n_out × n_vocab f32s, `self.logits` as many.
         unsafe {
             probe::engine_phase_copy_logits(self.logits.as_mut_ptr(), out, self.logits.len() as u32)
         };

@@ -321,6 +321,10 @@ struct EvalArgs {
     /// Print JSON (the default output is the top 10 logits).
     #[arg(long)]
     json: bool,
+    /// Compute the logits of every token, not only the last one's (llama.cpp's
+    /// `logits_all`); with `--json` they are printed as `logits_all`, one array per token.
+    #[arg(long)]
+    all_logits: bool,
 }
 
 #[derive(Args)]
@@ -653,13 +657,25 @@ fn info(a: &InfoArgs) -> anyhow::Result<()> {
 
 fn eval(a: &EvalArgs) -> anyhow::Result<()> {
     let mut ctx = load(&a.model)?;
-    engine::generate::prefill(&mut ctx, &a.tokens)?;
+    let mut all = Vec::new();
+    if a.all_logits {
+        ctx.set_all_logits(true);
+        ctx.check_fits(a.tokens.len())?;
+        let n_vocab = ctx.model().config.n_vocab;
+        for chunk in a.tokens.chunks(ctx.n_batch()) {
+            ctx.decode(chunk)?;
+            all.extend(ctx.batch_logits().chunks(n_vocab).map(<[f32]>::to_vec));
+        }
+    } else {
+        engine::generate::prefill(&mut ctx, &a.tokens)?;
+    }
     let logits = ctx.logits();
     if a.json {
-        println!(
-            "{}",
-            serde_json::json!({ "tokens": a.tokens, "logits": logits })
-        );
+        let mut out = serde_json::json!({ "tokens": a.tokens, "logits": logits });
+        if a.all_logits {
+            out["logits_all"] = serde_json::json!(all);
+        }
+        println!("{out}");
     } else {
         let mut idx: Vec<usize> = (0..logits.len()).collect();
         idx.sort_by(|&x, &y| logits[y].total_cmp(&logits[x]));

@@ -7,6 +7,9 @@ on stdout. It is run with the project venv: `.venv/bin/python scripts/oracle/lla
 
 Subcommands:
   logits    --model F --tokens 1,2,3 [--threads 2]      last-position logits of one forward pass
+  logits-all --jobs-json FILE                           logits of every position, for many
+            (model, tokens, threads, batch, repack) jobs in one process; each job's
+            [n_tokens, n_vocab] f32 logits are written raw (little-endian) to its `out` file
   greedy    --model F --tokens 1,2,3 -n 32 [--threads 2] greedy continuation (argmax computed here)
   tokenize  --model F --text T [--text T2 ...] [--texts-json FILE] [--no-special] [--parse-special]
             [--vocab-only]
@@ -47,21 +50,48 @@ def _parse_tokens(text: str) -> list[int]:
     return [int(t) for t in text.split(",")]
 
 
-def _load(model: str, n_ctx: int, threads: int):
-    """Loads a model with the oracle's fixed evaluation settings."""
+def _load(
+    model: str,
+    n_ctx: int,
+    threads: int,
+    n_batch: int = N_BATCH,
+    logits_all: bool = False,
+    repack: bool = True,
+):
+    """Loads a model with the oracle's fixed evaluation settings.
+
+    `repack=False` loads it without the CPU backend's extra buffer types
+    (`llama_model_params.use_extra_bufts = false`, llama.cpp's `--no-repack`): Q4_0/Q4_K
+    matrices then stay row-major and take the stock products (vec_dot, tiled, tinyBLAS)
+    instead of the repacked gemv/gemm.
+    """
+    import llama_cpp.llama_cpp as low
     from llama_cpp import Llama
 
-    return Llama(
-        model_path=model,
-        n_ctx=max(n_ctx, 16),
-        n_threads=threads,
-        n_threads_batch=threads,
-        n_batch=N_BATCH,
-        n_ubatch=N_BATCH,
-        logits_all=False,
-        flash_attn=False,
-        verbose=False,
-    )
+    default_params = low.llama_model_default_params
+
+    def params_without_repack():
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+
+    if not repack:
+        # Llama() takes no use_extra_bufts argument: it starts from these defaults.
+        low.llama_model_default_params = params_without_repack
+    try:
+        return Llama(
+            model_path=model,
+            n_ctx=max(n_ctx, 16),
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_batch=n_batch,
+            n_ubatch=n_batch,
+            logits_all=logits_all,
+            flash_attn=False,
+            verbose=False,
+        )
+    finally:
+        low.llama_model_default_params = default_params
 
 
 def _last_logits(llm) -> "Any":
@@ -87,6 +117,37 @@ def cmd_logits(args: argparse.Namespace) -> dict[str, Any]:
     _eval_fresh(llm, tokens)
     logits = _last_logits(llm)
     return {"tokens": tokens, "logits": logits.tolist()}
+
+
+def cmd_logits_all(args: argparse.Namespace) -> dict[str, Any]:
+    """Runs every job of `--jobs-json` (a JSON array of {"model", "tokens", "threads",
+    "batch", "repack", "out"}): the tokens evaluated from an empty cache in batches of
+    `batch` tokens (n_batch = n_ubatch = batch) with logits for every position
+    (`logits_all`), written to `out` as raw little-endian f32, row after row."""
+    import numpy as np
+
+    with open(args.jobs_json, encoding="utf-8") as f:
+        jobs = json.load(f)
+    done = []
+    for job in jobs:
+        tokens = [int(t) for t in job["tokens"]]
+        if not tokens:
+            raise SystemExit("logits-all: a job has no tokens")
+        llm = _load(
+            job["model"],
+            len(tokens) + CTX_MARGIN,
+            int(job["threads"]),
+            n_batch=int(job["batch"]),
+            logits_all=True,
+            repack=bool(job.get("repack", True)),
+        )
+        _eval_fresh(llm, tokens)
+        scores = np.ascontiguousarray(llm.scores[: len(tokens), :], dtype="<f4")
+        scores.tofile(job["out"])
+        done.append({"out": job["out"], "rows": len(tokens), "n_vocab": llm.n_vocab()})
+        llm.close()
+        del llm
+    return {"jobs": done}
 
 
 def cmd_greedy(args: argparse.Namespace) -> dict[str, Any]:
@@ -362,6 +423,10 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--tokens", required=True)
     p.add_argument("--threads", type=int, default=2)
     p.set_defaults(func=cmd_logits)
+
+    p = sub.add_parser("logits-all", help="logits of every position, for many jobs")
+    p.add_argument("--jobs-json", required=True, help="file with a JSON array of jobs")
+    p.set_defaults(func=cmd_logits_all)
 
     p = sub.add_parser("greedy", help="greedy continuation")
     p.add_argument("--model", required=True)

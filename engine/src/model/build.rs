@@ -21,10 +21,14 @@ pub struct BatchNodes {
     pub inp_embd: NodeAddr,
     /// `inp_pos` `[n_tokens]` i32: positions.
     pub inp_pos: NodeAddr,
-    /// `inp_out_ids` `[1]` i32: the batch row whose logits are wanted.
+    /// `inp_out_ids` `[1]` i32: the batch row whose logits are wanted (unused when every
+    /// row's logits are).
     pub inp_out_ids: NodeAddr,
-    /// `result_output` `[n_vocab]` f32: logits of that row.
+    /// `result_output` `[n_vocab, n_out]` f32: logits of the wanted rows (the last one, or
+    /// all of them).
     pub logits: NodeAddr,
+    /// Rows of `logits`: 1, or `n_tokens` when every row's logits are wanted.
+    pub n_out: usize,
 }
 
 /// Upper bound on computed nodes per layer (for capacity reservation).
@@ -57,13 +61,16 @@ fn attended_positions(used: usize, n_ctx: usize) -> usize {
 /// oracle's version: `n_kv` is a multiple of 256).
 const KV_PAD: usize = 256;
 
-/// Builds the graph for `n_tokens` tokens starting at position `pos`.
+/// Builds the graph for `n_tokens` tokens starting at position `pos`, with the logits of
+/// the last token, or of every token with `all_outputs` (llama.cpp's `logits_all`: the
+/// last layer and the output product then see every row, as in llama.cpp).
 pub fn build_graph(
     g: &mut Graph,
     model: &Model,
     kv: &mut KvCache,
     n_tokens: usize,
     pos: usize,
+    all_outputs: bool,
 ) -> Result<BatchNodes, EngineError> {
     let cfg = &model.config;
     let w = &model.weights;
@@ -338,7 +345,7 @@ pub fn build_graph(
         )?;
         let mut inp_sa = inp_sa;
         let mut rows = t;
-        if il + 1 == w.layers.len() && t > 1 {
+        if il + 1 == w.layers.len() && t > 1 && !all_outputs {
             // Only the last token's logits are needed: drop the other rows here, as
             // llama.cpp does with `inp_out_ids`.
             cur = g.op(
@@ -429,12 +436,13 @@ pub fn build_graph(
             &[],
         )?;
     }
+    let n_out = if all_outputs { t } else { 1 };
     let cur = g.op(
         OpType::RmsNorm,
         "norm",
         -1,
         DType::F32,
-        ne(e, 1),
+        ne(e, n_out),
         &[inp_l],
         &[eps],
     )?;
@@ -443,7 +451,7 @@ pub fn build_graph(
         "result_norm",
         -1,
         DType::F32,
-        ne(e, 1),
+        ne(e, n_out),
         &[cur, w.output_norm],
         &[],
     )?;
@@ -457,9 +465,9 @@ pub fn build_graph(
         out_name,
         -1,
         DType::F32,
-        ne(cfg.n_vocab, 1),
+        ne(cfg.n_vocab, n_out),
         &[w.output, cur],
-        &mm(1, 1, e),
+        &mm(n_out, 1, e),
     )?;
     if let Some(gm) = &cfg.gemma {
         let names = [
@@ -467,7 +475,14 @@ pub fn build_graph(
             "result_output_tanh".to_owned(),
             "result_output".to_owned(),
         ];
-        logits = softcap(g, logits, gm.final_softcap, &names, -1, ne(cfg.n_vocab, 1))?;
+        logits = softcap(
+            g,
+            logits,
+            gm.final_softcap,
+            &names,
+            -1,
+            ne(cfg.n_vocab, n_out),
+        )?;
     }
     g.mark_output(logits);
     Ok(BatchNodes {
@@ -475,6 +490,7 @@ pub fn build_graph(
         inp_pos,
         inp_out_ids,
         logits,
+        n_out,
     })
 }
 

@@ -3,14 +3,17 @@
 //!
 //! Vectors and the `token_embd` lookup table point into the memory-mapped GGUF file
 //! (zero-copy). Unless the caller asks for the file layout ([`Repack::Off`]), matrices
-//! are copied at load time into huge-page-backed memory, Q4_0/Q8_0/Q4_K ones repacked into
+//! are copied at load time into huge-page-backed memory, Q4_0/Q4_K ones (and Q8_0 ones on
+//! AArch64: the types llama.cpp repacks) repacked into
 //! groups of 8 interleaved rows ([`engine_kernels::packed`], flag [`NODE_FLAG_PACKED`]);
-//! a tied output projection then gets its own copy of `token_embd`.
+//! a tied output projection then gets its own copy of `token_embd`. Expert tensors stay
+//! mapped; those llama.cpp repacks are flagged [`NODE_FLAG_PACKED_ORDER`] so that their
+//! products round like llama.cpp's repacked ones.
 
 use std::path::Path;
 
 use common::DType;
-use common::engine_abi::{EngineNode, NODE_FLAG_PACKED, NODE_FLAG_WEIGHT};
+use common::engine_abi::{EngineNode, NODE_FLAG_PACKED, NODE_FLAG_PACKED_ORDER, NODE_FLAG_WEIGHT};
 use engine_gguf::GgufFile;
 
 use super::config::ModelConfig;
@@ -88,7 +91,8 @@ pub struct ExpertWeights {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Repack {
     /// Copy every matrix (but the embedding lookup table) into huge-page-backed memory,
-    /// Q4_0/Q8_0/Q4_K ones whose rows come in groups of 8 repacked (the default).
+    /// Q4_0/Q4_K ones (Q8_0 too on AArch64) whose rows come in groups of 8 repacked (the
+    /// default).
     #[default]
     On,
     /// Keep the file's row-major layout in the mapping (zero-copy; slower products).
@@ -211,6 +215,15 @@ impl Weights {
         let mut packed = Vec::new();
         if repack == Repack::On {
             packed = pack_matrices(&mut nodes, &names)?;
+            for n in nodes.iter_mut().filter(|n| n.ne[2] > 1) {
+                let dtype = n.dtype().unwrap_or(DType::F32);
+                let (k, rows) = (n.ne[0] as usize, n.ne[1] as usize);
+                if engine_kernels::packed::llama_cpp_repacks(dtype)
+                    && engine_kernels::packed::can_pack(dtype, k, rows)
+                {
+                    n.flags |= NODE_FLAG_PACKED_ORDER;
+                }
+            }
         }
         let nodes = nodes.into_boxed_slice();
         let addr = |name: &str| -> Option<NodeAddr> {
@@ -374,13 +387,14 @@ type Moved = Result<(memmap2::MmapMut, bool), PackError>;
 
 /// One matrix node's (mapped, row-major) data copied into anonymous memory backed by
 /// transparent huge pages where the kernel allows (fewer TLB misses while decoding
-/// streams every weight once per token): repacked if [`packed::can_pack`], else as is.
+/// streams every weight once per token): repacked if [`packed::can_pack`] and llama.cpp
+/// repacks the type ([`packed::llama_cpp_repacks`]), else as is.
 /// Returns the buffer and whether it is packed.
 fn move_one(node: &EngineNode) -> Moved {
     use engine_kernels::packed;
     let dtype = node.dtype().unwrap_or(DType::F32);
     let (k, n) = (node.ne[0] as usize, node.ne[1] as usize);
-    let pack = packed::can_pack(dtype, k, n);
+    let pack = packed::can_pack(dtype, k, n) && packed::llama_cpp_repacks(dtype);
     let src_len = node.nb[1] as usize * n;
     let len = if pack {
         packed::packed_len(dtype, k, n).map_err(|e| e.to_string())?

@@ -79,6 +79,14 @@ fn src1_row(x: &EngineNode, d: &Dims, layout: u32, m: usize, h: usize) -> *const
     (x.data as *const f32).wrapping_add(r * d.k)
 }
 
+/// Whether llama.cpp multiplies float weights of `n` rows with `vec_dot` whatever the
+/// batch: its tinyBLAS (`llamafile_sgemm`, AVX2) takes float matrices only when the row
+/// count is a multiple of 4 (`tinyBLAS::matmul` returns false otherwise, and ggml falls
+/// back to `vec_dot`), e.g. qwen2moe's one-row shared-expert gate.
+fn float_vec_dot_only(wtype: DType, n: usize) -> bool {
+    matches!(wtype, DType::F32 | DType::F16 | DType::BF16) && !n.is_multiple_of(4)
+}
+
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: sources of a node of the graph being computed.
     let (w, x) = unsafe { (src(node.src[0]), src(node.src[1])) };
@@ -161,6 +169,23 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
                 engine_kernels::packed::matmul_packed(
                     wtype, w_bytes, d.k, x, xs, m, rows, y, y_stride,
                 )
+            } else if float_vec_dot_only(wtype, d.n) {
+                // One activation row per call: `vec_dot` order for every row.
+                let w_stride = w.nb[1] as usize;
+                (0..m).try_for_each(|i| {
+                    engine_kernels::matmul::matmul(
+                        wtype,
+                        w_bytes,
+                        w_stride,
+                        d.k,
+                        &x[i * xs..(i + 1) * xs],
+                        xs,
+                        1,
+                        rows.clone(),
+                        y.wrapping_add(i * y_stride),
+                        y_stride,
+                    )
+                })
             } else {
                 let w_stride = w.nb[1] as usize;
                 engine_kernels::matmul::matmul(

@@ -11,12 +11,13 @@
 //! Op params: 0 = `S`, 1 = `k`, 2 = `T`, 3 = `E`, 4 = `K`.
 //!
 //! Like ggml: the activations are converted to the weights' dot-product type first,
-//! then every output element is one `vec_dot` of an expert row with a converted row.
+//! then each expert's rows are multiplied the way llama.cpp multiplies them (repacked
+//! gemv, tiled K-quant product, or one `vec_dot` per element: [`ExpertPath`]).
 //! Rows are gathered by expert (in order of first use), so each expert's rows are read
 //! once per chunk of output rows for all the tokens that selected it.
 
 use common::DType;
-use common::engine_abi::EngineNode;
+use common::engine_abi::{EngineNode, NODE_FLAG_PACKED_ORDER};
 
 use super::{rows_for, src};
 use crate::ops::ComputeParams;
@@ -89,6 +90,37 @@ fn gathered_order(ids: &[i32], experts: usize) -> Vec<(usize, usize)> {
     order
 }
 
+/// How llama.cpp (0.3.36, CPU backend) multiplies the rows routed to one expert, and so
+/// how the engine does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExpertPath {
+    /// The expert tensor is in llama.cpp's repack buffer (Q4_0/Q4_K with rows in groups
+    /// of 8, weights loaded with the extra buffer types): `forward_mul_mat_id` in
+    /// ggml-cpu/repack.cpp, one repacked gemv per row. The engine repacks the rows it
+    /// multiplies on the fly ([`NODE_FLAG_PACKED_ORDER`]) and uses its packed product,
+    /// which rounds like that gemv for every row.
+    Repacked,
+    /// K-quant weights and at least 8 rows: `ggml_compute_forward_mul_mat_id_tiled`
+    /// (ggml-cpu/tiled), the product of the tiled K-quant kernel.
+    Tiled,
+    /// Everything else: one `vec_dot` per output element.
+    VecDot,
+}
+
+impl ExpertPath {
+    fn of(wtype: DType, packed_order: bool, rows: usize) -> ExpertPath {
+        if packed_order {
+            ExpertPath::Repacked
+        } else if engine_kernels::k_quants::is_k_weight(wtype)
+            && rows >= engine_kernels::k_quants::tiles::MIN_ROWS
+        {
+            ExpertPath::Tiled
+        } else {
+            ExpertPath::VecDot
+        }
+    }
+}
+
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: sources of a node of the graph being computed.
     let (w, x, ids_node) = unsafe { (src(node.src[0]), src(node.src[1]), src(node.src[2])) };
@@ -128,44 +160,109 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     }
     p.sync();
 
-    // 2. This thread's output rows of every expert group, one vec_dot per element (ggml's
-    //    order; a multi-row kernel would round like tinyBLAS instead), then the scatter of
-    //    those rows into dst.
-    let mine = rows_for(d.n, p.ith, p.nth);
+    // 2. This thread's output rows of every expert group, computed as llama.cpp computes
+    //    that expert (see `ExpertPath`), then the scatter of those rows into dst.
+    let packed_order = w.flags & NODE_FLAG_PACKED_ORDER != 0;
+    let mine = if packed_order {
+        // Whole groups of 8 rows, to be repacked.
+        engine_kernels::split_rows(d.n, p.ith as usize, p.nth as usize)
+    } else {
+        rows_for(d.n, p.ith, p.nth)
+    };
     let w_row_bytes = wtype.row_bytes(d.k).unwrap_or(0);
+    let w_stride = w.nb[1] as usize;
+    let mut repacked = Vec::new();
     let mut g = 0;
     while g < order.len() {
         let e = order[g].0;
         let end = g + order[g..].iter().take_while(|o| o.0 == e).count();
+        let rows = end - g;
+        let path = ExpertPath::of(wtype, packed_order, rows);
         let w_expert = (w.data + e as u64 * w.nb[2]) as *const u8;
-        let w_len = (d.n - 1) * w.nb[1] as usize + w_row_bytes;
+        let w_len = (d.n - 1) * w_stride + w_row_bytes;
         // SAFETY: expert `e` (< E) of src0 spans `w_len` bytes from `w_expert` (the mapped
         // tensor, validated at load).
         let w_bytes = unsafe { std::slice::from_raw_parts(w_expert, w_len) };
+        // SAFETY: scratch rows g..end were written in step 1 (barrier passed) and are only
+        // read from here on.
+        let x_group = unsafe { std::slice::from_raw_parts(p.wdata.add(g * xrow), rows * xrow) };
+        let y_group = p
+            .wdata
+            .wrapping_add(out_base)
+            .cast::<f32>()
+            .wrapping_add(g * d.n);
         let mut n0 = mine.start;
         while n0 < mine.end {
             let n1 = (n0 + N_CHUNK).min(mine.end);
-            for r in g..end {
-                // SAFETY: scratch row `r` was written in step 1 (barrier passed); output
-                // row `r` of the scratch is written only at columns n0..n1 of this thread.
-                unsafe {
-                    let x_bytes = std::slice::from_raw_parts(p.wdata.add(r * xrow), xrow);
-                    let y = (p.wdata.add(out_base) as *mut f32).add(r * d.n);
+            let done = match path {
+                ExpertPath::Repacked => {
+                    let len = engine_kernels::packed::packed_len(wtype, d.k, n1 - n0)
+                        .expect("flagged at load time, so packable");
+                    repacked.resize(len, 0u8);
+                    engine_kernels::packed::pack(
+                        wtype,
+                        d.k,
+                        n1 - n0,
+                        &w_bytes[n0 * w_stride..],
+                        w_stride,
+                        &mut repacked,
+                    )
+                    .expect("flagged at load time, so packable");
+                    // One row at a time: llama.cpp's gemv for every row (a call with
+                    // 4 or more rows would round like its gemm).
+                    (0..rows).try_for_each(|r| {
+                        // SAFETY: output row g + r of the scratch is written only at
+                        // columns n0..n1 by this thread; sizes are checked by the kernel.
+                        unsafe {
+                            engine_kernels::packed::matmul_packed(
+                                wtype,
+                                &repacked,
+                                d.k,
+                                &x_group[r * xrow..(r + 1) * xrow],
+                                xrow,
+                                1,
+                                0..n1 - n0,
+                                y_group.add(r * d.n + n0),
+                                d.n,
+                            )
+                        }
+                    })
+                }
+                // SAFETY: output rows g..end of the scratch are written only at columns
+                // n0..n1 by this thread; buffer sizes are checked by the kernel.
+                ExpertPath::Tiled => unsafe {
                     engine_kernels::matmul::matmul(
                         wtype,
                         w_bytes,
-                        w.nb[1] as usize,
+                        w_stride,
                         d.k,
-                        x_bytes,
+                        x_group,
                         xrow,
-                        1,
+                        rows,
                         n0..n1,
-                        y,
+                        y_group,
                         d.n,
                     )
-                    .expect("buffer sizes match by construction");
-                }
-            }
+                },
+                ExpertPath::VecDot => (0..rows).try_for_each(|r| {
+                    // SAFETY: as for the tiled product, one output row at a time.
+                    unsafe {
+                        engine_kernels::matmul::matmul(
+                            wtype,
+                            w_bytes,
+                            w_stride,
+                            d.k,
+                            &x_group[r * xrow..(r + 1) * xrow],
+                            xrow,
+                            1,
+                            n0..n1,
+                            y_group.add(r * d.n),
+                            d.n,
+                        )
+                    }
+                }),
+            };
+            done.expect("buffer sizes match by construction");
             n0 = n1;
         }
         for (r, &(_, pair)) in order.iter().enumerate().take(end).skip(g) {

@@ -44,8 +44,17 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
                 .iter()
                 .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
         }
-        // ggml's row continues with masked entries up to the padded KV length.
-        let sum = engine_kernels::vec::exp_sum_masked_row(&mut out[..visible], max);
+        // ggml's row continues with masked entries up to the padded KV length. Its vector
+        // exp covers the row's whole groups of 8 (`ggml_vec_soft_max_f32`); the last
+        // `ne0 % 8` entries take libm's `expf`, each added to the f64 sum on its own (a
+        // router over 4 experts is all tail: issue 25, Mixtral-style tiny model).
+        let vec_end = (node.ne[0] as usize) & !(engine_kernels::vec::VECTOR_LANES - 1);
+        let split = visible.min(vec_end);
+        let mut sum = engine_kernels::vec::exp_sum_masked_row(&mut out[..split], max);
+        for o in &mut out[split..visible] {
+            *o = (*o - max).exp();
+            sum += f64::from(*o);
+        }
         let inv = (1.0 / sum) as f32;
         for o in &mut out[..visible] {
             *o *= inv;

@@ -36,10 +36,12 @@ pub(crate) fn reduce4(acc: [[f32; LANES]; 4]) -> f32 {
     (t0[0] + t0[1]) + (t0[2] + t0[3])
 }
 
-/// Elements of K a tinyBLAS-order float product covers before its sums are written out
-/// (a multiple of 8): part of the rounding order, since each block's sum is added to the
-/// output separately.
-pub(crate) const K_BLOCK: usize = 2048;
+/// Elements of K a tinyBLAS-order float product covers before its sums are written out:
+/// all of them. llama.cpp 0.3.36's tinyBLAS (`gemm_bloc` in llamafile/sgemm.cpp) keeps one
+/// 8-lane accumulator per output over the whole of K and writes its `hsum` once; blocking
+/// K (2048 before issue 25, for cache reuse at K = 8192) added the block sums separately
+/// and put llama3.2-1b f16's logits 4.3e-4 off at 4 tokens.
+pub(crate) const K_BLOCK: usize = usize::MAX;
 
 #[cfg(test)]
 mod tests {

@@ -114,8 +114,8 @@ pub(crate) fn dot_q4_0(nb: usize, w: &[u8], x: &[u8]) -> f32 {
 
 /// tinyBLAS's `f32`/`f16` product for one output (what llama.cpp runs when there are at
 /// least two activation rows): a single 8-lane FMA accumulator over 8-element steps, then
-/// [`hsum8`] — per block of [`K_BLOCK`] elements, the block sums added in
-/// order, as the AVX2 tiles block K. `k` must be a multiple of 8.
+/// [`hsum8`] — per block of [`K_BLOCK`] elements (all of K: one block), the block sums
+/// added in order. `k` must be a multiple of 8.
 pub(crate) fn dot_single_acc(k: usize, w: impl Fn(usize) -> f32, x: impl Fn(usize) -> f32) -> f32 {
     let mut sum = 0f32;
     for k0 in (0..k).step_by(K_BLOCK) {

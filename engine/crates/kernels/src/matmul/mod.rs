@@ -458,12 +458,13 @@ unsafe fn rows_with(
     }
 }
 
-/// Float product in tinyBLAS's tile order, blocked over K: for each block of
-/// [`K_BLOCK`](crate::order::K_BLOCK) elements and each slice of activation rows that fits the L2 cache, the
-/// slice (widened from f16/bf16 to f32 for f16/bf16 weights, as tinyBLAS loads them) meets
-/// every weight row of the range; later K blocks add to the outputs. Without blocking, a
-/// K of 8192 (an FFN down-projection) let only 8 activation rows share one pass over the
-/// weights.
+/// Float product in tinyBLAS's tile order: for each block of
+/// [`K_BLOCK`](crate::order::K_BLOCK) elements (all of K, as llama.cpp's tinyBLAS sums
+/// the whole of K in one accumulator) and each slice of activation rows that fits the L2
+/// cache, the slice (widened from f16/bf16 to f32 for f16/bf16 weights, as tinyBLAS loads
+/// them) meets every weight row of the range. With a K of 8192 (an FFN down-projection)
+/// only 8 activation rows share one pass over the weights; blocking K would share more
+/// but round differently from llama.cpp (issue 25).
 ///
 /// # Safety
 /// As [`matmul_avx2`]; `k % 8 == 0`.
@@ -494,7 +495,8 @@ unsafe fn float_tiles(
     let mut buf = Vec::new();
     let mut k0 = 0;
     while k0 < k {
-        let kl = (k - k0).min(crate::order::K_BLOCK);
+        // One block: llama.cpp's tinyBLAS sums all of K at once (crate::order::K_BLOCK).
+        let kl = k - k0;
         let mc = (ACTIVATION_CHUNK_BYTES / (4 * kl) / FLOAT_TILE_COLS * FLOAT_TILE_COLS)
             .max(FLOAT_TILE_COLS);
         let mut m0 = 0;

@@ -80,6 +80,21 @@ pub const fn can_pack(dtype: DType, k: usize, n: usize) -> bool {
         && n.is_multiple_of(PACK_ROWS)
 }
 
+/// Whether llama.cpp's CPU backend repacks matrices of `dtype` on this architecture
+/// (`ggml_repack_get_optimal_repack_type` in ggml-cpu/repack.cpp, llama-cpp-python
+/// 0.3.36): on x86-64 (AVX2) Q4_0 and Q4_K, never Q8_0 (its Q8_0 layouts are for NEON);
+/// on AArch64 Q4_0, Q4_K and Q8_0. The engine repacks the same types, so that its products
+/// take the paths llama.cpp takes and round alike: a repacked Q8_0 product here sums
+/// whole blocks, while llama.cpp's AVX2 `vec_dot`/tinyBLAS keep 8 partial sums per
+/// output, which differed by up to 1e-2 of the largest logit (issue 25).
+pub const fn llama_cpp_repacks(dtype: DType) -> bool {
+    match dtype {
+        DType::Q4_0 | DType::Q4_K => true,
+        DType::Q8_0 => cfg!(target_arch = "aarch64"),
+        _ => false,
+    }
+}
+
 /// Size in bytes of the packed form of `n` rows of `k` elements of `dtype`.
 pub fn packed_len(dtype: DType, k: usize, n: usize) -> Result<usize, KernelError> {
     if !can_pack(dtype, k, n) {
@@ -279,6 +294,10 @@ pub unsafe fn matmul_packed_with(
         Backend::Generic
     };
     if wtype == DType::Q4_K {
+        // llama.cpp's repacked MUL_MAT: gemm for the first m − m % 4 rows, gemv for the
+        // rest (`forward_mul_mat_one_chunk` in ggml-cpu/repack.cpp).
+        #[cfg(not(target_arch = "aarch64"))]
+        let gemm_rows = m - m % 4;
         for g in n_range.start / PACK_ROWS..n_range.end / PACK_ROWS {
             let wg = &w[g * nb * gb..(g + 1) * nb * gb];
             let yg = y.wrapping_add(g * PACK_ROWS);
@@ -288,7 +307,16 @@ pub unsafe fn matmul_packed_with(
                     // SAFETY: AVX2 supported; group and activation rows checked above;
                     // outputs of rows 8g..8g+8 for every i are the caller's.
                     unsafe {
-                        q4_k_x86::group_rows(nb, wg.as_ptr(), x.as_ptr(), x_stride, m, yg, y_stride)
+                        q4_k_x86::group_rows(
+                            nb,
+                            wg.as_ptr(),
+                            x.as_ptr(),
+                            x_stride,
+                            m,
+                            gemm_rows,
+                            yg,
+                            y_stride,
+                        )
                     }
                 }
                 #[cfg(target_arch = "aarch64")]
@@ -307,8 +335,14 @@ pub unsafe fn matmul_packed_with(
                     }
                 }
                 _ => {
+                    // The AArch64 kernels keep one order (llama.cpp's NEON kernels are
+                    // not matched here); the portable one follows the AVX2 ones.
+                    #[cfg(target_arch = "aarch64")]
+                    let gemm_rows = 0;
                     // SAFETY: as above.
-                    unsafe { q4_k::group_rows_generic(nb, wg, x, x_stride, m, yg, y_stride) }
+                    unsafe {
+                        q4_k::group_rows_generic(nb, wg, x, x_stride, m, gemm_rows, yg, y_stride)
+                    }
                 }
             }
         }

@@ -27,10 +27,14 @@
 //! `imin = Σ m·(Σ q_x of the sub-block)`, and accumulated super-block after super-block as
 //! `acc = fma(f32(isum), d·d_x, acc)` and `acc_m = fma(f32(imin), dmin·d_x, acc_m)`
 //! (`d·d_x` and `dmin·d_x` rounded to f32); the output is `acc − acc_m`. That is what
-//! llama.cpp's AVX2 `ggml_gemv_q4_K_8x8_q8_K` and `ggml_gemm_q4_K_8x8_q8_K` compute (and
-//! so what its CPU backend computes for these matrices, decode and prefill alike); the
-//! portable and AVX2 implementations here perform the same operations and agree bit for
-//! bit.
+//! llama.cpp's AVX2 `ggml_gemv_q4_K_8x8_q8_K` computes. Its `ggml_gemm_q4_K_8x8_q8_K`
+//! forms and accumulates the same sums per sub-block pair (64 elements, 4 steps per
+//! super-block) instead, which rounds differently; llama.cpp's repacked `MUL_MAT` takes
+//! the gemm for the first `m − m % 4` activation rows and the gemv for the rest (and
+//! `MUL_MAT_ID` the gemv for every row), so [`super::matmul_packed`] does the same
+//! (issue 25: a batch of 8 was off by 1.9e-2 of the largest logit when every row went
+//! the gemv way). The portable and AVX2 implementations here perform the same operations
+//! and agree bit for bit.
 
 use super::layout::PACK_ROWS;
 use crate::k_quants::scales::{QK_K, pack_scale_min_k4, scale_min_k4};
@@ -88,16 +92,16 @@ pub(super) fn unpack_group_row(nb: usize, group: &[u8], r: usize, dst: &mut [u8]
     }
 }
 
-/// The two exact integer sums of row `r` of one group block against one `Q8_K` block:
-/// `(Σ sc·q·q_x, Σ m·Σ q_x per sub-block)`.
-fn block_sums(gblk: &[u8], xb: &[u8], r: usize) -> (i32, i32) {
+/// The two exact integer sums of row `r` of one group block against one `Q8_K` block,
+/// per sub-block pair `p`: `(Σ sc·q·q_x, Σ m·Σ q_x per sub-block)`.
+fn pair_sums(gblk: &[u8], xb: &[u8], r: usize) -> [(i32, i32); 4] {
     let xq = |e: usize| i32::from(xb[q8_k::QS + e] as i8);
     let bsum = |g: usize| {
         let at = q8_k::BSUMS + 2 * g;
         i16::from_le_bytes([xb[at], xb[at + 1]])
     };
-    let (mut isum, mut imin) = (0i32, 0i32);
-    for p in 0..4 {
+    let mut out = [(0i32, 0i32); 4];
+    for (p, out) in out.iter_mut().enumerate() {
         let (mut lo, mut hi) = (0i32, 0i32);
         for v in 0..8 {
             for t in 0..4 {
@@ -109,30 +113,36 @@ fn block_sums(gblk: &[u8], xb: &[u8], r: usize) -> (i32, i32) {
         }
         let sc = |h: usize| i32::from(gblk[SCALES + 16 * p + 8 * h + r]);
         let m = |h: usize| i32::from(gblk[MINS + 16 * p + 2 * r + h]);
-        isum += lo * sc(0) + hi * sc(1);
         // ggml adds the two 16-value sums in 16 bits (`hadd_epi16`); they cannot overflow.
         let sub = |j: usize| i32::from(bsum(2 * j).wrapping_add(bsum(2 * j + 1)));
-        imin += m(0) * sub(2 * p) + m(1) * sub(2 * p + 1);
+        *out = (
+            lo * sc(0) + hi * sc(1),
+            m(0) * sub(2 * p) + m(1) * sub(2 * p + 1),
+        );
     }
-    (isum, imin)
+    out
 }
 
 /// Portable product of one group (`nb` group blocks) with `m` `Q8_K` rows (row `i` at
-/// `x[i·x_stride..]`), in the AVX2 order.
+/// `x[i·x_stride..]`), in the AVX2 order: rows `0..gemm_rows` accumulate per sub-block
+/// pair (`gemm`), the rest per super-block (`gemv`).
 ///
 /// # Safety
 /// `y + i·y_stride + r` is writable for `i < m`, `r < 8`; `wg` and `x` are checked by the
 /// caller.
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
 pub(super) unsafe fn group_rows_generic(
     nb: usize,
     wg: &[u8],
     x: &[u8],
     x_stride: usize,
     m: usize,
+    gemm_rows: usize,
     y: *mut f32,
     y_stride: usize,
 ) {
     for i in 0..m {
+        let gemm = i < gemm_rows;
         let xr = &x[i * x_stride..];
         let mut acc = [0f32; PACK_ROWS];
         let mut acc_m = [0f32; PACK_ROWS];
@@ -143,9 +153,19 @@ pub(super) unsafe fn group_rows_generic(
             for r in 0..PACK_ROWS {
                 let d = crate::f16::read_f16(gblk, 2 * r);
                 let dmin = crate::f16::read_f16(gblk, 16 + 2 * r);
-                let (isum, imin) = block_sums(gblk, xb, r);
-                acc[r] = (isum as f32).mul_add(d * dx, acc[r]);
-                acc_m[r] = (imin as f32).mul_add(dmin * dx, acc_m[r]);
+                let pairs = pair_sums(gblk, xb, r);
+                if gemm {
+                    for (isum, imin) in pairs {
+                        acc[r] = (isum as f32).mul_add(d * dx, acc[r]);
+                        acc_m[r] = (imin as f32).mul_add(dmin * dx, acc_m[r]);
+                    }
+                } else {
+                    let (isum, imin) = pairs
+                        .iter()
+                        .fold((0, 0), |(s, m), &(ps, pm)| (s + ps, m + pm));
+                    acc[r] = (isum as f32).mul_add(d * dx, acc[r]);
+                    acc_m[r] = (imin as f32).mul_add(dmin * dx, acc_m[r]);
+                }
             }
         }
         for r in 0..PACK_ROWS {

@@ -6,7 +6,8 @@
 //! and high nibbles (`2p + 1`); `maddubs` against 4 broadcast activation bytes leaves row
 //! `r`'s pair sums in lane `r`, added in 16 bits (8 vectors · 2 · 15 · 128 < 2^15: exact),
 //! then widened by `madd` with the row's scale. The result rounds as the module doc of
-//! [`super::q4_k`] says.
+//! [`super::q4_k`] says: per super-block (`gemv` order) or per sub-block pair (`gemm`
+//! order, the `GEMM` tiles).
 
 use std::arch::x86_64::*;
 
@@ -28,13 +29,15 @@ unsafe fn bcast4(p: *const u8) -> __m256i {
 }
 
 /// One group (`nb` group blocks at `w`) against `RN` activation rows (row `j` at
-/// `x + j·x_stride`), outputs of row `j` at `y + j·y_stride + 0..8`.
+/// `x + j·x_stride`), outputs of row `j` at `y + j·y_stride + 0..8`; with `GEMM` the
+/// accumulators take every sub-block pair's sums (llama.cpp's `gemm_q4_K_8x8_q8_K`),
+/// else every super-block's (`gemv_q4_K_8x8_q8_K`).
 ///
 /// # Safety
 /// AVX2/FMA/F16C available; `w` readable for `nb` group blocks; the `RN` activation rows
 /// hold `nb` `Q8_K` blocks each; the outputs are writable and the caller's.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile<const RN: usize>(
+unsafe fn tile<const RN: usize, const GEMM: bool>(
     nb: usize,
     w: *const u8,
     x: *const u8,
@@ -90,12 +93,9 @@ unsafe fn tile<const RN: usize>(
                 let sc_hi = _mm256_shuffle_epi8(scales, sc_hi_mask);
                 let mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(p.add(MINS + 16 * pair).cast()));
                 for j in 0..RN {
-                    isum[j] = _mm256_add_epi32(
-                        isum[j],
-                        _mm256_add_epi32(
-                            _mm256_madd_epi16(lo[j], sc_lo),
-                            _mm256_madd_epi16(hi[j], sc_hi),
-                        ),
+                    let pair_sum = _mm256_add_epi32(
+                        _mm256_madd_epi16(lo[j], sc_lo),
+                        _mm256_madd_epi16(hi[j], sc_hi),
                     );
                     // The two sub-block sums of Σ q_x (each the 16-bit sum of two bsums).
                     let bs = xb[j].add(q8_k::BSUMS + 8 * pair).cast::<i16>();
@@ -105,18 +105,36 @@ unsafe fn tile<const RN: usize>(
                         .read_unaligned()
                         .wrapping_add(bs.add(3).read_unaligned());
                     let sums = i32::from(s0 as u16) | (i32::from(s1 as u16) << 16);
-                    imin[j] =
-                        _mm256_add_epi32(imin[j], _mm256_madd_epi16(mins, _mm256_set1_epi32(sums)));
+                    let pair_min = _mm256_madd_epi16(mins, _mm256_set1_epi32(sums));
+                    if GEMM {
+                        let dx = _mm256_set1_ps(xb[j].cast::<f32>().read_unaligned());
+                        acc[j] = _mm256_fmadd_ps(
+                            _mm256_cvtepi32_ps(pair_sum),
+                            _mm256_mul_ps(d, dx),
+                            acc[j],
+                        );
+                        acc_m[j] = _mm256_fmadd_ps(
+                            _mm256_cvtepi32_ps(pair_min),
+                            _mm256_mul_ps(dmin, dx),
+                            acc_m[j],
+                        );
+                    } else {
+                        isum[j] = _mm256_add_epi32(isum[j], pair_sum);
+                        imin[j] = _mm256_add_epi32(imin[j], pair_min);
+                    }
                 }
             }
-            for j in 0..RN {
-                let dx = _mm256_set1_ps(xb[j].cast::<f32>().read_unaligned());
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(d, dx), acc[j]);
-                acc_m[j] = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(imin[j]),
-                    _mm256_mul_ps(dmin, dx),
-                    acc_m[j],
-                );
+            if !GEMM {
+                for j in 0..RN {
+                    let dx = _mm256_set1_ps(xb[j].cast::<f32>().read_unaligned());
+                    acc[j] =
+                        _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(d, dx), acc[j]);
+                    acc_m[j] = _mm256_fmadd_ps(
+                        _mm256_cvtepi32_ps(imin[j]),
+                        _mm256_mul_ps(dmin, dx),
+                        acc_m[j],
+                    );
+                }
             }
         }
     }
@@ -127,28 +145,34 @@ unsafe fn tile<const RN: usize>(
 }
 
 /// One packed `Q4_K` group (`nb` group blocks at `w`) against `m` `Q8_K` activation rows
-/// (row `i` at `x + i·x_stride`) into `y[i·y_stride + 0..8]`.
+/// (row `i` at `x + i·x_stride`) into `y[i·y_stride + 0..8]`: rows `0..gemm_rows` (a
+/// multiple of [`TILE_COLS`]) in `gemm` order, the rest in `gemv` order.
 ///
 /// # Safety
 /// As [`tile`] for every activation row `0..m`.
+#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
 pub(super) unsafe fn group_rows(
     nb: usize,
     w: *const u8,
     x: *const u8,
     x_stride: usize,
     m: usize,
+    gemm_rows: usize,
     y: *mut f32,
     y_stride: usize,
 ) {
     type Tile = unsafe fn(usize, *const u8, *const u8, usize, *mut f32, usize);
+    debug_assert!(gemm_rows.is_multiple_of(TILE_COLS) && gemm_rows <= m);
     let mut i = 0;
     while i < m {
+        let gemm = i < gemm_rows;
         let rn = (m - i).min(TILE_COLS);
-        let f: Tile = match rn {
-            1 => tile::<1>,
-            2 => tile::<2>,
-            3 => tile::<3>,
-            _ => tile::<TILE_COLS>,
+        let f: Tile = match (rn, gemm) {
+            (_, true) => tile::<TILE_COLS, true>,
+            (1, false) => tile::<1, false>,
+            (2, false) => tile::<2, false>,
+            (3, false) => tile::<3, false>,
+            _ => tile::<TILE_COLS, false>,
         };
         // SAFETY: rows i..i + rn are in range (caller).
         unsafe {
