@@ -54,6 +54,10 @@ const EXTRA_CMAKE_ARGS: &[&str] = &[
     "-DCMAKE_INSTALL_RPATH=$ORIGIN",
 ];
 
+/// ggml-vulkan skips devices of type CPU (lavapipe is one) unless they are named: this
+/// environment names device 0 (llama.cpp's own switch, like `CUDA_VISIBLE_DEVICES`).
+pub const VISIBLE_DEVICES_ENV: (&str, &str) = ("GGML_VK_VISIBLE_DEVICES", "0");
+
 /// The programs installed (Ninja targets; their libraries come with them).
 pub const PROGRAMS: &[&str] = &["llama-cli", "llama-bench"];
 
@@ -211,6 +215,7 @@ fn install(entry: &Path, info: &str) -> Result<()> {
     let devices = process::stdout(
         Command::new(dest.join("llama-cli"))
             .arg("--list-devices")
+            .env(VISIBLE_DEVICES_ENV.0, VISIBLE_DEVICES_ENV.1)
             .env_remove("LD_LIBRARY_PATH"),
     )
     .with_context(|| format!("{} --list-devices failed", dest.join("llama-cli").display()))?;

@@ -138,10 +138,14 @@ pub fn write(page: &Page<'_>, mut w: impl Write) -> io::Result<()> {
     writeln!(
         w,
         "<nav><a href=\"#run\">run</a><a href=\"#timings\">token timings</a>\
-         <a href=\"#operators\">top operators</a><a href=\"#threads\">threads</a>\
-         <a href=\"#backends\">backends</a>\
+         <a href=\"#operators\">top operators</a><a href=\"#threads\">threads</a>{}\
          <a href=\"#dag\">per-layer DAG</a><a href=\"#plots\">plots</a>\
-         <a href=\"#flame\">flame graph</a><a href=\"#files\">raw files</a></nav>"
+         <a href=\"#flame\">flame graph</a><a href=\"#files\">raw files</a></nav>",
+        if r.backends.as_ref().is_some_and(|b| b.is_interesting()) {
+            "<a href=\"#backends\">backends</a>"
+        } else {
+            ""
+        }
     )?;
     write_run(page, &mut w)?;
     write_timings(r, &mut w)?;

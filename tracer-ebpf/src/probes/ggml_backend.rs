@@ -32,15 +32,12 @@ use aya_ebpf::{
 use common::{
     BackendKind,
     control::LEVEL_GRAPH,
-    event::{BACKEND_UNKNOWN, BackendSpanEvent, BackendSpanKind, EventKind, GraphEvent},
+    event::{BACKEND_UNKNOWN, BackendSpanEvent, BackendSpanKind, EventKind},
 };
 
 use crate::{
     emit::{ProbeResult, current_tid, emit, enabled_for_target, header},
-    maps::{
-        BACKEND_CALLS, BackendCallStash, DECODE_STASH, GGML_BACKEND_GUIDS, GGML_GRAPH_SEQ,
-        GGML_LAYOUT, GRAPH_STASH,
-    },
+    maps::{BACKEND_CALLS, BackendCallStash, GGML_BACKEND_GUIDS, GGML_LAYOUT},
 };
 
 /// [`BACKEND_CALLS`] family of the `ggml_backend_*` calls.
@@ -148,37 +145,8 @@ fn try_split_enter(ctx: &ProbeContext) -> ProbeResult {
     if kind == BackendKind::Cpu as u32 {
         return Ok(());
     }
-    let seq = match GGML_GRAPH_SEQ.get_ptr_mut(0) {
-        Some(p) => {
-            // SAFETY: one array slot; graph entries run one at a time.
-            unsafe {
-                *p += 1;
-                *p
-            }
-        }
-        None => 0,
-    };
-    let n_nodes_off = GGML_LAYOUT.get(0).map_or(4, |l| l.cgraph_n_nodes);
-    // SAFETY: reads user memory through the helper, which checks the address.
-    let n_nodes = unsafe { bpf_probe_read_user((cgraph + u64::from(n_nodes_off)) as *const i32) }
-        .unwrap_or(0);
-    let tid = current_tid();
-    // SAFETY: the value is copied out.
-    let decode = unsafe { DECODE_STASH.get(tid) }.copied();
-    let ev = GraphEvent {
-        header: header(EventKind::GraphCompute, 0),
-        graph_addr: cgraph,
-        graph_id: seq,
-        n_nodes: n_nodes as u32,
-        backend_id: 0,
-        backend_kind: kind,
-        n_tokens: decode.map_or(0, |d| d.n_tokens),
-        pos: decode.map_or(0, |d| d.pos),
-        ret: 0,
-    };
-    GRAPH_STASH.insert(tid, ev, 0)?;
-    emit(ctx, &ev);
-    Ok(())
+    let seq = super::llama_cpp::next_graph_seq();
+    super::llama_cpp::open_graph(ctx, cgraph, seq, kind)
 }
 
 /// `ggml_backend_graph_compute_async` return: closes the split's graph (a CPU split's

@@ -444,7 +444,18 @@ pub fn ggml_graph_compute(ctx: ProbeContext) -> u32 {
 }
 
 fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
-    let seq = match GGML_GRAPH_SEQ.get_ptr_mut(0) {
+    let seq = next_graph_seq();
+    if enabled_for_target(LEVEL_GRAPH).is_none() {
+        return Ok(());
+    }
+    let cgraph: u64 = ctx.arg(0).ok_or(-1i64)?;
+    open_graph(ctx, cgraph, seq, BackendKind::Cpu as u32)
+}
+
+/// Numbers the graph starting now (the node index restarts with each).
+#[inline(always)]
+pub(super) fn next_graph_seq() -> u64 {
+    match GGML_GRAPH_SEQ.get_ptr_mut(0) {
         Some(p) => {
             // SAFETY: one array slot; only graph entries write it, one graph at a time.
             unsafe {
@@ -453,12 +464,20 @@ fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
             }
         }
         None => 0,
-    };
-    if enabled_for_target(LEVEL_GRAPH).is_none() {
-        return Ok(());
     }
+}
+
+/// Records the start of graph number `seq` at `cgraph` on a backend of `backend_kind`
+/// (its node count read from the graph, its batch from the thread's decode call) and
+/// stashes it for the return.
+#[inline(always)]
+pub(super) fn open_graph<C: EbpfContext>(
+    ctx: &C,
+    cgraph: u64,
+    seq: u64,
+    backend_kind: u32,
+) -> ProbeResult {
     let l = layout().ok_or(-1i64)?;
-    let cgraph: u64 = ctx.arg(0).ok_or(-1i64)?;
     let n_nodes: i32 = read_at(cgraph, l.cgraph_n_nodes).unwrap_or(0);
     let tid = current_tid();
     // SAFETY: the value is copied out.
@@ -469,7 +488,7 @@ fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
         graph_id: seq,
         n_nodes: n_nodes as u32,
         backend_id: 0,
-        backend_kind: BackendKind::Cpu as u32,
+        backend_kind,
         n_tokens: decode.map_or(0, |d| d.n_tokens),
         pos: decode.map_or(0, |d| d.pos),
         ret: 0,
