@@ -87,6 +87,16 @@ pub const VULKAN_PROBES: [BackendProbe; 2] = [
 /// The library file name of ggml's Vulkan backend (`libggml-vulkan.so`).
 pub const GGML_VULKAN_LIB: &str = "libggml-vulkan";
 
+/// Whether `file_name` is the library of a ggml backend other than the CPU
+/// (`libggml-vulkan.so`, `libggml-cuda.so`; not `libggml-base`, `libggml-cpu*` or
+/// `libggml.so`): only a build that has one gets the backend probes, so a CPU-only
+/// llama.cpp pays nothing for them.
+pub fn is_other_backend_lib(file_name: &str) -> bool {
+    file_name
+        .strip_prefix("libggml-")
+        .is_some_and(|rest| !rest.starts_with("base") && !rest.starts_with("cpu"))
+}
+
 /// A probe found in a file.
 #[derive(Clone, Debug)]
 pub struct BackendPoint {
@@ -126,6 +136,26 @@ pub fn points_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backend_libraries_are_told_from_the_cpu_and_core() {
+        for name in [
+            "libggml-vulkan.so",
+            "libggml-cuda.so.0",
+            "libggml-opencl.so",
+        ] {
+            assert!(is_other_backend_lib(name), "{name}");
+        }
+        for name in [
+            "libggml.so",
+            "libggml-base.so",
+            "libggml-cpu.so",
+            "libggml-cpu-haswell.so",
+            "libllama.so",
+        ] {
+            assert!(!is_other_backend_lib(name), "{name}");
+        }
+    }
 
     #[test]
     fn every_probe_names_a_distinct_function() {

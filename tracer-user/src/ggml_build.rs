@@ -145,11 +145,13 @@ pub struct GgmlBuild {
     /// program has llama.cpp's common library (its tools), else `llama_sampler_sample`
     /// in `llama_lib`, if exported.
     pub sample_point: Option<(PathBuf, ProbePoint)>,
-    /// Where the CPU works for other backends (`backend_points`): `libggml-base`'s
-    /// split, wait and copy functions, and the Vulkan loader's submit and fence wait
-    /// when the build has a Vulkan backend.
+    /// Where the CPU works for other backends (`backend_points`), when the build has a
+    /// backend other than the CPU: `libggml-base`'s split, wait and copy functions, and
+    /// the Vulkan loader's submit and fence wait when that backend is Vulkan. Empty for
+    /// a CPU-only build.
     pub backend_points: Vec<BackendPoint>,
-    /// The library of a GPU backend the build loads (`libggml-vulkan.so`), if any.
+    /// The library of a backend other than the CPU the build loads
+    /// (`libggml-vulkan.so`), if any.
     pub gpu_lib: Option<PathBuf>,
 }
 
@@ -171,9 +173,13 @@ impl GgmlBuild {
             .iter()
             .find(|p| {
                 p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(GGML_VULKAN_LIB))
+                    .is_some_and(|n| backend_points::is_other_backend_lib(&n.to_string_lossy()))
             })
             .cloned();
+        let is_vulkan = gpu_lib.as_ref().is_some_and(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(GGML_VULKAN_LIB))
+        });
         for path in files {
             let data = read(path)?;
             let file = probe_points::parse(path, &data).map_err(|e| GgmlBuildError::Read {
@@ -217,10 +223,12 @@ impl GgmlBuild {
                         .map(|&(_, l)| (v, l))
                 });
                 let derived = ggml_layout::derive(&file, table, given);
-                backend_points = backend_points::points_in(path, &file, &GGML_BACKEND_PROBES);
+                if gpu_lib.is_some() {
+                    backend_points = backend_points::points_in(path, &file, &GGML_BACKEND_PROBES);
+                }
                 base = Some((path.clone(), version.clone(), commit, ops, derived));
             }
-            if gpu_lib.is_some() && vulkan_points.is_empty() && has(VULKAN_PROBES[0].symbol) {
+            if is_vulkan && vulkan_points.is_empty() && has(VULKAN_PROBES[0].symbol) {
                 vulkan_points = backend_points::points_in(path, &file, &VULKAN_PROBES);
             }
             if common_sample.is_none() && has(COMMON_SAMPLE) {
