@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use common::engine_abi::{MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, OpType};
+use common::engine_abi::{BackendKind, MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, OpType};
 use serde::Serialize;
 
 use common::event::BackendSpanKind;
@@ -46,6 +46,16 @@ pub struct TokenSplit {
     pub fence_wait_ns: u64,
     /// Fence waits.
     pub fence_waits: u32,
+    /// The CPU recording a GPU split's nodes into command buffers (llama.cpp's
+    /// `ggml_vk_build_graph`, operator level), ns; part of the split's time.
+    pub record_ns: u64,
+    /// GPU nodes recorded.
+    pub recorded_nodes: u32,
+    /// The GPU's own time for its nodes, from the timestamps it wrote between them
+    /// (`GGML_VK_PERF_LOGGER`), ns.
+    pub gpu_node_ns: u64,
+    /// GPU nodes with a GPU time.
+    pub gpu_timed_nodes: u32,
     /// Graph inputs written into and results read from backend tensors
     /// (`ggml_backend_tensor_set`/`_get`), ns.
     pub host_io_ns: u64,
@@ -70,17 +80,33 @@ pub struct BackendOpRow {
     pub backend: String,
     /// Node executions.
     pub count: u64,
-    /// Total node time, ns.
+    /// Total node time on the backend, ns: the CPU's spans for the CPU (and the engine's
+    /// accel); for a GPU, the GPU's own time of the `timed` executions.
     pub total_ns: u64,
+    /// Executions with a time on the backend: `count` for the CPU; for a GPU, those whose
+    /// GPU timestamps were read (none without `GGML_VK_PERF_LOGGER`).
+    pub timed: u64,
+    /// For a GPU, the CPU's time recording the nodes' commands, ns.
+    pub record_ns: u64,
 }
 
 impl BackendOpRow {
-    /// Mean node time, ns.
-    pub fn mean_ns(&self) -> f64 {
-        if self.count == 0 {
-            0.0
-        } else {
-            self.total_ns as f64 / self.count as f64
+    /// Mean node time on the backend over the timed executions, ns (`None`: untimed).
+    pub fn mean_ns(&self) -> Option<f64> {
+        (self.timed > 0).then(|| self.total_ns as f64 / self.timed as f64)
+    }
+
+    /// One cell of a side-by-side view: `vulkan 12.3 µs ×30`, or, for a GPU whose time
+    /// was not read, its recording time (`vulkan ? (recorded in 4.1 µs) ×30`).
+    pub fn cell(&self) -> String {
+        match self.mean_ns() {
+            Some(m) => format!("{} {:.1} µs ×{}", self.backend, m / 1e3, self.count),
+            None => format!(
+                "{} ? (recorded in {:.1} µs) ×{}",
+                self.backend,
+                self.record_ns as f64 / self.count.max(1) as f64 / 1e3,
+                self.count
+            ),
         }
     }
 }
@@ -284,23 +310,69 @@ impl BackendStats {
 }
 
 /// The threads of backends other than the CPU, by tid, with their backend kind: those
-/// that computed a graph split or an operator of one. Empty for a single-backend trace.
+/// that computed a graph split or an operator of one, and no CPU graph (llama.cpp's
+/// main thread records its GPU splits and computes its CPU splits: it stays the CPU's).
+/// Empty for a single-backend trace.
 pub fn thread_backends(model: &TraceModel) -> HashMap<u32, u32> {
     let graphs = model.graphs();
+    let cpu: std::collections::HashSet<u32> = graphs
+        .iter()
+        .filter(|g| g.backend_kind == 0)
+        .map(|g| g.tid)
+        .collect();
     let mut out: HashMap<u32, u32> = graphs
         .iter()
-        .filter(|g| g.backend_kind != 0)
+        .filter(|g| g.backend_kind != 0 && !cpu.contains(&g.tid))
         .map(|g| (g.tid, g.backend_kind))
         .collect();
     let threads = model.threads();
     for s in model.slices() {
+        let tid = threads[s.thread as usize].tid;
         if let Some(g) = graphs.get(s.graph as usize)
             && g.backend_kind != 0
+            && !cpu.contains(&tid)
         {
-            out.insert(threads[s.thread as usize].tid, g.backend_kind);
+            out.insert(tid, g.backend_kind);
         }
     }
     out
+}
+
+/// One node's execution on a GPU, for a timeline's GPU lane.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuSlice<'a> {
+    /// The GPU's backend kind.
+    pub backend_kind: u32,
+    /// Node name (`ffn_up-17`).
+    pub name: &'a str,
+    /// Op name.
+    pub op: String,
+    /// On the trace's clock, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+}
+
+/// Every node execution a GPU timed, in trace order (the lanes both timeline encoders
+/// draw under the GPU's track group).
+pub fn gpu_slices(model: &TraceModel) -> Vec<GpuSlice<'_>> {
+    let graphs = model.graphs();
+    let nodes = model.nodes();
+    model
+        .node_spans()
+        .iter()
+        .filter_map(|s| {
+            let gpu = s.gpu?;
+            let n = nodes.get(s.node as usize)?;
+            Some(GpuSlice {
+                backend_kind: graphs.get(s.graph as usize)?.backend_kind,
+                name: &n.name,
+                op: n.op_name(),
+                start_ns: gpu.start_ns,
+                end_ns: gpu.start_ns + gpu.dur_ns,
+            })
+        })
+        .collect()
 }
 
 /// The process id a timeline gives backend `kind`'s track group: the target's for the
@@ -355,6 +427,10 @@ fn add(into: &mut TokenSplit, from: &TokenSplit) {
     into.gpu_submits += from.gpu_submits;
     into.gpu_submit_ns += from.gpu_submit_ns;
     into.fence_wait_ns += from.fence_wait_ns;
+    into.record_ns += from.record_ns;
+    into.recorded_nodes += from.recorded_nodes;
+    into.gpu_node_ns += from.gpu_node_ns;
+    into.gpu_timed_nodes += from.gpu_timed_nodes;
     into.fence_waits += from.fence_waits;
     into.host_io_ns += from.host_io_ns;
     into.host_io_bytes += from.host_io_bytes;
@@ -372,12 +448,15 @@ fn add_graph(
 ) {
     let nodes = model.nodes();
     let backend = g.backend_name();
+    // A GPU of llama.cpp: its nodes' spans are the CPU recording them (the split's time
+    // is the CPU's call), their GPU time comes from timestamps.
+    let records = is_recorded_for_device(g.backend_kind);
     let mut t = t;
     if let Some(t) = t.as_deref_mut() {
         *t.splits.entry(backend.clone()).or_default() += 1;
-        // A backend whose nodes are not probed (llama.cpp's GPU splits): the CPU's
-        // whole call for the split (recording, submitting and any fence wait in it).
-        if g.backend_kind != 0 && g.nodes.is_empty() {
+        // A backend whose nodes are not computed by the CPU (llama.cpp's GPU splits): the
+        // CPU's whole call for the split (recording, submitting and any fence wait in it).
+        if g.backend_kind != 0 && (records || g.nodes.is_empty()) {
             *t.compute_ns.entry(backend.clone()).or_default() += g.dur_ns();
         }
     }
@@ -394,11 +473,29 @@ fn add_graph(
                     ..BackendOpRow::default()
                 });
             row.count += 1;
-            row.total_ns += dur;
+            if records {
+                row.record_ns += dur;
+                if let Some(gpu) = span.gpu {
+                    row.timed += 1;
+                    row.total_ns += gpu.dur_ns;
+                }
+            } else {
+                row.timed += 1;
+                row.total_ns += dur;
+            }
         }
         let Some(t) = t.as_deref_mut() else {
             continue;
         };
+        if records {
+            t.record_ns += dur;
+            t.recorded_nodes += 1;
+            if let Some(gpu) = span.gpu {
+                t.gpu_node_ns += gpu.dur_ns;
+                t.gpu_timed_nodes += 1;
+            }
+            continue;
+        }
         match OpType::from_u32(n.op) {
             Some(OpType::BackendCopy) => {
                 t.copy_ns += dur;
@@ -413,6 +510,21 @@ fn add_graph(
             _ => *t.compute_ns.entry(backend.clone()).or_default() += dur,
         }
     }
+}
+
+/// Whether backend `kind`'s nodes are computed away from the CPU, which only records
+/// them (llama.cpp's GPU backends), as opposed to the CPU and the engine's accel.
+pub fn is_recorded_for_device(kind: u32) -> bool {
+    matches!(
+        BackendKind::from_u32(kind),
+        Some(
+            BackendKind::Gpu
+                | BackendKind::Vulkan
+                | BackendKind::OpenCl
+                | BackendKind::Cuda
+                | BackendKind::Metal
+        )
+    )
 }
 
 /// Adds a backend call (llama.cpp's copies, waits, submissions) to `t`.
@@ -627,6 +739,147 @@ mod tests {
     /// and the sync add up to what the generator put in (with a CPU split and the accel
     /// split open at the same time), and the same product shows on both backends side
     /// by side.
+    /// llama.cpp's Vulkan split at the operator level with its GPU timestamps: the
+    /// nodes the CPU records carry their GPU time (a fused second node's within the
+    /// first's), the token split counts both, the op rows take the GPU's time, the
+    /// main thread (which also computes a CPU split) stays the CPU's, and both timeline
+    /// encoders get the GPU's lane.
+    #[test]
+    fn gpu_timestamps_time_the_nodes_of_a_vulkan_split() {
+        use common::event::{
+            DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GPU_TIMESTAMPS_PER_EVENT,
+            GpuTimestampsEvent, GraphEvent, NodeDescEvent, OpSpanEvent,
+        };
+        use trace_format::Event;
+        const TID: u32 = 7;
+        let h = |kind: EventKind, exit: bool, ts: u64| EventHeader {
+            kind: kind as u32,
+            flags: if exit { EVENT_FLAG_EXIT } else { 0 },
+            ts_ns: ts,
+            pid: 1,
+            tid: TID,
+            cpu: 0,
+            _pad: 0,
+        };
+        let graph = |exit: bool, ts: u64, kind: common::BackendKind, n: u32| {
+            Event::Graph(GraphEvent {
+                header: h(EventKind::GraphCompute, exit, ts),
+                graph_addr: 0x100 + kind as u64,
+                n_nodes: n,
+                backend_kind: kind as u32,
+                n_tokens: 1,
+                ..GraphEvent::default()
+            })
+        };
+        let decode = |exit: bool, ts: u64| {
+            Event::Decode(DecodeEvent {
+                header: h(EventKind::Decode, exit, ts),
+                n_tokens: 1,
+                pos: 5,
+                ..DecodeEvent::default()
+            })
+        };
+        let vk = common::BackendKind::Vulkan as u32;
+        let cpu = common::BackendKind::Cpu as u32;
+        let desc = |addr: u64, index: u32, op: OpType, name: &str, kind: u32| {
+            let mut d = NodeDescEvent {
+                header: h(EventKind::NodeDesc, false, 0),
+                node_addr: addr,
+                op: op as u32,
+                index,
+                layer: -1,
+                nth: 1,
+                backend_kind: kind,
+                ..NodeDescEvent::zeroed()
+            };
+            d.name[..name.len()].copy_from_slice(name.as_bytes());
+            Event::NodeDesc(Box::new(d))
+        };
+        let span = |addr: u64, start: u64, end: u64, kind: u32| {
+            Event::OpSpan(OpSpanEvent::new(
+                TID,
+                addr,
+                end,
+                end - start,
+                OpSpanEvent::flags_for(0, kind),
+            ))
+        };
+        // Node 0 (ADD), node 1 (RMS_NORM) with node 2 (MUL) fused into it, node 3
+        // (MUL_MAT): timestamps before node 0 and after each node.
+        let mut ticks = [0u64; GPU_TIMESTAMPS_PER_EVENT];
+        ticks[..5].copy_from_slice(&[2_000, 2_300, 2_500, 2_600, 3_600]);
+        let stamps = Event::GpuTimestamps(Box::new(GpuTimestampsEvent {
+            header: h(EventKind::GpuTimestamps, false, 3_900),
+            first: 0,
+            count: 5,
+            total: 5,
+            chunk: 0,
+            ticks,
+        }));
+        let mut m = TraceModel::new(&crate::synthetic::synth_header());
+        for e in [
+            decode(false, 1_000),
+            graph(false, 1_100, common::BackendKind::Cpu, 1),
+            desc(0xc0, 0, OpType::MulMat, "ffn_up-0", cpu),
+            span(0xc0, 1_110, 1_190, cpu),
+            graph(true, 1_200, common::BackendKind::Cpu, 1),
+            graph(false, 1_500, common::BackendKind::Vulkan, 4),
+            desc(0xa0, 0, OpType::Add, "l_out-0", vk),
+            span(0xa0, 1_510, 1_520, vk),
+            desc(0xa1, 1, OpType::RmsNorm, "norm-1", vk),
+            span(0xa1, 1_520, 1_540, vk),
+            desc(0xa3, 3, OpType::MulMat, "ffn_up-1", vk),
+            span(0xa3, 1_540, 1_560, vk),
+            stamps,
+            graph(true, 4_000, common::BackendKind::Vulkan, 4),
+            decode(true, 5_000),
+        ] {
+            m.apply(&e);
+        }
+        m.finish(Some(5_000));
+        let g = m
+            .graphs()
+            .iter()
+            .find(|g| g.backend_kind == vk)
+            .expect("split");
+        let gpu: Vec<Option<u64>> = m
+            .graph_node_spans(g)
+            .iter()
+            .map(|s| s.gpu.map(|t| t.dur_ns))
+            .collect();
+        assert_eq!(gpu, [Some(300), Some(300), Some(1_000)]);
+        let st = compute(&m);
+        let t = &st.tokens[0];
+        assert_eq!((t.recorded_nodes, t.record_ns), (3, 50));
+        assert_eq!((t.gpu_timed_nodes, t.gpu_node_ns), (3, 1_600));
+        assert_eq!(t.compute_ns.get("vulkan"), Some(&2_500), "the split call");
+        assert_eq!(t.compute_ns.get("cpu"), Some(&80));
+        let mm: Vec<&BackendOpRow> = st.ops.iter().filter(|r| r.op == "MUL_MAT").collect();
+        assert_eq!(mm.len(), 2, "{mm:?}");
+        let on_vk = mm
+            .iter()
+            .find(|r| r.backend == "vulkan")
+            .expect("vulkan row");
+        assert_eq!(
+            (on_vk.timed, on_vk.total_ns, on_vk.record_ns),
+            (1, 1_000, 20)
+        );
+        assert!(
+            thread_backends(&m).is_empty(),
+            "the main thread stays the CPU's"
+        );
+        let lane = gpu_slices(&m);
+        assert_eq!(lane.len(), 3);
+        assert_eq!(
+            (lane[2].name, lane[2].start_ns, lane[2].end_ns),
+            ("ffn_up-1", 2_600, 3_600)
+        );
+        let mut chrome = Vec::new();
+        crate::export::chrome::write(&m, &Default::default(), &mut chrome).expect("chrome");
+        let chrome = String::from_utf8(chrome).expect("utf-8");
+        assert!(chrome.contains("GPU (node timestamps)") && chrome.contains(r#""cat":"gpu""#));
+    }
+
     #[test]
     fn a_split_trace_splits_time_by_backend() {
         let m = split_model(3);

@@ -14,8 +14,10 @@ use core::mem::{offset_of, size_of};
 use crate::engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, NODE_NAME_LEN};
 
 mod backend_span;
+mod gpu_timestamps;
 mod op_span;
 pub use backend_span::{BACKEND_UNKNOWN, BackendSpanEvent, BackendSpanKind};
+pub use gpu_timestamps::{GPU_TIMESTAMPS_MAX, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent};
 pub use op_span::{
     NodeDescEvent, OP_SPAN_BACKEND_SHIFT, OP_SPAN_DUR_US, OP_SPAN_END_APPROX, OP_SPAN_FUSED,
     OP_SPAN_ITH_MASK, OP_SPAN_START_AT_RELEASE, OpSpanEvent, OpSpanPmcEvent,
@@ -59,6 +61,9 @@ pub enum EventKind {
     NodeDesc = 24,
     /// An [`OpSpanEvent`] with counter deltas ([`OpSpanPmcEvent`], format 4 on).
     OpSpanPmc = 25,
+    /// Timestamps a GPU wrote between a split's nodes, as the target read them back
+    /// ([`GpuTimestampsEvent`], format 4 on, additive).
+    GpuTimestamps = 26,
     /// `engine_phase_embed` entry/exit ([`PhaseEvent`]).
     PhaseEmbed = 30,
     /// `engine_phase_copy_logits` entry/exit ([`PhaseEvent`]).
@@ -102,7 +107,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 28] = [
+    pub const ALL: [EventKind; 29] = [
         EventKind::Decode,
         EventKind::GraphCompute,
         EventKind::GraphThread,
@@ -113,6 +118,7 @@ impl EventKind {
         EventKind::OpSpan,
         EventKind::NodeDesc,
         EventKind::OpSpanPmc,
+        EventKind::GpuTimestamps,
         EventKind::PhaseEmbed,
         EventKind::PhaseCopyLogits,
         EventKind::PhaseSoftmax,
@@ -146,6 +152,7 @@ impl EventKind {
             23 => EventKind::OpSpan,
             24 => EventKind::NodeDesc,
             25 => EventKind::OpSpanPmc,
+            26 => EventKind::GpuTimestamps,
             30 => EventKind::PhaseEmbed,
             31 => EventKind::PhaseCopyLogits,
             32 => EventKind::PhaseSoftmax,
@@ -181,6 +188,7 @@ impl EventKind {
             EventKind::OpSpan => size_of::<OpSpanEvent>(),
             EventKind::NodeDesc => size_of::<NodeDescEvent>(),
             EventKind::OpSpanPmc => size_of::<OpSpanPmcEvent>(),
+            EventKind::GpuTimestamps => size_of::<GpuTimestampsEvent>(),
             EventKind::PhaseEmbed
             | EventKind::PhaseCopyLogits
             | EventKind::PhaseSoftmax
@@ -213,6 +221,7 @@ impl EventKind {
             EventKind::OpSpan => "op_span",
             EventKind::NodeDesc => "node_desc",
             EventKind::OpSpanPmc => "op_span_pmc",
+            EventKind::GpuTimestamps => "gpu_timestamps",
             EventKind::PhaseEmbed => "phase_embed",
             EventKind::PhaseCopyLogits => "phase_copy_logits",
             EventKind::PhaseSoftmax => "phase_softmax",
@@ -893,7 +902,8 @@ mod tests {
                 | EventKind::ExpertRoute
                 | EventKind::OpSpan
                 | EventKind::NodeDesc
-                | EventKind::OpSpanPmc => (20..30).contains(&v),
+                | EventKind::OpSpanPmc
+                | EventKind::GpuTimestamps => (20..30).contains(&v),
                 EventKind::PhaseEmbed
                 | EventKind::PhaseCopyLogits
                 | EventKind::PhaseSoftmax

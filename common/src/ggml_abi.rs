@@ -103,6 +103,12 @@ impl GgmlLayout {
             None
         }
     }
+    /// `ggml_cgraph.nodes` (`struct ggml_tensor **`): after `n_nodes` and `n_leafs`
+    /// (`int` each), aligned to 8 (the struct's head has been `size, n_nodes, n_leafs,
+    /// nodes` since 2023).
+    pub const fn cgraph_nodes(&self) -> u32 {
+        (self.cgraph_n_nodes + 8 + 7) & !7
+    }
     /// The layout of ggml 0.25 and 0.26 (libllama 0.5/0.6) on a 64-bit target with
     /// libstdc++ (measured with `offsetof` against both builds' headers:
     /// `docs/llama-cpp.md`).

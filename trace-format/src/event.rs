@@ -1,8 +1,8 @@
 //! Typed view of the packed event records.
 
 use common::event::{
-    BackendSpanEvent, DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GraphEvent,
-    GraphThreadEvent, LeafNodeEvent, LossEvent, NodeDescEvent, OP_EVENT_V1_PMC_OFFSET,
+    BackendSpanEvent, DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GpuTimestampsEvent,
+    GraphEvent, GraphThreadEvent, LeafNodeEvent, LossEvent, NodeDescEvent, OP_EVENT_V1_PMC_OFFSET,
     OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, OpSpanEvent, OpSpanPmcEvent, OpWindowEvent, PhaseEvent,
     PmcOpenEvent, QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
 };
@@ -29,6 +29,8 @@ pub enum Event {
     OpSpan(OpSpanEvent),
     /// An [`Event::OpSpan`] with counter deltas (format 4 on).
     OpSpanPmc(OpSpanPmcEvent),
+    /// GPU timestamps between a split's nodes (format 4 on, additive); boxed, it is large.
+    GpuTimestamps(Box<GpuTimestampsEvent>),
     /// A node's description (format 4 on); boxed, it is large.
     NodeDesc(Box<NodeDescEvent>),
     /// A phase; `header.kind` says which one.
@@ -67,6 +69,7 @@ impl Event {
             Event::Graph(e) => e.header,
             Event::GraphThread(e) => e.header,
             Event::BackendSpan(e) => e.header,
+            Event::GpuTimestamps(e) => e.header,
             Event::Op(e) => e.header,
             Event::OpExit(e) => e.header,
             Event::ExpertRoute(e) => e.header,
@@ -98,6 +101,7 @@ impl Event {
             Event::Graph(x) => record_bytes(x).to_vec(),
             Event::GraphThread(x) => record_bytes(x).to_vec(),
             Event::BackendSpan(x) => record_bytes(x).to_vec(),
+            Event::GpuTimestamps(x) => record_bytes(x.as_ref()).to_vec(),
             Event::Op(x) => record_bytes(x.as_ref()).to_vec(),
             Event::OpExit(x) => record_bytes(x).to_vec(),
             Event::ExpertRoute(x) => record_bytes(x).to_vec(),
@@ -139,6 +143,7 @@ wire_records!(
     GraphEvent,
     GraphThreadEvent,
     BackendSpanEvent,
+    GpuTimestampsEvent,
     OpEvent,
     OpExitEvent,
     ExpertRouteEvent,
@@ -197,6 +202,7 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::GraphCompute => Event::Graph(read(bytes)?),
         EventKind::GraphThread => Event::GraphThread(read(bytes)?),
         EventKind::BackendSpan => Event::BackendSpan(read(bytes)?),
+        EventKind::GpuTimestamps => Event::GpuTimestamps(Box::new(read(bytes)?)),
         EventKind::OpCompute => op_event(read(bytes)?),
         EventKind::OpComputeExit => Event::OpExit(read(bytes)?),
         EventKind::ExpertRoute => Event::ExpertRoute(read(bytes)?),

@@ -287,6 +287,22 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C
     }
 }
 
+/// [`emit_large`] where no probe context is at hand (a `bpf_loop` callback, whose
+/// context pointer the verifier would not take back as one): the ring buffer only; with
+/// the perf-buffer output (kernels before 5.8, which have no `bpf_loop` either) the
+/// record is counted lost.
+#[inline(always)]
+pub fn emit_large_to_ring<T: 'static, F: FnOnce(&mut T) -> bool>(fill: F) {
+    const { assert!(size_of::<T>() <= LARGE_BLOCK_BYTES && align_of::<T>() <= 8) };
+    bump(STAT_PRODUCED);
+    let out = output();
+    if out.perf {
+        bump(STAT_LOST);
+        return;
+    }
+    emit_large_ring(out.wake_bytes, fill);
+}
+
 /// [`emit_large`] into this CPU's ring buffer: reserved in place, submitted or discarded.
 #[inline(always)]
 fn emit_large_ring<T: 'static, F: FnOnce(&mut T) -> bool>(wake_bytes: u32, fill: F) {

@@ -200,3 +200,21 @@ pub struct BackendCallStash {
     /// Zero.
     pub _pad: u32,
 }
+
+/// llama.cpp's Vulkan backend: where each thread's `vkGetQueryPoolResults` call writes its
+/// values, read at its return (`probes/gpu_node.rs`).
+#[map]
+pub static GPU_QUERY_READS: HashMap<u32, GpuQueryRead> =
+    HashMap::with_max_entries(MAX_TRACED_THREADS, 0);
+
+/// An open `vkGetQueryPoolResults` call ([`GPU_QUERY_READS`]).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GpuQueryRead {
+    /// `pData`.
+    pub data: u64,
+    /// `queryCount` (values of 8 bytes each).
+    pub total: u32,
+    /// Zero.
+    pub _pad: u32,
+}

@@ -2,6 +2,7 @@
 
 mod expert;
 mod ggml_backend;
+mod gpu_node;
 mod graph;
 mod llama_cpp;
 mod op;

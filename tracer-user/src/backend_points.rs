@@ -17,7 +17,7 @@ pub struct BackendProbe {
     pub args: usize,
     /// The entry program.
     pub enter: &'static str,
-    /// The return program.
+    /// The return program (empty: none).
     pub exit: &'static str,
 }
 
@@ -83,6 +83,32 @@ pub const VULKAN_PROBES: [BackendProbe; 2] = [
         exit: "vk_call_ret",
     },
 ];
+
+/// Operator level under a Vulkan backend (`tracer-ebpf/src/probes/gpu_node.rs`):
+/// ggml-vulkan's `ggml_vk_build_graph` (a static function, in the library's symbol table;
+/// matched with its full signature, whose argument registers the program reads: a build
+/// that changed it is not probed) and the loader's `vkGetQueryPoolResults` (the GPU
+/// timestamps ggml-vulkan reads with `GGML_VK_PERF_LOGGER`).
+pub const VULKAN_NODE_PROBES: [BackendProbe; 2] = [
+    BackendProbe {
+        symbol: VK_BUILD_GRAPH,
+        args: 6,
+        enter: "ggml_vk_node",
+        exit: "",
+    },
+    BackendProbe {
+        symbol: "vkGetQueryPoolResults",
+        args: 6,
+        enter: "vk_query_results",
+        exit: "vk_query_results_ret",
+    },
+];
+
+/// `static bool ggml_vk_build_graph(ggml_backend_vk_context *, ggml_cgraph *, int node_idx,
+/// ggml_tensor *, int, bool dryrun, bool last_node, bool almost_ready, bool submit)`, as
+/// g++ names it (llama.cpp of mid 2025, llama-cpp-python 0.3.16).
+pub const VK_BUILD_GRAPH: &str =
+    "_ZL19ggml_vk_build_graphP23ggml_backend_vk_contextP11ggml_cgraphiP11ggml_tensoribbbb";
 
 /// The library file name of ggml's Vulkan backend (`libggml-vulkan.so`).
 pub const GGML_VULKAN_LIB: &str = "libggml-vulkan";
@@ -159,7 +185,11 @@ mod tests {
 
     #[test]
     fn every_probe_names_a_distinct_function() {
-        let all: Vec<&BackendProbe> = GGML_BACKEND_PROBES.iter().chain(&VULKAN_PROBES).collect();
+        let all: Vec<&BackendProbe> = GGML_BACKEND_PROBES
+            .iter()
+            .chain(&VULKAN_PROBES)
+            .chain(&VULKAN_NODE_PROBES)
+            .collect();
         for (i, a) in all.iter().enumerate() {
             assert!(a.args >= 1 && a.args <= 6, "{a:?}");
             for b in &all[i + 1..] {

@@ -19,7 +19,7 @@ use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags};
 
 use crate::backend_points::{
-    self, BackendPoint, GGML_BACKEND_PROBES, GGML_VULKAN_LIB, VULKAN_PROBES,
+    self, BackendPoint, GGML_BACKEND_PROBES, GGML_VULKAN_LIB, VULKAN_NODE_PROBES, VULKAN_PROBES,
 };
 use crate::probe_points::{self, ArgUse, MAX_BINARY_BYTES, ProbePoint};
 
@@ -153,6 +153,10 @@ pub struct GgmlBuild {
     /// The library of a backend other than the CPU the build loads
     /// (`libggml-vulkan.so`), if any.
     pub gpu_lib: Option<PathBuf>,
+    /// Operator level on a Vulkan backend: the CPU recording each node, the GPU
+    /// timestamps read back (`backend_points::VULKAN_NODE_PROBES`); empty otherwise, or
+    /// when the build's `ggml_vk_build_graph` has another signature.
+    pub gpu_node_points: Vec<BackendPoint>,
 }
 
 impl GgmlBuild {
@@ -169,6 +173,7 @@ impl GgmlBuild {
         let mut common_sample = None;
         let mut backend_points = Vec::new();
         let mut vulkan_points = Vec::new();
+        let mut gpu_node_points = Vec::new();
         let gpu_lib = files
             .iter()
             .find(|p| {
@@ -230,6 +235,18 @@ impl GgmlBuild {
             }
             if is_vulkan && vulkan_points.is_empty() && has(VULKAN_PROBES[0].symbol) {
                 vulkan_points = backend_points::points_in(path, &file, &VULKAN_PROBES);
+                gpu_node_points.extend(backend_points::points_in(
+                    path,
+                    &file,
+                    &VULKAN_NODE_PROBES[1..],
+                ));
+            }
+            if is_vulkan && gpu_lib.as_ref() == Some(path) {
+                gpu_node_points.extend(backend_points::points_in(
+                    path,
+                    &file,
+                    &VULKAN_NODE_PROBES[..1],
+                ));
             }
             if common_sample.is_none() && has(COMMON_SAMPLE) {
                 common_sample = probe_points::points_matching(&file, |n| {
@@ -318,6 +335,7 @@ impl GgmlBuild {
             decode_points,
             sample_point,
             backend_points,
+            gpu_node_points,
             gpu_lib,
         })
     }

@@ -123,8 +123,14 @@ struct Run {
 /// `profinfer record -- llama-cli -ngl <ngl> ...` on `model`, greedy, with the
 /// scheduler's assignments printed.
 fn record(cli: &Path, model: &Path, ngl: u32) -> Run {
-    let trace = trace_path(&format!("vulkan-ngl{ngl}"));
+    record_with(cli, model, ngl, &[("GGML_SCHED_DEBUG", "2")])
+}
+
+/// [`record`] with `env` set for llama.cpp.
+fn record_with(cli: &Path, model: &Path, ngl: u32, env: &[(&str, &str)]) -> Run {
+    let trace = trace_path(&format!("vulkan-ngl{ngl}-{}", env.len()));
     let out = profinfer()
+        .envs(env.iter().copied())
         .arg("record")
         .arg("-o")
         .arg(&trace)
@@ -135,7 +141,6 @@ fn record(cli: &Path, model: &Path, ngl: u32) -> Run {
         .args(["-p", "The capital of France is", "-n", "8", "-t", "2"])
         .args(["--temp", "0", "-no-cnv", "-v", "-ngl"])
         .arg(ngl.to_string())
-        .env("GGML_SCHED_DEBUG", "2")
         // ggml-vulkan skips CPU-type devices unless they are named (lavapipe is one).
         .env("GGML_VK_VISIBLE_DEVICES", "0")
         .output()
@@ -286,6 +291,114 @@ fn llama_cpp_on_vulkan_is_traced_split_by_split() {
         texts[1], texts[0],
         "15 layers on Vulkan: the CPU's 8 tokens"
     );
+}
+
+/// llama.cpp's own per-op GPU times of its last Vulkan graph (`GGML_VK_PERF_LOGGER`'s
+/// last `Vulkan Timings:` block): op (the name's first word, `MUL_MAT_VEC` as
+/// `MUL_MAT`) → (nodes, total µs), and the block's `Total time`.
+fn printed_gpu_timings(log: &str) -> (std::collections::BTreeMap<String, (u64, f64)>, f64) {
+    let block = log.rsplit("Vulkan Timings:").next().unwrap_or("");
+    let mut ops = std::collections::BTreeMap::new();
+    let mut total = 0.0;
+    for line in block.lines() {
+        if let Some(t) = line.strip_prefix("Total time: ") {
+            total = t.trim_end_matches(" us.").parse().expect("total");
+            break;
+        }
+        let Some((name, rest)) = line.split_once(": ") else {
+            continue;
+        };
+        let Some((n, mean)) = rest.split_once(" x ") else {
+            continue;
+        };
+        let n: u64 = n.parse().expect("count");
+        let mean: f64 = mean
+            .split_whitespace()
+            .next()
+            .and_then(|m| m.parse().ok())
+            .expect("mean");
+        let op = name.split_whitespace().next().unwrap_or(name);
+        let op = if op == "MUL_MAT_VEC" { "MUL_MAT" } else { op };
+        let e = ops.entry(op.to_owned()).or_insert((0u64, 0.0f64));
+        e.0 += n;
+        e.1 += n as f64 * mean;
+    }
+    (ops, total)
+}
+
+/// SmolLM2 with 15 layers on Vulkan and llama.cpp's own GPU timing on
+/// (`GGML_VK_PERF_LOGGER`): every node the CPU records for the GPU is in the trace with
+/// its GPU time, and the last Vulkan split's times per op are those llama.cpp prints
+/// from the same timestamps (same nodes, same totals).
+#[test]
+fn gpu_node_times_are_llama_cpps_own() {
+    require_root!();
+    let Some(cli) = llama_cli() else { return };
+    let Some(model) = support::smollm2() else {
+        return;
+    };
+    let run = record_with(&cli, &model, 15, &[("GGML_VK_PERF_LOGGER", "1")]);
+    let (printed, printed_total_us) = printed_gpu_timings(&run.log);
+    assert!(
+        printed.len() >= 5 && printed_total_us > 0.0,
+        "no Vulkan Timings block: {}",
+        &run.log[run.log.len().saturating_sub(3000)..]
+    );
+    let (m, _, _) = analyzer::ingest::load(&run.trace, &analyzer::NoProgress).expect("loads");
+    let g = m
+        .graphs()
+        .iter()
+        .rev()
+        .find(|g| g.backend_kind == BackendKind::Vulkan as u32)
+        .expect("a Vulkan split");
+    let spans = m.graph_node_spans(g);
+    assert!(spans.len() > 100, "{} recorded nodes", spans.len());
+    let mut ours: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let mut ours_total = 0u64;
+    for s in spans {
+        let gpu = s.gpu.unwrap_or_else(|| panic!("no GPU time: {s:?}"));
+        assert!(
+            gpu.start_ns >= g.start_ns && gpu.start_ns <= g.end_ns.unwrap_or(u64::MAX),
+            "lavapipe's timestamps are on the trace's clock, inside the split: {gpu:?} {g:?}"
+        );
+        let e = ours
+            .entry(m.nodes()[s.node as usize].op_name())
+            .or_default();
+        e.0 += 1;
+        e.1 += gpu.dur_ns;
+        ours_total += gpu.dur_ns;
+    }
+    eprintln!(
+        "llama.cpp: {printed:?} total {printed_total_us} us\nprofinfer: {ours:?} total {ours_total} ns"
+    );
+    // RMS_NORM with the MUL after it is one fused dispatch: llama.cpp times the pair's
+    // second node apart (its timestamp written right after the first's), profinfer
+    // within the first. Every other op: the same nodes and time.
+    for (op, &(n, us)) in &printed {
+        let (n_ours, ns_ours) = ours.get(op).copied().unwrap_or_default();
+        let (n, us) = if op == "RMS_NORM" {
+            let mul = printed.get("MUL").copied().unwrap_or_default();
+            (n, us + mul.1)
+        } else if op == "MUL" {
+            continue;
+        } else {
+            (n, us)
+        };
+        assert_eq!(n_ours, n, "{op}: nodes timed");
+        let ours_us = ns_ours as f64 / 1e3;
+        // llama.cpp prints the mean with six significant digits.
+        assert!(
+            (ours_us - us).abs() <= us * 1e-4 + 1.0,
+            "{op}: {ours_us:.1} µs against llama.cpp's {us:.1} µs"
+        );
+    }
+    // The rest: views, which llama.cpp leaves out and whose timestamps follow each other.
+    let ours_us = ours_total as f64 / 1e3;
+    assert!(
+        ours_us >= printed_total_us * 0.9999 && ours_us <= printed_total_us * 1.02,
+        "split total {ours_us:.0} µs against llama.cpp's {printed_total_us:.0} µs"
+    );
+    let _ = std::fs::remove_file(&run.trace);
 }
 
 /// `profinfer analyze`: backends.csv has a vulkan column when layers are offloaded.

@@ -19,6 +19,9 @@ use crate::{
 
 /// Thread-state tracks use tid `STATE_TID_BASE + tid`.
 pub const STATE_TID_BASE: u64 = 1_000_000_000;
+
+/// A GPU's lane (its nodes' execution from its timestamps) uses tid `GPU_TID_BASE + kind`.
+pub const GPU_TID_BASE: u64 = 2_000_000_000;
 /// The track of the CPU's waits for the accel (a split pass).
 pub const SYNC_TID: u64 = STATE_TID_BASE - 1;
 
@@ -100,6 +103,16 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
         group.insert(u64::from(tid), gpid);
         group.insert(STATE_TID_BASE + u64::from(tid), gpid);
     }
+    let gpu = crate::backends::gpu_slices(model);
+    let mut gpu_kinds: Vec<u32> = gpu.iter().map(|g| g.backend_kind).collect();
+    gpu_kinds.sort_unstable();
+    gpu_kinds.dedup();
+    for &kind in &gpu_kinds {
+        group.insert(
+            GPU_TID_BASE + u64::from(kind),
+            crate::backends::backend_group_pid(pid, kind),
+        );
+    }
     let mut o = Out {
         w,
         first: true,
@@ -108,7 +121,7 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
         group,
     };
     o.w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
-    let mut kinds: Vec<u32> = backend_of.values().copied().collect();
+    let mut kinds: Vec<u32> = backend_of.values().copied().chain(gpu_kinds).collect();
     kinds.sort_unstable();
     kinds.dedup();
     let own_name = if kinds.is_empty() {
@@ -252,6 +265,26 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
             "phase",
             p.start_ns,
             p.end_ns,
+            &args,
+        )?;
+    }
+    for &kind in &kinds {
+        if gpu.iter().any(|g| g.backend_kind == kind) {
+            o.raw(&format!(
+                r#"{{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"GPU (node timestamps)"}}}}"#,
+                crate::backends::backend_group_pid(pid, kind),
+                GPU_TID_BASE + u64::from(kind)
+            ))?;
+        }
+    }
+    for g in &gpu {
+        let args = format!(r#"{{"op":{}}}"#, json_str(&g.op));
+        o.slice(
+            GPU_TID_BASE + u64::from(g.backend_kind),
+            g.name,
+            "gpu",
+            g.start_ns,
+            g.end_ns,
             &args,
         )?;
     }

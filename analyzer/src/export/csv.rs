@@ -194,17 +194,19 @@ pub fn write_experts(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
 /// `backends.csv`: per op type, shape and backend, count and time (Fig 12: the same
 /// operator on each backend). Header only without a second backend.
 pub fn write_backend_ops(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
-    writeln!(w, "op,shape,backend,count,total_ns,mean_ns")?;
+    writeln!(w, "op,shape,backend,count,timed,total_ns,mean_ns,record_ns")?;
     for r in s.backends.iter().flat_map(|b| &b.ops) {
+        let mean = r.mean_ns().map(|m| format!("{m:.1}")).unwrap_or_default();
         writeln!(
             w,
-            "{},{},{},{},{},{:.1}",
+            "{},{},{},{},{},{},{mean},{}",
             field(&r.op),
             field(&r.shape),
             field(&r.backend),
             r.count,
+            r.timed,
             r.total_ns,
-            r.mean_ns()
+            r.record_ns
         )?;
     }
     Ok(())
@@ -222,7 +224,7 @@ pub fn write_token_split(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
     }
     writeln!(
         w,
-        ",copies,copy_ns,syncs,sync_ns,kv_io_ns,kv_bytes_out,kv_bytes_in,copy_bytes,gpu_submits,gpu_submit_ns,fence_waits,fence_wait_ns,host_io_ns,host_io_bytes"
+        ",copies,copy_ns,syncs,sync_ns,kv_io_ns,kv_bytes_out,kv_bytes_in,copy_bytes,gpu_submits,gpu_submit_ns,fence_waits,fence_wait_ns,host_io_ns,host_io_bytes,recorded_nodes,record_ns,gpu_timed_nodes,gpu_node_ns"
     )?;
     for t in &b.tokens {
         write!(w, "{}", t.token)?;
@@ -236,7 +238,7 @@ pub fn write_token_split(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
         }
         writeln!(
             w,
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             t.copies,
             t.copy_ns,
             t.syncs,
@@ -250,7 +252,11 @@ pub fn write_token_split(s: &ProfStat, mut w: impl Write) -> io::Result<()> {
             t.fence_waits,
             t.fence_wait_ns,
             t.host_io_ns,
-            t.host_io_bytes
+            t.host_io_bytes,
+            t.recorded_nodes,
+            t.record_ns,
+            t.gpu_timed_nodes,
+            t.gpu_node_ns
         )?;
     }
     Ok(())

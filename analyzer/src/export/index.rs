@@ -558,11 +558,17 @@ fn write_backends(r: &Report, w: &mut impl Write) -> io::Result<()> {
     let per_call = |ns: u64| ms(Some(ns as f64 / 1e6 / calls));
     let t = &b.total;
     writeln!(w, "<h2 id=\"backends\">Backends</h2>")?;
+    let gpu_note = if t.gpu_timed_nodes > 0 {
+        "the GPU's own time per node is from the timestamps it wrote between them"
+    } else {
+        "the GPU's own time per node needs its timestamps (llama.cpp's \
+         <code>GGML_VK_PERF_LOGGER=1</code>)"
+    };
     writeln!(
         w,
         "<p>{} over {} decode calls: time per call. A GPU backend's time is the CPU's \
-         call for its split (recording, submitting and the fence waits inside); the GPU's \
-         own time per node is not recorded (docs/llama-cpp.md).</p>",
+         call for its split (recording, submitting and the fence waits inside); {gpu_note} \
+         (docs/llama-cpp.md).</p>",
         esc(&b.backends.join(", ")),
         b.tokens.len()
     )?;
@@ -600,6 +606,20 @@ fn write_backends(r: &Report, w: &mut impl Write) -> io::Result<()> {
             t.fence_waits.to_string(),
         )?;
     }
+    if t.recorded_nodes > 0 {
+        row(
+            "CPU recording GPU nodes",
+            t.record_ns,
+            t.recorded_nodes.to_string(),
+        )?;
+    }
+    if t.gpu_timed_nodes > 0 {
+        row(
+            "GPU executing nodes (timestamps)",
+            t.gpu_node_ns,
+            t.gpu_timed_nodes.to_string(),
+        )?;
+    }
     if t.copies > 0 {
         row(
             "copies between backends",
@@ -629,7 +649,11 @@ fn write_backends(r: &Report, w: &mut impl Write) -> io::Result<()> {
         )?;
     }
     writeln!(w, "</table>")?;
-    let both = b.side_by_side();
+    let mut both = b.side_by_side();
+    // The largest first, as in the report.
+    both.sort_by_key(|(_, _, rows)| {
+        std::cmp::Reverse(rows.iter().map(|r| r.total_ns).sum::<u64>())
+    });
     if !both.is_empty() {
         writeln!(
             w,
@@ -637,10 +661,7 @@ fn write_backends(r: &Report, w: &mut impl Write) -> io::Result<()> {
              <table><tr><th>op</th><th>shape</th><th>backends</th></tr>"
         )?;
         for (op, shape, rows) in both.iter().take(12) {
-            let cells: Vec<String> = rows
-                .iter()
-                .map(|r| format!("{} {} ×{}", r.backend, us(r.mean_ns() / 1e3), r.count))
-                .collect();
+            let cells: Vec<String> = rows.iter().map(|r| r.cell()).collect();
             writeln!(
                 w,
                 "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",

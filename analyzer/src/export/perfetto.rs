@@ -113,6 +113,11 @@ pub fn backend_process_uuid(kind: u32) -> u64 {
     0x80 + u64::from(kind)
 }
 
+/// Track uuid of backend `kind`'s GPU lane (its nodes' execution from its timestamps).
+pub fn gpu_uuid(kind: u32) -> u64 {
+    (3 << 32) | u64::from(kind)
+}
+
 /// Track uuid of counter `i`'s rate.
 pub fn counter_uuid(i: usize) -> u64 {
     0x100 + i as u64
@@ -549,7 +554,15 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
     wr.sequence(0);
     // A split pass: one track group (process) per backend.
     let backend_of = crate::backends::thread_backends(model);
-    let mut kinds: Vec<u32> = backend_of.values().copied().collect();
+    let gpu = crate::backends::gpu_slices(model);
+    let mut gpu_kinds: Vec<u32> = gpu.iter().map(|g| g.backend_kind).collect();
+    gpu_kinds.sort_unstable();
+    gpu_kinds.dedup();
+    let mut kinds: Vec<u32> = backend_of
+        .values()
+        .copied()
+        .chain(gpu_kinds.clone())
+        .collect();
     kinds.sort_unstable();
     kinds.dedup();
     let mut d = TrackDescriptor::new();
@@ -573,6 +586,13 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
             crate::model::backend_name(kind)
         ));
         d.process = Some(pd).into();
+        wr.descriptor(d)?;
+    }
+    for &kind in &gpu_kinds {
+        let mut d = TrackDescriptor::new();
+        d.set_uuid(gpu_uuid(kind));
+        d.set_parent_uuid(backend_process_uuid(kind));
+        d.set_name("GPU (node timestamps)".to_owned());
         wr.descriptor(d)?;
     }
     for (_, th) in &threads {
@@ -661,6 +681,20 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
                 )?;
                 wr.slice_end(s.end_ns.max(s.start_ns))?;
             }
+        }
+    }
+    for &kind in &gpu_kinds {
+        wr.sequence(gpu_uuid(kind));
+        for g in gpu.iter().filter(|g| g.backend_kind == kind) {
+            let args = vec![wr.ann_str("op", &g.op)];
+            wr.slice_begin(
+                g.start_ns,
+                Name::Interned(g.name),
+                Name::Interned("gpu"),
+                args,
+                Default::default(),
+            )?;
+            wr.slice_end(g.end_ns)?;
         }
     }
     if !waits.is_empty() {

@@ -412,6 +412,24 @@ fn write_backends(b: &crate::backends::BackendStats, w: &mut impl Write) -> io::
             t.fence_waits
         )?;
     }
+    if t.recorded_nodes > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({} nodes)",
+            "  CPU recording nodes",
+            per_call(t.record_ns),
+            t.recorded_nodes
+        )?;
+    }
+    if t.gpu_timed_nodes > 0 {
+        writeln!(
+            w,
+            "  {:<22} {:>9}  ({} nodes, GPU timestamps)",
+            "  GPU executing nodes",
+            per_call(t.gpu_node_ns),
+            t.gpu_timed_nodes
+        )?;
+    }
     if t.copies > 0 || t.syncs > 0 {
         writeln!(
             w,
@@ -455,12 +473,9 @@ fn write_backends(b: &crate::backends::BackendStats, w: &mut impl Write) -> io::
     both.sort_by_key(|(_, _, rows)| {
         std::cmp::Reverse(rows.iter().map(|r| r.total_ns).sum::<u64>())
     });
-    writeln!(w, "  same op and shape on each backend, mean µs:")?;
+    writeln!(w, "  same op and shape on each backend, mean per node:")?;
     for (op, shape, rows) in both.iter().take(SIDE_BY_SIDE_ROWS) {
-        let cells: Vec<String> = rows
-            .iter()
-            .map(|r| format!("{} {:.1} ×{}", r.backend, r.mean_ns() / 1e3, r.count))
-            .collect();
+        let cells: Vec<String> = rows.iter().map(|r| r.cell()).collect();
         writeln!(
             w,
             "  {:<14} {:<20} {}",

@@ -102,6 +102,8 @@ pub struct EventCounts {
     pub ops_outside_graph: u64,
     /// Operator exits after their graph had ended.
     pub ops_after_graph: u64,
+    /// GPU timestamps read while no graph was open on the reading thread.
+    pub gpu_timestamps_outside_graph: u64,
     /// Threads or nodes ignored because a limit was reached.
     pub over_limit: u64,
     /// Zero-length spans of nodes fused into the node before them (format 4).

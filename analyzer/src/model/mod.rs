@@ -11,6 +11,7 @@
 
 mod backend_call;
 mod expert;
+mod gpu_time;
 mod graph;
 mod latency;
 mod leaf;
@@ -36,7 +37,7 @@ pub use leaf::LeafInfo;
 pub use marks::{EventCounts, LossMark, QosMark, Unpaired, WindowMark};
 pub use node_name::class_of;
 pub use op::{
-    MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, op_name,
+    GpuTime, MatMulDims, NONE_U32, NodeInfo, NodeSpan, OpAggregate, OpSlice, PMC_MISSING, op_name,
 };
 pub use requests::{SeqRequest, is_batched};
 pub use runs::SequenceRun;
@@ -91,6 +92,8 @@ struct OpenGraph {
     slices: Vec<u32>,
     /// Its spans (format 4) whose node is resolved when it closes.
     pending: Vec<span::PendingSpan>,
+    /// The GPU timestamps read back during it (a GPU split), if any.
+    gpu: gpu_time::SplitTimestamps,
 }
 
 /// Per-thread pairing state.
@@ -270,6 +273,7 @@ impl TraceModel {
                         graph: index,
                         slices,
                         pending: Vec::new(),
+                        gpu: gpu_time::SplitTimestamps::default(),
                     });
                 } else if let Some(i) = self.pairing[t].graph.take() {
                     self.finish_graph(i, Some(h.ts_ns));
@@ -309,6 +313,17 @@ impl TraceModel {
                 });
                 if let Some(call) = BackendCall::from_event(e, token) {
                     self.backend_calls.push(call);
+                }
+            }
+            Event::GpuTimestamps(e) => {
+                self.counts.op += 1;
+                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+                    return;
+                };
+                let graph = self.pairing[t].graph;
+                match self.open_graphs.iter_mut().find(|g| Some(g.graph) == graph) {
+                    Some(g) => g.gpu.add(e),
+                    None => self.counts.gpu_timestamps_outside_graph += 1,
                 }
             }
             Event::OpSpan(e) => self.apply_op_span(e, None),
@@ -600,9 +615,11 @@ impl TraceModel {
     /// Closes graph `g` (at `end_ns`, if its exit was seen) and turns its operator
     /// slices into node spans (Algorithm 1).
     fn finish_graph(&mut self, g: u32, end_ns: Option<u64>) {
+        let mut gpu = gpu_time::SplitTimestamps::default();
         let mut ids = match self.open_graphs.iter().position(|o| o.graph == g) {
             Some(i) => {
-                let open = self.open_graphs.swap_remove(i);
+                let mut open = self.open_graphs.swap_remove(i);
+                gpu = std::mem::take(&mut open.gpu);
                 for p in &open.pending {
                     self.resolve_span(*p);
                 }
@@ -641,6 +658,7 @@ impl TraceModel {
                 n_threads: 0,
                 slices: 0..0,
                 pmc: vec![PMC_MISSING; n_counters],
+                gpu: None,
             };
             while j < ids.len() {
                 let s = self.slices[ids[j] as usize];
@@ -685,6 +703,17 @@ impl TraceModel {
         }
         ids.clear();
         self.spare_slices.push(ids);
+        if !gpu.is_empty() {
+            let spans = &mut self.node_spans[first_span as usize..];
+            let indices: Vec<u32> = spans
+                .iter()
+                .map(|s| self.nodes[s.node as usize].index)
+                .collect();
+            let times = gpu.node_times(self.graphs[g as usize].start_ns, &indices);
+            for (span, t) in spans.iter_mut().zip(times) {
+                span.gpu = t;
+            }
+        }
         let graph = &mut self.graphs[g as usize];
         graph.end_ns = end_ns;
         graph.nodes = first_span..self.node_spans.len() as u32;

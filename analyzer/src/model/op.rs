@@ -228,6 +228,19 @@ pub struct NodeSpan {
     pub slices: std::ops::Range<u32>,
     /// Counter sums over threads ([`PMC_MISSING`] where no thread had that counter).
     pub pmc: Vec<u64>,
+    /// What the GPU did for it, for a node of a GPU split whose timestamps were read
+    /// (`GpuTimestampsEvent`); the span's own times are then the CPU recording it.
+    pub gpu: Option<GpuTime>,
+}
+
+/// A node's execution on a GPU, from the timestamps the GPU wrote around it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GpuTime {
+    /// Start on the trace's clock, ns (values on another clock are placed so the split's
+    /// last one falls where the target read them).
+    pub start_ns: u64,
+    /// Duration, ns (a fused pair's second node's time included in the first's).
+    pub dur_ns: u64,
 }
 
 impl NodeSpan {
@@ -308,6 +321,7 @@ mod tests {
             end_ns: 100,
             busy_ns: 160,
             n_threads: 2,
+            gpu: None,
             slices: 0..2,
             pmc: vec![5, PMC_MISSING],
         });

@@ -153,6 +153,7 @@ fn try_split_enter(ctx: &ProbeContext) -> ProbeResult {
 /// was closed by `ggml_graph_compute`'s return, so nothing is open then).
 #[uretprobe]
 pub fn ggml_backend_compute_ret(ctx: RetProbeContext) -> u32 {
+    super::gpu_node::close_recording(&ctx);
     let _ = super::graph::graph_exit(&ctx);
     0
 }
@@ -271,9 +272,13 @@ pub fn vk_queue_submit(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// `vkWaitForFences(device, fenceCount, pFences, waitAll, timeout)` entry.
+/// `vkWaitForFences(device, fenceCount, pFences, waitAll, timeout)` entry; closes the
+/// node the thread was recording for the GPU.
 #[uprobe]
 pub fn vk_wait_for_fences(ctx: ProbeContext) -> u32 {
+    // Recording ends where the CPU starts to wait (ggml-vulkan with
+    // `GGML_VK_PERF_LOGGER` submits and waits for a split after its last node).
+    super::gpu_node::close_recording(&ctx);
     if enabled_for_target(LEVEL_GRAPH).is_some() {
         enter(
             FAMILY_VULKAN,

@@ -62,13 +62,13 @@ use crate::{
 
 /// The detected build's layout (written by the collector before anything runs).
 #[inline(always)]
-fn layout() -> Option<&'static GgmlLayout> {
+pub(super) fn layout() -> Option<&'static GgmlLayout> {
     GGML_LAYOUT.get(0)
 }
 
 /// Reads a `T` at `base + off` in the target's memory.
 #[inline(always)]
-fn read_at<T>(base: u64, off: u32) -> Result<T, i64> {
+pub(super) fn read_at<T>(base: u64, off: u32) -> Result<T, i64> {
     // SAFETY: the helper checks the user address; a failed read returns Err.
     unsafe { bpf_probe_read_user((base + u64::from(off)) as *const T) }.map_err(i64::from)
 }
@@ -135,11 +135,19 @@ fn close_at_wait<C: EbpfContext>(
 /// its shape, sources and op params, `OP_DETAIL_FUSED` for the second node of a fused
 /// pair. Returns the node's ggml op number (read with the node, described or not), or a
 /// negative error.
+/// `backend_kind`: the `BackendKind` the node runs on (the CPU's, or a GPU's for a node
+/// the CPU records for it, `gpu_node.rs`).
 /// Not inlined: a fused pair describes two nodes, and two inlined copies overflow the
 /// 512-byte stack (BPF functions take five arguments: `index` and `nth` share one).
 #[inline(never)]
-fn describe<C: EbpfContext>(ctx: &C, tensor: u64, index_nth: u64, flags: u32) -> i64 {
-    match try_describe(ctx, tensor, index_nth, flags) {
+pub(super) fn describe<C: EbpfContext>(
+    ctx: &C,
+    tensor: u64,
+    index_nth: u64,
+    flags: u32,
+    backend_kind: u32,
+) -> i64 {
+    match try_describe(ctx, tensor, index_nth, flags, backend_kind) {
         Ok(op) => i64::from(op),
         Err(e) => e,
     }
@@ -166,6 +174,7 @@ fn try_describe<C: EbpfContext>(
     tensor: u64,
     index_nth: u64,
     flags: u32,
+    backend_kind: u32,
 ) -> Result<u32, i64> {
     let (index, nth) = (index_nth as u32, (index_nth >> 32) as u32);
     let l = layout().ok_or(-1i64)?;
@@ -189,7 +198,14 @@ fn try_describe<C: EbpfContext>(
         return Ok(u32::MAX);
     }
     let ggml_op = u32_in(&blob.words, l.tensor_op);
-    if !description_changed(index, print ^ tensor) {
+    // A GPU split's positions are remembered apart from the CPU graph's, so alternating
+    // splits do not describe each other's nodes anew every time.
+    let seen = if backend_kind == BackendKind::Cpu as u32 {
+        index
+    } else {
+        index | 1 << 15
+    };
+    if !description_changed(seen, print ^ tensor) {
         return Ok(ggml_op);
     }
     let op = if ggml_op < MAX_GGML_OPS {
@@ -204,7 +220,7 @@ fn try_describe<C: EbpfContext>(
         d.op = op;
         d.index = index;
         d.nth = nth;
-        d.backend_kind = BackendKind::Cpu as u32;
+        d.backend_kind = backend_kind;
         // ggml keeps the layer in the name (`ffn_up-3`); the analyzer reads it there.
         d.layer = -1;
         let mut detail = flags & OP_DETAIL_FUSED;
@@ -300,7 +316,13 @@ fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> 
         0
     };
     let op = if is_describer(tensor, ith, nth) {
-        describe(ctx, tensor, u64::from(index) | u64::from(nth) << 32, want)
+        describe(
+            ctx,
+            tensor,
+            u64::from(index) | u64::from(nth) << 32,
+            want,
+            BackendKind::Cpu as u32,
+        )
     } else {
         -1
     };
@@ -310,6 +332,7 @@ fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> 
             fused,
             u64::from(second_index) | u64::from(nth) << 32,
             want | OP_DETAIL_FUSED,
+            BackendKind::Cpu as u32,
         );
     }
     st.nth = nth;

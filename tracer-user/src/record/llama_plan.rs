@@ -178,6 +178,16 @@ impl LlamaCppPlan {
                     "op",
                 );
             }
+            // Under a Vulkan backend: a uprobe per node the CPU records for the GPU, and
+            // the GPU timestamps ggml-vulkan reads back (`GGML_VK_PERF_LOGGER`).
+            for bp in &b.gpu_node_points {
+                let (exit, kind) = if bp.probe.exit.is_empty() {
+                    (None, EventKind::OpSpan)
+                } else {
+                    (Some(bp.probe.exit), EventKind::GpuTimestamps)
+                };
+                add(&bp.file, &bp.point, bp.probe.enter, exit, kind, "op");
+            }
         }
         out
     }
