@@ -644,27 +644,29 @@ mod tests {
         SPLIT_COPY_NS, SPLIT_MATMUL_NS, SPLIT_SYNC_NS, SynthSpec, model, split_model,
     };
 
-    /// llama.cpp on a GPU backend: a decode call with a CPU split and a Vulkan split
-    /// (no node spans: its time is the CPU's call), the submissions and fence waits in
-    /// it, a sync with its own fence wait, a copy: each lands in its field, and the
-    /// Vulkan split gets its own lane in the picture.
-    #[test]
-    fn a_gpu_split_of_llama_cpp_counts_its_calls() {
-        use common::event::{
-            BackendSpanEvent, DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GraphEvent,
-        };
+    /// llama.cpp records on thread [`TID`] of process 1.
+    mod llama {
+        use common::event::{DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GraphEvent};
         use trace_format::Event;
-        const TID: u32 = 7;
-        let h = |kind: EventKind, exit: bool, ts: u64| EventHeader {
-            kind: kind as u32,
-            flags: if exit { EVENT_FLAG_EXIT } else { 0 },
-            ts_ns: ts,
-            pid: 1,
-            tid: TID,
-            cpu: 0,
-            _pad: 0,
-        };
-        let graph = |exit: bool, ts: u64, kind: common::BackendKind, n: u32| {
+
+        /// The thread.
+        pub const TID: u32 = 7;
+
+        /// A header of `kind` at `ts` (an exit with `exit`).
+        pub fn h(kind: EventKind, exit: bool, ts: u64) -> EventHeader {
+            EventHeader {
+                kind: kind as u32,
+                flags: if exit { EVENT_FLAG_EXIT } else { 0 },
+                ts_ns: ts,
+                pid: 1,
+                tid: TID,
+                cpu: 0,
+                _pad: 0,
+            }
+        }
+
+        /// A split's entry or exit on backend `kind` with `n` nodes.
+        pub fn graph(exit: bool, ts: u64, kind: common::BackendKind, n: u32) -> Event {
             Event::Graph(GraphEvent {
                 header: h(EventKind::GraphCompute, exit, ts),
                 graph_addr: 0x100 + kind as u64,
@@ -673,7 +675,28 @@ mod tests {
                 n_tokens: 1,
                 ..GraphEvent::default()
             })
-        };
+        }
+
+        /// A one-token decode call's entry or exit.
+        pub fn decode(exit: bool, ts: u64) -> Event {
+            Event::Decode(DecodeEvent {
+                header: h(EventKind::Decode, exit, ts),
+                n_tokens: 1,
+                pos: 5,
+                ..DecodeEvent::default()
+            })
+        }
+    }
+
+    /// llama.cpp on a GPU backend: a decode call with a CPU split and a Vulkan split
+    /// (no node spans: its time is the CPU's call), the submissions and fence waits in
+    /// it, a sync with its own fence wait, a copy: each lands in its field, and the
+    /// Vulkan split gets its own lane in the picture.
+    #[test]
+    fn a_gpu_split_of_llama_cpp_counts_its_calls() {
+        use common::event::{BackendSpanEvent, EventKind};
+        use llama::{decode, graph, h};
+        use trace_format::Event;
         let call = |what: BackendSpanKind, start: u64, end: u64, kind: u32, bytes: u64| {
             Event::BackendSpan(BackendSpanEvent {
                 header: h(EventKind::BackendSpan, false, end),
@@ -682,14 +705,6 @@ mod tests {
                 backend_kind: kind,
                 bytes,
                 object: 0,
-            })
-        };
-        let decode = |exit: bool, ts: u64| {
-            Event::Decode(DecodeEvent {
-                header: h(EventKind::Decode, exit, ts),
-                n_tokens: 1,
-                pos: 5,
-                ..DecodeEvent::default()
             })
         };
         let vk = common::BackendKind::Vulkan as u32;
@@ -747,38 +762,10 @@ mod tests {
     #[test]
     fn gpu_timestamps_time_the_nodes_of_a_vulkan_split() {
         use common::event::{
-            DecodeEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, GPU_TIMESTAMPS_PER_EVENT,
-            GpuTimestampsEvent, GraphEvent, NodeDescEvent, OpSpanEvent,
+            EventKind, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent, NodeDescEvent, OpSpanEvent,
         };
+        use llama::{TID, decode, graph, h};
         use trace_format::Event;
-        const TID: u32 = 7;
-        let h = |kind: EventKind, exit: bool, ts: u64| EventHeader {
-            kind: kind as u32,
-            flags: if exit { EVENT_FLAG_EXIT } else { 0 },
-            ts_ns: ts,
-            pid: 1,
-            tid: TID,
-            cpu: 0,
-            _pad: 0,
-        };
-        let graph = |exit: bool, ts: u64, kind: common::BackendKind, n: u32| {
-            Event::Graph(GraphEvent {
-                header: h(EventKind::GraphCompute, exit, ts),
-                graph_addr: 0x100 + kind as u64,
-                n_nodes: n,
-                backend_kind: kind as u32,
-                n_tokens: 1,
-                ..GraphEvent::default()
-            })
-        };
-        let decode = |exit: bool, ts: u64| {
-            Event::Decode(DecodeEvent {
-                header: h(EventKind::Decode, exit, ts),
-                n_tokens: 1,
-                pos: 5,
-                ..DecodeEvent::default()
-            })
-        };
         let vk = common::BackendKind::Vulkan as u32;
         let cpu = common::BackendKind::Cpu as u32;
         let desc = |addr: u64, index: u32, op: OpType, name: &str, kind: u32| {
