@@ -535,11 +535,21 @@ fn check_backend_views(dir: &Path, ops: &[OpRun]) {
 
     // backends.csv: per op type and backend, node executions = thread-0 operator runs.
     let csv = std::fs::read_to_string(dir.join("backends.csv")).expect("backends.csv");
+    assert_eq!(
+        csv.lines().next(),
+        Some("op,shape,backend,count,timed,total_ns,mean_ns,record_ns")
+    );
     let mut from_csv: BTreeMap<(String, String), u64> = BTreeMap::new();
     for line in csv.lines().skip(1) {
-        let f: Vec<&str> = line.rsplitn(4, ',').collect(); // mean, total, count, rest
-        let count: u64 = f[2].parse().expect("count");
-        let rest: Vec<&str> = f[3].splitn(2, ',').collect();
+        // The shape may hold a quoted comma: the numbers are taken from the right.
+        let f: Vec<&str> = line.rsplitn(6, ',').collect(); // record, mean, total, timed, count, rest
+        let count: u64 = f[4].parse().expect("count");
+        let timed: u64 = f[3].parse().expect("timed");
+        assert_eq!(
+            timed, count,
+            "the CPU and the accel time every node: {line}"
+        );
+        let rest: Vec<&str> = f[5].splitn(2, ',').collect();
         let backend = rest[1].rsplit(',').next().expect("backend").to_owned();
         *from_csv.entry((rest[0].to_owned(), backend)).or_default() += count;
     }

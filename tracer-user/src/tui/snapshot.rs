@@ -342,10 +342,22 @@ fn latest_breakdown(model: &TraceModel) -> Option<PhaseBreakdown> {
     let split = analyzer::backends::token_split(model, tok.index);
     if split.splits.len() > 1 || split.kv_io_ns > 0 {
         parts.pop();
-        for (name, label) in [("cpu", "cpu compute"), ("accel", "accel comp.")] {
+        // llama.cpp's GPU backends: the CPU's call for their splits.
+        for (name, label) in [
+            ("cpu", "cpu compute"),
+            ("accel", "accel comp."),
+            ("vulkan", "vulkan split"),
+            ("opencl", "opencl split"),
+            ("cuda", "cuda split"),
+            ("metal", "metal split"),
+        ] {
             if let Some(&ns) = split.compute_ns.get(name) {
                 parts.push((label, ns));
             }
+        }
+        // What the GPU itself did, when it wrote timestamps (`GGML_VK_PERF_LOGGER`).
+        if split.gpu_timed_nodes > 0 {
+            parts.push(("GPU nodes", split.gpu_node_ns));
         }
         if split.splits.len() > 1 {
             parts.push(("copies", split.copy_ns));
