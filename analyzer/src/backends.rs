@@ -24,8 +24,8 @@ pub struct TokenSplit {
     /// Graph splits computed for it, per backend name.
     pub splits: BTreeMap<String, u32>,
     /// Node time (first entry to last exit) of computing nodes, per backend name, ns;
-    /// for a backend whose nodes are not probed (llama.cpp's GPU backends), the CPU's
-    /// time in its split calls (recording, submitting and the fence waits inside).
+    /// for a GPU backend of llama.cpp (`is_recorded_for_device`), the CPU's time in its
+    /// split calls (recording, submitting and the fence waits inside).
     pub compute_ns: BTreeMap<String, u64>,
     /// `BACKEND_COPY` node time, ns.
     pub copy_ns: u64,
@@ -353,12 +353,22 @@ pub struct GpuSlice<'a> {
     pub end_ns: u64,
 }
 
-/// Every node execution a GPU timed, in trace order (the lanes both timeline encoders
-/// draw under the GPU's track group).
-pub fn gpu_slices(model: &TraceModel) -> Vec<GpuSlice<'_>> {
+/// The GPU lanes of a timeline: every node execution a GPU timed, in trace order, and
+/// the backend kinds that have one (sorted). Both timeline encoders draw them under the
+/// GPU's track group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GpuLanes<'a> {
+    /// Backend kinds with a lane.
+    pub kinds: Vec<u32>,
+    /// The executions.
+    pub slices: Vec<GpuSlice<'a>>,
+}
+
+/// The GPU lanes of `model`'s timeline.
+pub fn gpu_lanes(model: &TraceModel) -> GpuLanes<'_> {
     let graphs = model.graphs();
     let nodes = model.nodes();
-    model
+    let slices: Vec<GpuSlice<'_>> = model
         .node_spans()
         .iter()
         .filter_map(|s| {
@@ -372,7 +382,11 @@ pub fn gpu_slices(model: &TraceModel) -> Vec<GpuSlice<'_>> {
                 end_ns: gpu.start_ns + gpu.dur_ns,
             })
         })
-        .collect()
+        .collect();
+    let mut kinds: Vec<u32> = slices.iter().map(|g| g.backend_kind).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    GpuLanes { kinds, slices }
 }
 
 /// The process id a timeline gives backend `kind`'s track group: the target's for the
@@ -855,7 +869,9 @@ mod tests {
             thread_backends(&m).is_empty(),
             "the main thread stays the CPU's"
         );
-        let lane = gpu_slices(&m);
+        let lanes = gpu_lanes(&m);
+        assert_eq!(lanes.kinds, [vk]);
+        let lane = &lanes.slices;
         assert_eq!(lane.len(), 3);
         assert_eq!(
             (lane[2].name, lane[2].start_ns, lane[2].end_ns),

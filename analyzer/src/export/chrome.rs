@@ -103,11 +103,8 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
         group.insert(u64::from(tid), gpid);
         group.insert(STATE_TID_BASE + u64::from(tid), gpid);
     }
-    let gpu = crate::backends::gpu_slices(model);
-    let mut gpu_kinds: Vec<u32> = gpu.iter().map(|g| g.backend_kind).collect();
-    gpu_kinds.sort_unstable();
-    gpu_kinds.dedup();
-    for &kind in &gpu_kinds {
+    let gpu = crate::backends::gpu_lanes(model);
+    for &kind in &gpu.kinds {
         group.insert(
             GPU_TID_BASE + u64::from(kind),
             crate::backends::backend_group_pid(pid, kind),
@@ -121,7 +118,11 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
         group,
     };
     o.w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")?;
-    let mut kinds: Vec<u32> = backend_of.values().copied().chain(gpu_kinds).collect();
+    let mut kinds: Vec<u32> = backend_of
+        .values()
+        .copied()
+        .chain(gpu.kinds.iter().copied())
+        .collect();
     kinds.sort_unstable();
     kinds.dedup();
     let own_name = if kinds.is_empty() {
@@ -268,16 +269,14 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, w: impl Write) -> io::Res
             &args,
         )?;
     }
-    for &kind in &kinds {
-        if gpu.iter().any(|g| g.backend_kind == kind) {
-            o.raw(&format!(
-                r#"{{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"GPU (node timestamps)"}}}}"#,
-                crate::backends::backend_group_pid(pid, kind),
-                GPU_TID_BASE + u64::from(kind)
-            ))?;
-        }
+    for &kind in &gpu.kinds {
+        o.raw(&format!(
+            r#"{{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":"GPU (node timestamps)"}}}}"#,
+            crate::backends::backend_group_pid(pid, kind),
+            GPU_TID_BASE + u64::from(kind)
+        ))?;
     }
-    for g in &gpu {
+    for g in &gpu.slices {
         let args = format!(r#"{{"op":{}}}"#, json_str(&g.op));
         o.slice(
             GPU_TID_BASE + u64::from(g.backend_kind),

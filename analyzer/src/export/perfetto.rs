@@ -554,14 +554,11 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
     wr.sequence(0);
     // A split pass: one track group (process) per backend.
     let backend_of = crate::backends::thread_backends(model);
-    let gpu = crate::backends::gpu_slices(model);
-    let mut gpu_kinds: Vec<u32> = gpu.iter().map(|g| g.backend_kind).collect();
-    gpu_kinds.sort_unstable();
-    gpu_kinds.dedup();
+    let gpu = crate::backends::gpu_lanes(model);
     let mut kinds: Vec<u32> = backend_of
         .values()
         .copied()
-        .chain(gpu_kinds.clone())
+        .chain(gpu.kinds.iter().copied())
         .collect();
     kinds.sort_unstable();
     kinds.dedup();
@@ -588,7 +585,7 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
         d.process = Some(pd).into();
         wr.descriptor(d)?;
     }
-    for &kind in &gpu_kinds {
+    for &kind in &gpu.kinds {
         let mut d = TrackDescriptor::new();
         d.set_uuid(gpu_uuid(kind));
         d.set_parent_uuid(backend_process_uuid(kind));
@@ -683,9 +680,9 @@ fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) ->
             }
         }
     }
-    for &kind in &gpu_kinds {
+    for &kind in &gpu.kinds {
         wr.sequence(gpu_uuid(kind));
-        for g in gpu.iter().filter(|g| g.backend_kind == kind) {
+        for g in gpu.slices.iter().filter(|g| g.backend_kind == kind) {
             let args = vec![wr.ann_str("op", &g.op)];
             wr.slice_begin(
                 g.start_ns,

@@ -14,8 +14,8 @@
 //!   pData, stride, flags)` (the loader's export): with `GGML_VK_PERF_LOGGER` set,
 //!   ggml-vulkan writes a timestamp before a split's first node and after each node and
 //!   reads them back with one call of 64-bit values; at its return the values leave the
-//!   kernel as [`GpuTimestampsEvent`]s (a `bpf_loop` over chunks; ring-buffer output). Calls that are not
-//!   packed 64-bit values (`dataSize != queryCount * 8`) are not read.
+//!   kernel as [`GpuTimestampsEvent`]s (a `bpf_loop` over chunks; ring-buffer output).
+//!   Calls that are not packed 64-bit values (`dataSize != queryCount * 8`) are not read.
 
 use core::ffi::c_void;
 
@@ -27,14 +27,14 @@ use aya_ebpf::{
 };
 use common::{
     BackendKind,
-    control::{DETAIL_STRUCTURE, LEVEL_OP},
+    control::LEVEL_OP,
     event::{
         EventKind, GPU_TIMESTAMPS_MAX, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent,
-        OP_DETAIL_STRUCTURE, OP_SPAN_BACKEND_SHIFT, OpSpanEvent,
+        OP_SPAN_BACKEND_SHIFT, OpSpanEvent,
     },
 };
 
-use super::llama_cpp::{describe, layout, read_at};
+use super::llama_cpp::{describe, layout, read_at, wanted_detail};
 use super::op_span::{PmcEnd, close, now_ns, open, state_of, thread_state};
 use crate::{
     emit::{ProbeResult, current_tid, emit_large_to_ring, enabled_for_target, header},
@@ -66,16 +66,11 @@ fn try_vk_node(ctx: &ProbeContext) -> ProbeResult {
     close(ctx, st, tid, now, 0, PmcEnd::ReadNow, &control);
     let nodes: u64 = read_at(cgraph, l.cgraph_nodes())?;
     let tensor: u64 = read_at(nodes, index.wrapping_mul(8))?;
-    let want = if control.op_detail & DETAIL_STRUCTURE != 0 {
-        OP_DETAIL_STRUCTURE
-    } else {
-        0
-    };
     describe(
         ctx,
         tensor,
         u64::from(index) | 1 << 32,
-        want,
+        wanted_detail(&control),
         BackendKind::Vulkan as u32,
     );
     open(

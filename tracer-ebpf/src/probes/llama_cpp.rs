@@ -310,11 +310,7 @@ fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> 
     let [ith, nth]: [u32; 2] = read_at(params, l.params_ith).unwrap_or([u32::MAX, u32::MAX]);
     let index = next_index(st, ith);
     let second_index = if fused != 0 { next_index(st, ith) } else { 0 };
-    let want = if control.op_detail & DETAIL_STRUCTURE != 0 {
-        OP_DETAIL_STRUCTURE
-    } else {
-        0
-    };
+    let want = wanted_detail(&control);
     let op = if is_describer(tensor, ith, nth) {
         describe(
             ctx,
@@ -350,6 +346,17 @@ fn start_node<C: EbpfContext>(ctx: &C, params: u64, tensor: u64, fused: u64) -> 
         unsafe { GGML_ROUTE.tail_call(ctx, ROUTE_SLOT) };
     }
     Ok(())
+}
+
+/// The description detail the control map asks for: `OP_DETAIL_STRUCTURE` when the
+/// structure is recorded, else the name only.
+#[inline(always)]
+pub(super) fn wanted_detail(control: &TracerControl) -> u32 {
+    if control.op_detail & DETAIL_STRUCTURE != 0 {
+        OP_DETAIL_STRUCTURE
+    } else {
+        0
+    }
 }
 
 /// `GGML_ROUTE`'s slot of [`ggml_expert_route`].
