@@ -1,5 +1,6 @@
 //! `cargo xtask test`: set-up (with the oracle), the real-model fixture (SmolLM2), every
-//! test of the workspace in release mode with the oracle required, then a short fuzzing
+//! test of the workspace in release mode with the oracle required, the engine's, kernels'
+//! and analyzer's unit tests in debug (so `debug_assert!` runs), then a short fuzzing
 //! smoke run of the GGUF parser. The arm64 board kit (`board`) is prepared before the
 //! tests, so `tracer-user/tests/board.rs` boots real arm64 kernels.
 
@@ -101,6 +102,22 @@ pub fn run(steps: &mut Steps) -> Result<()> {
             )
         },
     );
+    // CI's other builds are release builds, where `debug_assert!` (the bounds of the
+    // engine's ops and kernels, the analyzer's invariants) compiles to nothing: the unit
+    // tests of those crates run once more in the dev profile.
+    let _ = steps.run("unit tests in debug (engine, kernels, analyzer)", || {
+        process::run(process::in_dir("cargo", &root).args([
+            "test",
+            "--no-fail-fast",
+            "-p",
+            "engine",
+            "-p",
+            "engine-kernels",
+            "-p",
+            "analyzer",
+            "--lib",
+        ]))
+    });
     let fuzz_dir = root.join("engine/crates/gguf/fuzz");
     if fuzz_dir.join("Cargo.toml").is_file() {
         let _ = steps.run(

@@ -54,6 +54,12 @@ fn bench(c: &mut Criterion) {
         DType::Q4_0,
         DType::Q4_K,
         DType::Q6_K,
+        DType::Q2_K,
+        DType::Q5_K,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::BF16,
     ] {
         let mut group = c.benchmark_group(format!("matmul_{}", wtype.name()));
         group

@@ -17,7 +17,7 @@
 //!    `aarch64`, and the dispatch in `dot/mod.rs`), `k_quants/{generic,x86,aarch64}.rs`,
 //!    [`vec`].
 //! 4. **Matrix products**: [`packed`] (with `x86`, `q4_k_x86`, `aarch64`),
-//!    [`k_quants::tiles`] (with `tiles_x86`, `q6_k_tiles`, `tiles_aarch64`),
+//!    [`k_quants::tiles`] (with `interleaved_x86`, `tiles_aarch64`),
 //!    [`matmul`].
 //!
 //! # Example

@@ -4,6 +4,7 @@
 //! error bounds, and strided/unaligned/partial-range matrix products.
 
 mod backends;
+mod matrix;
 
 use common::engine_abi::DType;
 use engine_kernels::quant::{
@@ -14,7 +15,8 @@ use engine_kernels::{
     Backend, convert_activations, convert_activations_with, matmul_with, quant, vec_dot_type,
     vec_dot_with,
 };
-use rand::{Rng, SeedableRng};
+use matrix::{Matrix, dequant, make_matrix, random_row};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 const WEIGHT_TYPES: [DType; 8] = [
@@ -28,69 +30,9 @@ const WEIGHT_TYPES: [DType; 8] = [
     DType::Q5_1,
 ];
 
-fn random_row(rng: &mut ChaCha8Rng, k: usize) -> Vec<f32> {
-    // Mixed magnitudes, with an occasional outlier like real activations.
-    (0..k)
-        .map(|_| {
-            let v: f32 = rng.random_range(-1.0..1.0);
-            if rng.random_range(0..50) == 0 {
-                v * 20.0
-            } else {
-                v
-            }
-        })
-        .collect()
-}
-
-/// A matrix of `rows` rows of `k` elements of `dtype` at byte `offset + r * stride`, where
-/// the padding bytes are garbage.
-struct Matrix {
-    bytes: Vec<u8>,
-    offset: usize,
-    stride: usize,
-}
-
-impl Matrix {
-    fn data(&self) -> &[u8] {
-        &self.bytes[self.offset..]
-    }
-    fn row(&self, r: usize, len: usize) -> &[u8] {
-        &self.data()[r * self.stride..r * self.stride + len]
-    }
-}
-
-fn make_matrix(
-    rng: &mut ChaCha8Rng,
-    dtype: DType,
-    weights: bool,
-    rows: usize,
-    k: usize,
-    pad: usize,
-    offset: usize,
-) -> Matrix {
-    let row = dtype.row_bytes(k).unwrap();
-    let stride = row + pad;
-    let mut bytes: Vec<u8> = (0..offset + rows * stride).map(|_| rng.random()).collect();
-    for r in 0..rows {
-        let vals = random_row(rng, k);
-        let dst = &mut bytes[offset + r * stride..offset + r * stride + row];
-        if weights {
-            quant::quantize_row(dtype, &vals, dst).unwrap();
-        } else {
-            convert_activations(dtype, &vals, dst).unwrap();
-        }
-    }
-    Matrix {
-        bytes,
-        offset,
-        stride,
-    }
-}
-
-fn dequant(dtype: DType, row: &[u8], k: usize) -> Vec<f64> {
-    let mut out = vec![0f32; k];
-    quant::dequantize_row(dtype, row, &mut out).unwrap();
-    out.into_iter().map(f64::from).collect()
+/// [`dequant`] widened to `f64` for the references.
+fn dequant_f64(dtype: DType, row: &[u8], k: usize) -> Vec<f64> {
+    dequant(dtype, row, k).into_iter().map(f64::from).collect()
 }
 
 /// Reference dot product in f64 and the sum of |products| that bounds its rounding error.
@@ -99,8 +41,8 @@ fn dequant(dtype: DType, row: &[u8], k: usize) -> Vec<f64> {
 /// block's stored `s = f16(d * Σ q)`, not with `d * Σ q`: the reference does the same, so
 /// it adds `m * (s - d * Σ q)` per block to the dequantized product.
 fn reference(wtype: DType, w: &[u8], x: &[u8], k: usize) -> (f64, f64) {
-    let a = dequant(wtype, w, k);
-    let b = dequant(vec_dot_type(wtype), x, k);
+    let a = dequant_f64(wtype, w, k);
+    let b = dequant_f64(vec_dot_type(wtype), x, k);
     let mut dot: f64 = a.iter().zip(&b).map(|(p, q)| p * q).sum();
     let mut abs: f64 = a.iter().zip(&b).map(|(p, q)| (p * q).abs()).sum();
     if vec_dot_type(wtype) == DType::Q8_1 {
@@ -207,7 +149,7 @@ fn legacy_quantization_error_bounds() {
             }
             let mut bytes = vec![0u8; dtype.row_bytes(128).unwrap()];
             quant::quantize_row(dtype, &x, &mut bytes).unwrap();
-            let y = dequant(dtype, &bytes, 128);
+            let y = dequant_f64(dtype, &bytes, 128);
             for (b, chunk) in x.chunks(32).enumerate() {
                 let bound = f64::from(block_error_bound(dtype, chunk));
                 for j in 0..32 {
@@ -228,7 +170,7 @@ fn q8_1_activations_carry_their_scaled_sum() {
     let x = random_row(&mut rng, 256);
     let mut bytes = vec![0u8; 8 * 36];
     convert_activations(DType::Q8_1, &x, &mut bytes).unwrap();
-    let y = dequant(DType::Q8_1, &bytes, 256);
+    let y = dequant_f64(DType::Q8_1, &bytes, 256);
     for (b, chunk) in x.chunks(32).enumerate() {
         let block = &bytes[36 * b..36 * (b + 1)];
         let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
@@ -257,7 +199,7 @@ fn activation_quantization_round_trip() {
     let x = random_row(&mut rng, 256);
     let mut bytes = vec![0u8; 8 * 34];
     convert_activations(DType::Q8_0, &x, &mut bytes).unwrap();
-    let y = dequant(DType::Q8_0, &bytes, 256);
+    let y = dequant_f64(DType::Q8_0, &bytes, 256);
     for (b, chunk) in x.chunks(32).enumerate() {
         let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
         let bound = f64::from(amax / 127.0 * 0.5 + amax * 2f32.powi(-10));

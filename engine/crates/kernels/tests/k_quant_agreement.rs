@@ -5,13 +5,15 @@
 //! (Bit-exactness against ggml itself is checked by `engine/tests/k_quant_blocks.rs`.)
 
 mod backends;
+mod matrix;
 
 use common::engine_abi::DType;
 use engine_kernels::k_quants::tiles;
 use engine_kernels::{
     Backend, convert_activations, matmul_with, quant, vec_dot_type, vec_dot_with,
 };
-use rand::{Rng, SeedableRng};
+use matrix::{dequant, make_matrix, random_row};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 const K_TYPES: [DType; 5] = [
@@ -22,76 +24,6 @@ const K_TYPES: [DType; 5] = [
     DType::Q6_K,
 ];
 const QK_K: usize = 256;
-
-fn random_row(rng: &mut ChaCha8Rng, k: usize) -> Vec<f32> {
-    // Mixed magnitudes and signs, an occasional outlier, and some one-sided stretches
-    // (the affine types' min is then 0).
-    let shift: f32 = if rng.random_range(0..3) == 0 {
-        1.0
-    } else {
-        0.0
-    };
-    (0..k)
-        .map(|_| {
-            let v: f32 = rng.random_range(-1.0..1.0) + shift;
-            if rng.random_range(0..50) == 0 {
-                v * 20.0
-            } else {
-                v
-            }
-        })
-        .collect()
-}
-
-/// Rows of `dtype` at byte `offset + r * stride`, padding bytes garbage.
-struct Matrix {
-    bytes: Vec<u8>,
-    offset: usize,
-    stride: usize,
-}
-
-impl Matrix {
-    fn data(&self) -> &[u8] {
-        &self.bytes[self.offset..]
-    }
-    fn row(&self, r: usize, len: usize) -> &[u8] {
-        &self.data()[r * self.stride..r * self.stride + len]
-    }
-}
-
-fn make_matrix(
-    rng: &mut ChaCha8Rng,
-    dtype: DType,
-    weights: bool,
-    rows: usize,
-    k: usize,
-    pad: usize,
-    offset: usize,
-) -> Matrix {
-    let row = dtype.row_bytes(k).unwrap();
-    let stride = row + pad;
-    let mut bytes: Vec<u8> = (0..offset + rows * stride).map(|_| rng.random()).collect();
-    for r in 0..rows {
-        let vals = random_row(rng, k);
-        let dst = &mut bytes[offset + r * stride..offset + r * stride + row];
-        if weights {
-            quant::quantize_row(dtype, &vals, dst).unwrap();
-        } else {
-            convert_activations(dtype, &vals, dst).unwrap();
-        }
-    }
-    Matrix {
-        bytes,
-        offset,
-        stride,
-    }
-}
-
-fn dequant(dtype: DType, row: &[u8], k: usize) -> Vec<f32> {
-    let mut out = vec![0f32; k];
-    quant::dequantize_row(dtype, row, &mut out).unwrap();
-    out
-}
 
 /// Reference dot product in f64 of the dequantized rows, and the magnitude its `f32`
 /// rounding error scales with. The kernels sum exact integer products per super-block and

@@ -18,21 +18,20 @@
 pub(crate) mod aarch64;
 pub(crate) mod fit;
 pub(crate) mod generic;
+#[cfg(target_arch = "x86_64")]
+mod interleaved_x86;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_k;
 pub mod q5_k;
 pub mod q6_k;
-#[cfg(target_arch = "x86_64")]
-mod q6_k_tiles;
 pub mod q8_k;
 pub(crate) mod scales;
 pub mod tiles;
 #[cfg(target_arch = "aarch64")]
 mod tiles_aarch64;
-#[cfg(target_arch = "x86_64")]
-mod tiles_x86;
 pub(crate) mod unpacked;
+pub(crate) mod unpacking;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86;
 

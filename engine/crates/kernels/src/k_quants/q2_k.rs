@@ -9,7 +9,7 @@ use half::f16;
 
 use super::fit::{AffineSearch, make_qkx2_quants, nearest_int};
 use super::scales::QK_K;
-use super::unpacked::Unpacked;
+use super::unpacked::GroupScales;
 
 /// One ggml `block_q2_K` (84 bytes).
 #[repr(C)]
@@ -36,14 +36,22 @@ pub(crate) fn quant(b: &BlockQ2K, e: usize) -> u8 {
     (b.qs[32 * j + t] >> (2 * s)) & 3
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): quants as stored, 4-bit scales,
-/// 4-bit mins.
-pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
+/// The group scales of the block at `bytes` (see [`GroupScales`]).
+pub(crate) fn group_scales(bytes: &[u8]) -> GroupScales {
     let b: BlockQ2K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    let q = std::array::from_fn(|e| quant(&b, e));
-    let sc = std::array::from_fn(|g| i16::from(b.scales[g] & 0xf));
-    let m = std::array::from_fn(|g| i16::from(b.scales[g] >> 4));
-    Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+    GroupScales {
+        sc: std::array::from_fn(|g| i16::from(b.scales[g] & 0xf)),
+        c: std::array::from_fn(|g| i16::from(b.scales[g] >> 4)),
+        d: b.d.to_f32(),
+        dmin: b.dmin.to_f32(),
+    }
+}
+
+/// The quants of the block at `bytes` in element order, as stored (`0..4`), as
+/// [`super::tiles`](crate::k_quants::tiles) multiplies them.
+pub(crate) fn unpacked_quants(bytes: &[u8]) -> [u8; QK_K] {
+    let b: BlockQ2K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    std::array::from_fn(|e| quant(&b, e))
 }
 
 /// `quantize_row_q2_K_ref` for one block of 256 values.

@@ -11,7 +11,7 @@ use half::f16;
 
 use super::fit::{make_q3_quants, nearest_int};
 use super::scales::{K_SCALE_SIZE, QK_K};
-use super::unpacked::Unpacked;
+use super::unpacked::GroupScales;
 
 /// One ggml `block_q3_K` (110 bytes).
 #[repr(C)]
@@ -52,14 +52,24 @@ pub(crate) fn quant(b: &BlockQ3K, e: usize) -> i8 {
     if high_set { low } else { low - 4 }
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): quants `q + 4` (`0..8`), signed
-/// scales, and the offset 4 folded into the coefficients `4·sc`.
-pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
+/// The group scales of the block at `bytes` (see [`GroupScales`]).
+pub(crate) fn group_scales(bytes: &[u8]) -> GroupScales {
     let b: BlockQ3K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    let q = std::array::from_fn(|e| (quant(&b, e) + 4) as u8);
     let sc: [i16; 16] = std::array::from_fn(|g| i16::from(group_scale(&b.scales, g)));
-    let c = sc.map(|s| 4 * s);
-    Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
+    GroupScales {
+        sc,
+        c: sc.map(|s| 4 * s),
+        d: b.d.to_f32(),
+        dmin: 0.0,
+    }
+}
+
+/// The quants of the block at `bytes` in element order, `q + 4` (`0..8`; the offset 4 is in
+/// the coefficients `4·sc` of [`group_scales`]), as
+/// [`super::tiles`](crate::k_quants::tiles) multiplies them.
+pub(crate) fn unpacked_quants(bytes: &[u8]) -> [u8; QK_K] {
+    let b: BlockQ3K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    std::array::from_fn(|e| (quant(&b, e) + 4) as u8)
 }
 
 /// `quantize_row_q3_K_ref` for one block of 256 values.

@@ -10,7 +10,7 @@ use half::f16;
 
 use super::fit::{AffineSearch, fit_affine_k4};
 use super::scales::{K_SCALE_SIZE, QK_K, scale_min_k4};
-use super::unpacked::Unpacked;
+use super::unpacked::{GroupScales, k4_group_scales};
 
 /// One ggml `block_q4_K` (144 bytes).
 #[repr(C)]
@@ -37,14 +37,17 @@ pub(crate) fn quant(b: &BlockQ4K, e: usize) -> u8 {
     (b.qs[32 * j + t] >> (4 * h)) & 0xf
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): each 32-element sub-block's 6-bit
-/// scale and min given to both of its 16-groups.
-pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
+/// The group scales of the block at `bytes` (see [`GroupScales`]).
+pub(crate) fn group_scales(bytes: &[u8]) -> GroupScales {
     let b: BlockQ4K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    let q = std::array::from_fn(|e| quant(&b, e));
-    let sc = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).0));
-    let m = std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, &b.scales).1));
-    Unpacked::new(q, sc, m, b.d.to_f32(), b.dmin.to_f32())
+    k4_group_scales(b.d.to_f32(), b.dmin.to_f32(), &b.scales)
+}
+
+/// The quants of the block at `bytes` in element order, as stored (`0..16`), as
+/// [`super::tiles`](crate::k_quants::tiles) multiplies them.
+pub(crate) fn unpacked_quants(bytes: &[u8]) -> [u8; QK_K] {
+    let b: BlockQ4K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    std::array::from_fn(|e| quant(&b, e))
 }
 
 /// `quantize_row_q4_K_ref` for one block of 256 values.

@@ -9,7 +9,7 @@ use half::f16;
 
 use super::fit::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 use super::scales::QK_K;
-use super::unpacked::Unpacked;
+use super::unpacked::GroupScales;
 
 /// One ggml `block_q6_K` (210 bytes).
 #[repr(C)]
@@ -38,14 +38,24 @@ pub(crate) fn quant(b: &BlockQ6K, e: usize) -> u8 {
     low | (high << 4)
 }
 
-/// The block at `bytes` unpacked for [`super::tiles`](crate::k_quants::tiles): unsigned quants (`0..64`), signed
-/// scales, and the offset 32 folded into the coefficients `32·sc`.
-pub(crate) fn unpack(bytes: &[u8]) -> Unpacked {
+/// The group scales of the block at `bytes` (see [`GroupScales`]).
+pub(crate) fn group_scales(bytes: &[u8]) -> GroupScales {
     let b: BlockQ6K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    let q = std::array::from_fn(|e| quant(&b, e));
     let sc: [i16; 16] = b.scales.map(i16::from);
-    let c = sc.map(|s| 32 * s);
-    Unpacked::new(q, sc, c, b.d.to_f32(), 0.0)
+    GroupScales {
+        sc,
+        c: sc.map(|s| 32 * s),
+        d: b.d.to_f32(),
+        dmin: 0.0,
+    }
+}
+
+/// The quants of the block at `bytes` in element order, unsigned (`0..64`; the offset 32 is
+/// in the coefficients `32·sc` of [`group_scales`]), as
+/// [`super::tiles`](crate::k_quants::tiles) multiplies them.
+pub(crate) fn unpacked_quants(bytes: &[u8]) -> [u8; QK_K] {
+    let b: BlockQ6K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
+    std::array::from_fn(|e| quant(&b, e))
 }
 
 /// `quantize_row_q6_K_ref` for one block of 256 values.

@@ -16,13 +16,11 @@
 //! # How
 //! Each weight row is first unpacked into [`Unpacked`] super-blocks (unsigned quants in
 //! element order, group scales widened to one `i16` per `maddubs` lane, the min or offset
-//! coefficients per 16-group), once per slice of activation rows; the AVX2 kernel then
-//! multiplies 4 weight rows by 2 activation rows per step, so every 32-byte load feeds
-//! several `maddubs`. `Q6_K` on AVX2 has its own kernel (`q6_k_tiles`): 8 weight rows
-//! unpacked with SIMD into one interleaved block, one row per 32-bit lane, so no
-//! horizontal sums are needed; same integers and float steps, so same results.
-//! On AArch64 `tiles_aarch64` forms the same integers with NEON (`sdot` where the CPU
-//! has it), one output at a time.
+//! coefficients per 16-group), once per slice of activation rows. On AVX2 every type goes
+//! through one kernel (`interleaved_x86`): 8 weight rows unpacked into one interleaved
+//! block, one row per 32-bit lane, so no horizontal sums are needed; same integers and
+//! float steps, so same results. On AArch64 `tiles_aarch64` forms the same integers with
+//! NEON (`sdot` where the CPU has it), one output at a time.
 
 use std::ops::Range;
 
@@ -31,6 +29,7 @@ use common::engine_abi::DType;
 use super::q8_k;
 use super::scales::QK_K;
 use super::unpacked::Unpacked;
+use super::unpacking::{has_min, unpack};
 use crate::backend::Backend;
 
 /// Batches of at least this many activation rows go through this module (llama.cpp's
@@ -44,23 +43,6 @@ const ROWS: usize = 4;
 /// unpacked: an eighth of the 32 MiB L3, so that the unpacking (scalar, per weight
 /// row and slice) stays small next to the products.
 const SLICE_BYTES: usize = 4 * 1024 * 1024;
-
-/// Whether the type's blocks have mins (`s2` subtracted in float) rather than an offset
-/// folded into the integer sum.
-const fn has_min(t: DType) -> bool {
-    matches!(t, DType::Q2_K | DType::Q4_K | DType::Q5_K)
-}
-
-/// Unpacks one super-block of `wtype` at `bytes`.
-fn unpack(wtype: DType, bytes: &[u8]) -> Unpacked {
-    match wtype {
-        DType::Q2_K => super::q2_k::unpack(bytes),
-        DType::Q3_K => super::q3_k::unpack(bytes),
-        DType::Q4_K => super::q4_k::unpack(bytes),
-        DType::Q5_K => super::q5_k::unpack(bytes),
-        _ => super::q6_k::unpack(bytes),
-    }
-}
 
 /// The f32 step of one super-block: `res` from the integer sums.
 #[inline]
@@ -114,10 +96,11 @@ pub(crate) unsafe fn matmul(
     y_stride: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if backend == Backend::Avx2 && wtype == DType::Q6_K {
+    if backend == Backend::Avx2 {
         // SAFETY: forwarded caller contract (AVX2 supported, rows readable, outputs owned).
         unsafe {
-            super::q6_k_tiles::matmul(
+            super::interleaved_x86::matmul(
+                wtype,
                 w.as_ptr(),
                 w_stride,
                 k,
@@ -150,25 +133,6 @@ pub(crate) unsafe fn matmul(
                 }
             }
             match backend {
-                #[cfg(target_arch = "x86_64")]
-                Backend::Avx2 => {
-                    // SAFETY: AVX2 supported (caller); scratch holds ROWS rows of nb
-                    // blocks; activation rows i0..i1 are readable; outputs owned.
-                    unsafe {
-                        super::tiles_x86::tiles_rows(
-                            min,
-                            &scratch,
-                            nb,
-                            x.as_ptr(),
-                            x_stride,
-                            i0..i1,
-                            n0,
-                            rows,
-                            y,
-                            y_stride,
-                        );
-                    }
-                }
                 #[cfg(target_arch = "aarch64")]
                 Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
                     let f = if backend.has_dotprod() {

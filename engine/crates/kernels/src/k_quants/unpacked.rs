@@ -1,7 +1,7 @@
 //! One K-quant super-block unpacked for the integer products of [`crate::k_quants::tiles`]:
-//! what each block type's `unpack` produces (types layer; imports only the block size).
+//! what each block type's `unpack` produces (types layer; imports only the block scales).
 
-use super::scales::QK_K;
+use super::scales::{K_SCALE_SIZE, QK_K, scale_min_k4};
 
 /// One super-block of a weight row, unpacked for the integer products.
 #[repr(C, align(32))]
@@ -21,6 +21,31 @@ pub(crate) struct Unpacked {
     pub dmin: f32,
 }
 
+/// A super-block's scales as the integer products use them: per 16-group the scale and
+/// the coefficient of the activation group sum, and the two float scales.
+#[derive(Clone, Copy)]
+pub(crate) struct GroupScales {
+    /// Scale of each 16-group.
+    pub sc: [i16; 16],
+    /// Per 16-group coefficient of `bsums` (see [`Unpacked::c`]).
+    pub c: [i16; 16],
+    /// Super-block scale.
+    pub d: f32,
+    /// Super-block scale of the mins (0 for types without).
+    pub dmin: f32,
+}
+
+/// The group scales of a `Q4_K`/`Q5_K` block (same header: `d`, `dmin`, packed 6-bit scales
+/// and mins): each 32-element sub-block's scale and min given to both of its 16-groups.
+pub(crate) fn k4_group_scales(d: f32, dmin: f32, scales: &[u8; K_SCALE_SIZE]) -> GroupScales {
+    GroupScales {
+        sc: std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, scales).0)),
+        c: std::array::from_fn(|g| i16::from(scale_min_k4(g / 2, scales).1)),
+        d,
+        dmin,
+    }
+}
+
 impl Unpacked {
     pub(crate) const ZERO: Unpacked = Unpacked {
         q: [0; QK_K],
@@ -30,12 +55,18 @@ impl Unpacked {
         dmin: 0.0,
     };
 
-    /// Builds a block from unsigned quants, one scale and one coefficient per 16-group.
-    pub(crate) fn new(q: [u8; QK_K], group_sc: [i16; 16], c: [i16; 16], d: f32, dmin: f32) -> Self {
+    /// Builds a block from unsigned quants and its group scales.
+    pub(crate) fn new(q: [u8; QK_K], s: GroupScales) -> Self {
         let mut sc = [0i16; QK_K / 2];
-        for (l, s) in sc.iter_mut().enumerate() {
-            *s = group_sc[l / 8];
+        for (l, v) in sc.iter_mut().enumerate() {
+            *v = s.sc[l / 8];
         }
-        Unpacked { q, sc, c, d, dmin }
+        Unpacked {
+            q,
+            sc,
+            c: s.c,
+            d: s.d,
+            dmin: s.dmin,
+        }
     }
 }

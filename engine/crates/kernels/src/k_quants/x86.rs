@@ -9,6 +9,7 @@
 use std::arch::x86_64::*;
 
 use super::{q2_k, q3_k, q4_k, q5_k, q6_k, q8_k};
+use crate::dot::x86::load_f16_scalar;
 
 /// ggml's `hsum_float_8`.
 #[inline]
@@ -18,18 +19,6 @@ pub(crate) fn hsum8(x: __m256) -> f32 {
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     _mm_cvtss_f32(r)
-}
-
-/// The little-endian half at `p` as `f32`.
-///
-/// # Safety
-/// `p` is readable for two bytes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    // SAFETY: two readable bytes at p (caller); read_unaligned has no alignment needs.
-    let bits = unsafe { p.cast::<u16>().read_unaligned() };
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
 }
 
 /// The `f32` scale of the `Q8_K` block at `p`.
@@ -157,8 +146,8 @@ pub(crate) unsafe fn dot_q2_k(nb: usize, w: *const u8, x: *const u8) -> f32 {
         unsafe {
             let (wb, xb) = (w.add(i * q2_k::BLOCK_BYTES), x.add(i * q8_k::BLOCK_BYTES));
             let yd = q8k_d(xb);
-            let d = yd * f16_at(wb.add(80));
-            let dmin = -yd * f16_at(wb.add(82));
+            let d = yd * load_f16_scalar(wb.add(80));
+            let dmin = -yd * load_f16_scalar(wb.add(82));
             let mins_and_scales = load128(wb);
             let scales8 = _mm_and_si128(mins_and_scales, m4);
             let mins8 = _mm_and_si128(_mm_srli_epi16::<4>(mins_and_scales), m4);
@@ -208,7 +197,7 @@ pub(crate) unsafe fn dot_q3_k(nb: usize, w: *const u8, x: *const u8) -> f32 {
         // SAFETY: block i of both rows is readable (caller).
         unsafe {
             let (wb, xb) = (w.add(i * q3_k::BLOCK_BYTES), x.add(i * q8_k::BLOCK_BYTES));
-            let d = q8k_d(xb) * f16_at(wb.add(108));
+            let d = q8k_d(xb) * load_f16_scalar(wb.add(108));
             let sp = wb.add(96);
             let aux: [u32; 3] =
                 std::array::from_fn(|k| sp.add(4 * k).cast::<u32>().read_unaligned());
@@ -325,8 +314,8 @@ pub(crate) unsafe fn dot_q4_k(nb: usize, w: *const u8, x: *const u8) -> f32 {
         unsafe {
             let (wb, xb) = (w.add(i * q4_k::BLOCK_BYTES), x.add(i * q8_k::BLOCK_BYTES));
             let yd = q8k_d(xb);
-            let d = yd * f16_at(wb);
-            let dmin = -yd * f16_at(wb.add(2));
+            let d = yd * load_f16_scalar(wb);
+            let dmin = -yd * load_f16_scalar(wb.add(2));
             let u = k4_scales_mins(wb.add(4));
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
                 u[3] as i32,
@@ -368,8 +357,8 @@ pub(crate) unsafe fn dot_q5_k(nb: usize, w: *const u8, x: *const u8) -> f32 {
         unsafe {
             let (wb, xb) = (w.add(i * q5_k::BLOCK_BYTES), x.add(i * q8_k::BLOCK_BYTES));
             let yd = q8k_d(xb);
-            let d = yd * f16_at(wb);
-            let dmin = -yd * f16_at(wb.add(2));
+            let d = yd * load_f16_scalar(wb);
+            let dmin = -yd * load_f16_scalar(wb.add(2));
             let u = k4_scales_mins(wb.add(4));
             let mins_and_scales = _mm256_cvtepu8_epi16(_mm_set_epi32(
                 u[3] as i32,
@@ -411,7 +400,7 @@ pub(crate) unsafe fn dot_q6_k(nb: usize, w: *const u8, x: *const u8) -> f32 {
         // SAFETY: block i of both rows is readable (caller).
         unsafe {
             let (wb, xb) = (w.add(i * q6_k::BLOCK_BYTES), x.add(i * q8_k::BLOCK_BYTES));
-            let d = q8k_d(xb) * f16_at(wb.add(208));
+            let d = q8k_d(xb) * load_f16_scalar(wb.add(208));
             let q8sums = load256(xb.add(q8_k::BSUMS));
             let scales = load128(wb.add(192));
             let scales_16 = _mm256_cvtepi8_epi16(scales);
@@ -449,10 +438,13 @@ pub(crate) unsafe fn dot_q6_k(nb: usize, w: *const u8, x: *const u8) -> f32 {
     hsum8(acc)
 }
 
-/// Sums each of four 8-lane integer vectors: lane `r` of the result is the sum of `v[r]`.
+/// The 4 bytes at `p` broadcast to every 32-bit lane.
+///
+/// # Safety
+/// `p` is readable for 4 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn hsum4_epi32(v: [__m256i; 4]) -> __m128i {
-    let t = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256::<1>(t))
+pub(crate) unsafe fn bcast4(p: *const u8) -> __m256i {
+    // SAFETY: 4 readable bytes at p (caller).
+    _mm256_set1_epi32(unsafe { p.cast::<i32>().read_unaligned() })
 }

@@ -64,6 +64,15 @@ pub fn split_rows(n: usize, ith: usize, nth: usize) -> Range<usize> {
     start..end
 }
 
+/// Weight rows per quantized register tile for `m` activation rows: with one activation
+/// row (decoding) nothing is shared between weight rows, and reading them one after the
+/// other keeps a single sequential stream through memory (what `vec_dot` per row does)
+/// instead of [`QUANT_TILE_ROWS`] interleaved ones.
+#[cfg(target_arch = "x86_64")]
+const fn quant_tile_rows(m: usize) -> usize {
+    if m == 1 { 1 } else { QUANT_TILE_ROWS }
+}
+
 /// Whether the F16/F32 product of `m` rows rounds like tinyBLAS rather than like `vec_dot`.
 const fn uses_tinyblas_order(m: usize, k: usize) -> bool {
     m >= 2 && k.is_multiple_of(8)
@@ -303,7 +312,7 @@ unsafe fn matmul_avx2(
             unsafe {
                 run_tiles(
                     table,
-                    QUANT_TILE_ROWS,
+                    quant_tile_rows(m),
                     QUANT_TILE_COLS,
                     false,
                     k / QK,
@@ -331,7 +340,7 @@ unsafe fn matmul_avx2(
             unsafe {
                 run_tiles(
                     table,
-                    QUANT_TILE_ROWS,
+                    quant_tile_rows(m),
                     QUANT_TILE_COLS,
                     false,
                     k / QK,

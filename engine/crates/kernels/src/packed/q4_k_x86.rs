@@ -13,20 +13,10 @@ use std::arch::x86_64::*;
 
 use super::q4_k::{GROUP_BLOCK_BYTES, MINS, QUANTS, SCALES};
 use crate::k_quants::q8_k;
+use crate::k_quants::x86::bcast4;
 
 /// Activation rows per register tile.
 pub(super) const TILE_COLS: usize = 4;
-
-/// The 4 activation bytes at `p` broadcast to every 32-bit lane.
-///
-/// # Safety
-/// `p` is readable for 4 bytes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bcast4(p: *const u8) -> __m256i {
-    // SAFETY: 4 readable bytes at p (caller).
-    _mm256_set1_epi32(unsafe { p.cast::<i32>().read_unaligned() })
-}
 
 /// One group (`nb` group blocks at `w`) against `RN` activation rows (row `j` at
 /// `x + j·x_stride`), outputs of row `j` at `y + j·y_stride + 0..8`; with `GEMM` the
