@@ -1,4 +1,5 @@
-//! The command line: `record`, `live`, `analyze`, `report`, `diff`, `probes`, `symbols`.
+//! The command line: `record`, `live`, `analyze`, `report`, `diff`, `export`, `probes`,
+//! `symbols`.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -34,6 +35,9 @@ enum Command {
     /// Compare two traces: time per call by op type, node or layer, token timings,
     /// counters, what is in one run only (`--json` for scripts).
     Diff(crate::diff::DiffArgs),
+    /// Export traces as Parquet tables keyed by run (runs, tokens, graphs, operators,
+    /// operator_counters, threads, counters), appendable, for SQL over many runs.
+    Export(crate::export::ExportArgs),
     /// List what would be probed in a binary (the engine, or a llama.cpp program or
     /// library): symbols, first instruction, probe cost, and the detected llama.cpp build.
     Probes {
@@ -232,6 +236,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Analyze(args) => crate::analyze::run(&args)?,
         Command::Report(args) => crate::report::run(&args)?,
         Command::Diff(args) => crate::diff::run(&args)?,
+        Command::Export(args) => crate::export::run(&args)?,
         Command::Record(args) => {
             let req = args.capture.request(args.output.clone())?;
             if args.tui {

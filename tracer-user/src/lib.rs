@@ -14,6 +14,7 @@ pub mod config;
 pub mod counted_uprobe;
 pub mod diff;
 pub mod drain;
+pub mod export;
 pub mod ggml_build;
 pub mod ggml_layout;
 pub mod leaves;

@@ -10,6 +10,7 @@ mod demo;
 mod digest;
 mod dist;
 mod engine;
+mod eval;
 mod llama_builds;
 mod llama_cross;
 mod llama_vulkan;
@@ -73,6 +74,14 @@ enum Task {
         /// Further `profinfer analyze` options (e.g. `--iter prefill --color-by bandwidth`).
         #[arg(last = true)]
         rest: Vec<String>,
+    },
+    /// The evaluation: accuracy against the engine's own timestamps, what recording
+    /// costs, the papers' findings, as DuckDB queries over the exported runs; writes
+    /// docs/evaluation.md (`--quick`: a CI-sized run into out/eval/evaluation.md).
+    Eval {
+        /// SmolLM2 only, short runs, two cost pairs (CI).
+        #[arg(long)]
+        quick: bool,
     },
     /// Benchmarks.
     Bench {
@@ -141,6 +150,10 @@ enum BenchTask {
         /// Generated tokens of a windows run.
         #[arg(long, default_value_t = 480)]
         window_tokens: u32,
+        /// Run everything measured in a cgroup limited to this many CPUs (the constrained
+        /// condition: the program and the collector share the quota; root).
+        #[arg(long, value_name = "CPUS")]
+        cpu_quota: Option<f64>,
     },
     /// Per-hit uprobe cost of every engine probe point (needs root and bpftrace).
     Probes {
@@ -160,6 +173,7 @@ fn main() -> ExitCode {
         Task::Test => run("test", test::run),
         Task::Demo => run("demo", demo::run),
         Task::Board => run("board", board::run_tests),
+        Task::Eval { quick } => run("eval", |s| eval::run(s, eval::EvalConfig { quick })),
         Task::Dist { target } => run("dist", |s| {
             dist::run(s, cross::Arch::parse(&target)?).map(|_| ())
         }),
@@ -212,6 +226,7 @@ fn main() -> ExitCode {
                     recordings,
                     windows,
                     window_tokens,
+                    cpu_quota,
                 },
         } => run("bench overhead", |s| {
             let config = bench::overhead::OverheadConfig {
@@ -232,6 +247,7 @@ fn main() -> ExitCode {
                 recordings,
                 windows: (windows != "off").then_some(windows),
                 window_tokens,
+                cpu_quota,
             };
             bench::overhead::run(s, &config)
         }),

@@ -117,6 +117,14 @@ pub fn run(steps: &mut Steps) -> Result<()> {
             "--lib",
         ]))
     });
+    // The evaluation's pipeline end to end at CI size: recordings exported as Parquet run
+    // tables, the cost pairs (also under a CPU quota), every DuckDB query with rows.
+    let _ = steps.run("cargo xtask eval --quick", || {
+        crate::eval::run(
+            &mut crate::steps::Steps::new("eval"),
+            crate::eval::EvalConfig { quick: true },
+        )
+    });
     let fuzz_dir = root.join("engine/crates/gguf/fuzz");
     if fuzz_dir.join("Cargo.toml").is_file() {
         let _ = steps.run(

@@ -85,14 +85,23 @@ pub fn run(cmd: &mut Command) -> Result<RunSample> {
     })
 }
 
-/// Runs `program args` under `profinfer record -o trace flags --` and measures it, with
-/// what the trace holds.
+/// `cmd`, inside the CPU quota if there is one.
+pub fn within(quota: Option<&super::quota::CpuQuota>, cmd: Command) -> Command {
+    match quota {
+        Some(q) => q.wrap(&cmd),
+        None => cmd,
+    }
+}
+
+/// Runs `program args` under `profinfer record -o trace flags --` (inside `quota`, if
+/// any, the recorder with the program) and measures it, with what the trace holds.
 pub fn run_traced(
     profinfer: &Path,
     trace: &Path,
     flags: &[&str],
     program: &Path,
     args: &[String],
+    quota: Option<&super::quota::CpuQuota>,
 ) -> Result<RunSample> {
     let mut cmd = Command::new(profinfer);
     cmd.arg("record")
@@ -102,7 +111,7 @@ pub fn run_traced(
         .arg("--")
         .arg(program)
         .args(args);
-    let mut s = run(&mut cmd)?;
+    let mut s = run(&mut within(quota, cmd))?;
     let reader = trace_format::TraceReader::open(trace)
         .with_context(|| format!("reading {}", trace.display()))?;
     s.cost = reader.footer().map(|f| f.cost.clone());

@@ -14,6 +14,7 @@
 //! the cache and the minutes of the machine (`profinfer report`'s `windows` line).
 
 mod measure;
+mod quota;
 mod table;
 
 use std::path::{Path, PathBuf};
@@ -209,6 +210,8 @@ pub struct OverheadConfig {
     pub windows: Option<String>,
     /// Generated tokens of a windows run.
     pub window_tokens: u32,
+    /// Run every measured command in a cgroup limited to this many CPUs.
+    pub cpu_quota: Option<f64>,
 }
 
 impl OverheadConfig {
@@ -258,6 +261,9 @@ impl OverheadConfig {
                 " --windows {w} --window-tokens {}",
                 self.window_tokens
             ));
+        }
+        if let Some(q) = self.cpu_quota {
+            c.push_str(&format!(" --cpu-quota {q}"));
         }
         c
     }
@@ -321,8 +327,63 @@ impl Programs {
     }
 }
 
+/// One measured pair of a configuration, per decode token (for `cargo xtask eval`'s
+/// cost table, which takes its median and confidence interval in SQL).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PairRecord {
+    /// `engine` or `llama.cpp`.
+    pub target: &'static str,
+    /// The model's label.
+    pub model: String,
+    /// The recording's name.
+    pub recording: &'static str,
+    /// `unconstrained`, or the CPU quota the runs shared (`quota 1 CPU`).
+    pub condition: String,
+    /// Pair number, 0-based.
+    pub pair: u32,
+    /// Untraced CPU time per decode token, s.
+    pub untraced_cpu_s: f64,
+    /// Traced CPU time per decode token, s.
+    pub traced_cpu_s: f64,
+    /// Untraced wall time per decode token, s.
+    pub untraced_wall_s: f64,
+    /// Traced wall time per decode token, s.
+    pub traced_wall_s: f64,
+    /// The collector's CPU time per decode token, s.
+    pub collector_cpu_s: Option<f64>,
+}
+
+/// Everything one benchmark run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// One row per target × model × recording (the model's label says the condition).
+    pub rows: Vec<Row>,
+    /// The in-process windows comparisons.
+    pub window_rows: Vec<WindowRow>,
+    /// Every pair behind the rows.
+    pub pairs: Vec<PairRecord>,
+}
+
 /// Builds what is needed, runs every configuration and writes `out/bench/overhead.md`.
 pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
+    let m = measure_all(steps, cfg)?;
+    let text = table::markdown(cfg, &m.rows, &m.window_rows);
+    println!("\n{text}");
+    let out = paths::out_dir().join("bench");
+    paths::create_dir(&out)?;
+    let file = out.join("overhead.md");
+    std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
+    eprintln!("wrote {}", file.display());
+    Ok(())
+}
+
+/// The benchmark's Markdown tables of `m` (as `out/bench/overhead.md` has them).
+pub fn markdown(cfg: &OverheadConfig, m: &Measured) -> String {
+    table::markdown(cfg, &m.rows, &m.window_rows)
+}
+
+/// Builds what is needed and runs every configuration.
+pub fn measure_all(steps: &mut Steps, cfg: &OverheadConfig) -> Result<Measured> {
     if cfg.lengths.1 <= cfg.lengths.0 {
         bail!(
             "--lengths {},{}: the second must be longer",
@@ -343,8 +404,7 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
         profinfer,
         llama_bench,
     };
-    let mut rows = Vec::new();
-    let mut window_rows = Vec::new();
+    let mut all = Measured::default();
     for model in &cfg.models {
         let path = steps.run(&format!("model {}", model.label()), || {
             model.path(&programs.engine)
@@ -352,21 +412,15 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
         let recordings = cfg.recordings(model)?;
         for &target in &cfg.targets {
             let name = format!("{} on {}", target.label(), model.label());
-            let (r, w) = steps.run(&name, || {
+            let m = steps.run(&name, || {
                 bench_target(&programs, cfg, target, model, &path, &recordings)
             })?;
-            rows.extend(r);
-            window_rows.extend(w);
+            all.rows.extend(m.rows);
+            all.window_rows.extend(m.window_rows);
+            all.pairs.extend(m.pairs);
         }
     }
-    let text = table::markdown(cfg, &rows, &window_rows);
-    println!("\n{text}");
-    let out = paths::out_dir().join("bench");
-    paths::create_dir(&out)?;
-    let file = out.join("overhead.md");
-    std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
-    eprintln!("wrote {}", file.display());
-    Ok(())
+    Ok(all)
 }
 
 /// Runs every recording on one target and model.
@@ -377,7 +431,7 @@ fn bench_target(
     model: &BenchModel,
     path: &Path,
     recordings: &[Recording],
-) -> Result<(Vec<Row>, Vec<WindowRow>)> {
+) -> Result<Measured> {
     let windows = cfg.windows.is_some() && matches!(model, BenchModel::SmolLm2);
     let recordings: Vec<&Recording> = recordings
         .iter()
@@ -394,16 +448,37 @@ fn bench_target(
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let quota = cfg
+        .cpu_quota
+        .map(|cpus| quota::CpuQuota::create("profinfer-bench-overhead", cpus))
+        .transpose()?;
+    let condition = quota.as_ref().map_or_else(
+        || "unconstrained".to_owned(),
+        |q| format!("quota {} CPU", q.cpus()),
+    );
+    let model_label = match &quota {
+        None => model.label(),
+        Some(q) => format!("{} (quota {} CPU)", model.label(), q.cpus()),
+    };
     let untraced = |tokens: u32| -> Result<RunSample> {
         let (program, args) = programs.command(target, path, cfg.threads, tokens)?;
-        let s = measure::run(std::process::Command::new(&program).args(&args));
+        let mut cmd = std::process::Command::new(&program);
+        cmd.args(&args);
+        let s = measure::run(&mut measure::within(quota.as_ref(), cmd));
         bar.inc(1);
         s
     };
     let traced = |flags: &[&str], tokens: u32| -> Result<RunSample> {
         let (program, args) = programs.command(target, path, cfg.threads, tokens)?;
         let trace = measure::scratch_trace(&format!("overhead-{tokens}.pftrace"))?;
-        let s = measure::run_traced(&programs.profinfer, &trace, flags, &program, &args);
+        let s = measure::run_traced(
+            &programs.profinfer,
+            &trace,
+            flags,
+            &program,
+            &args,
+            quota.as_ref(),
+        );
         bar.inc(1);
         s
     };
@@ -411,16 +486,31 @@ fn bench_target(
     bar.set_message("warm-up");
     untraced(cfg.lengths.0)?;
     let mut rows = Vec::new();
+    let mut pair_records = Vec::new();
     for rec in recordings {
         let mut pairs: Vec<Pair> = Vec::new();
         for i in 0..cfg.pairs {
             bar.set_message(format!("{}: pair {}/{}", rec.name, i + 1, cfg.pairs));
-            pairs.push(measure::pair(
+            let p = measure::pair(
                 i % 2 == 1,
                 &mut |n| untraced(n),
                 &mut |n| traced(rec.flags, n),
                 cfg.lengths,
-            )?);
+            )?;
+            let (cpu, wall) = (p.cpu(cfg.lengths), p.wall(cfg.lengths));
+            pair_records.push(PairRecord {
+                target: target.label(),
+                model: model.label(),
+                recording: rec.name,
+                condition: condition.clone(),
+                pair: i,
+                untraced_cpu_s: cpu.0,
+                traced_cpu_s: cpu.1,
+                untraced_wall_s: wall.0,
+                traced_wall_s: wall.1,
+                collector_cpu_s: p.collector_cpu(cfg.lengths),
+            });
+            pairs.push(p);
         }
         bar.set_message(format!("{}: eBPF statistics", rec.name));
         let mut stats_flags = rec.flags.to_vec();
@@ -431,7 +521,7 @@ fn bench_target(
         );
         rows.push(Row::new(
             target.label(),
-            &model.label(),
+            &model_label,
             rec,
             goal(rec.name, target, model),
             &pairs,
@@ -472,7 +562,11 @@ fn bench_target(
         }
     }
     bar.finish_and_clear();
-    Ok((rows, window_rows))
+    Ok(Measured {
+        rows,
+        window_rows,
+        pairs: pair_records,
+    })
 }
 
 /// Prints a line above the progress bar, or plainly when the bar is hidden (no terminal).
@@ -515,6 +609,8 @@ fn windows_run(
         &["--op-windows", windows],
         &program,
         &args,
+        // An in-process comparison: both sides share whatever the machine gives.
+        None,
     )?;
     // Quietly (not through `process::json`, which announces it): a progress bar is shown.
     let mut cmd = std::process::Command::new(&programs.profinfer);

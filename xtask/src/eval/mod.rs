@@ -1,0 +1,278 @@
+//! `cargo xtask eval [--quick]`: profinfer's evaluation, regenerated. Records the engine
+//! on SmolLM2 (and, in the full run, llama3.2-1b's shapes and llama.cpp), exports every
+//! run into the Parquet run tables (`profinfer export --parquet`), measures what
+//! recording costs (`cargo xtask bench overhead`'s pairs), and makes every table with
+//! DuckDB queries over those runs (`scripts/eval/sql/`), into `docs/evaluation.md`
+//! (full run) or `out/eval/evaluation.md` (`--quick`, as CI runs it).
+
+mod doc;
+mod machine;
+mod recordings;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, Result};
+
+use crate::bench::overhead::{self, BenchModel, OverheadConfig, Target};
+use crate::paths;
+use crate::process;
+use crate::real_model::SMOLLM2;
+use crate::steps::Steps;
+use recordings::{EngineRun, Recorder};
+
+/// The DuckDB wheel the queries run on (PyPI, into the project's `.venv`).
+const DUCKDB: &str = "duckdb==2.0.1";
+
+/// Seed of generated (preset) models.
+const SEED: u64 = 1;
+
+/// How much to run.
+#[derive(Clone, Copy, Debug)]
+pub struct EvalConfig {
+    /// The CI-sized run: SmolLM2 only, short generations, two cost pairs.
+    pub quick: bool,
+}
+
+impl EvalConfig {
+    fn command(self) -> &'static str {
+        if self.quick {
+            "cargo xtask eval --quick"
+        } else {
+            "cargo xtask eval"
+        }
+    }
+
+    /// Decode tokens of the accuracy runs.
+    fn accuracy_tokens(self) -> u32 {
+        if self.quick { 16 } else { 64 }
+    }
+
+    /// Decode tokens of the context-growth run.
+    fn context_tokens(self) -> u32 {
+        if self.quick { 64 } else { 960 }
+    }
+
+    /// The constrained condition: SmolLM2's default recording with every measured
+    /// command in a cgroup of one CPU's quota (2 threads on 1 CPU of time, the collector
+    /// included), as on a board whose inference gets part of the cores.
+    fn constrained(self) -> OverheadConfig {
+        let mut c = self.overhead();
+        c.models = vec![BenchModel::SmolLm2];
+        c.recordings = Some(vec!["default".into()]);
+        c.cpu_quota = Some(1.0);
+        c
+    }
+
+    /// The cost benchmark's configuration.
+    fn overhead(self) -> OverheadConfig {
+        if self.quick {
+            OverheadConfig {
+                targets: vec![Target::Engine],
+                models: vec![BenchModel::SmolLm2],
+                threads: 2,
+                pairs: 2,
+                lengths: (8, 24),
+                recordings: Some(vec!["default".into(), "token+graph".into()]),
+                windows: None,
+                window_tokens: 0,
+                cpu_quota: None,
+            }
+        } else {
+            OverheadConfig {
+                targets: vec![Target::Engine, Target::LlamaCpp],
+                models: vec![
+                    BenchModel::SmolLm2,
+                    BenchModel::Preset {
+                        preset: "llama3.2-1b".into(),
+                        dtype: "q4_0".into(),
+                    },
+                ],
+                threads: 2,
+                pairs: 6,
+                lengths: (16, 80),
+                recordings: None,
+                windows: None,
+                window_tokens: 0,
+                cpu_quota: None,
+            }
+        }
+    }
+}
+
+/// Makes sure the project's `.venv` can `import duckdb`.
+fn ensure_duckdb() -> Result<()> {
+    crate::oracle_env::ensure()?;
+    let python = paths::venv_python();
+    if process::succeeds(Command::new(&python).args(["-c", "import duckdb"])) {
+        eprintln!("    duckdb present in {}", paths::venv_dir().display());
+        return Ok(());
+    }
+    process::run(Command::new(&python).args(["-m", "pip", "install", "-q", DUCKDB]))
+}
+
+/// Runs the evaluation.
+pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
+    if !crate::setup::is_root() {
+        anyhow::bail!(
+            "cargo xtask eval records with eBPF probes and sets a cgroup CPU quota: run it as root"
+        );
+    }
+    let engine = steps.run("build engine", crate::engine::build_release)?;
+    let profinfer = steps.run("build profinfer", crate::tracer::build_release)?;
+    let smollm2 = steps.run("SmolLM2", || SMOLLM2.ensure())?;
+    steps.run("DuckDB in .venv", ensure_duckdb)?;
+    let out = paths::out_dir().join("eval");
+    let runs = out.join("runs");
+    if runs.exists() {
+        std::fs::remove_dir_all(&runs).with_context(|| format!("clearing {}", runs.display()))?;
+    }
+    let scratch = out.join("traces");
+    for d in [&runs, &scratch] {
+        paths::create_dir(d)?;
+    }
+    let machine = machine::Machine::read();
+    let recorder = Recorder {
+        engine: &engine,
+        profinfer: &profinfer,
+        runs: &runs,
+        scratch: &scratch,
+    };
+
+    // Accuracy: the real model, and in the full run llama3.2-1b's shapes.
+    let mut models = vec![("smollm2", smollm2.clone())];
+    if !cfg.quick {
+        let m = steps.run("model llama3.2-1b q4_0", || {
+            crate::engine::ensure_model(&engine, "llama3.2-1b", "q4_0", SEED)
+        })?;
+        models.push(("llama3.2-1b-q4_0", m));
+    }
+    let mut accuracy_runs = Vec::new();
+    for (name, model) in &models {
+        let run = EngineRun {
+            label: format!("accuracy/{name}"),
+            model: model.clone(),
+            prompt: 64,
+            generate: cfg.accuracy_tokens(),
+            threads: 2,
+            ground_truth: true,
+        };
+        steps.run(&format!("record {}", run.label), || recorder.record(&run))?;
+        accuracy_runs.push(run);
+    }
+
+    // Findings: a long generation for latency against context, products, balance.
+    let context = EngineRun {
+        label: "context/smollm2".into(),
+        model: smollm2.clone(),
+        prompt: 16,
+        generate: cfg.context_tokens(),
+        threads: 2,
+        ground_truth: false,
+    };
+    let context_trace = steps.run("record context/smollm2", || recorder.record(&context))?;
+    let figures = if cfg.quick {
+        out.join("img")
+    } else {
+        paths::repo_root().join("docs/img/eval")
+    };
+    steps.run("figures", || {
+        figures_of(
+            &profinfer,
+            &context_trace,
+            &scratch.join("context-views"),
+            &figures,
+        )
+    })?;
+
+    // Cost: interleaved pairs, CPU time per decode token.
+    let costs = [cfg.overhead(), cfg.constrained()];
+    let mut measured = Vec::new();
+    for (i, c) in costs.iter().enumerate() {
+        let name = if i == 0 {
+            "cost (bench overhead)"
+        } else {
+            "cost under a CPU quota"
+        };
+        measured.push(steps.run(name, || {
+            let mut inner = Steps::new("bench overhead");
+            overhead::measure_all(&mut inner, c)
+        })?);
+    }
+    let all_pairs: Vec<_> = measured.iter().flat_map(|m| m.pairs.iter()).collect();
+    let pairs = runs.join("cost_pairs.json");
+    std::fs::write(&pairs, serde_json::to_vec_pretty(&all_pairs)?)
+        .with_context(|| format!("writing {}", pairs.display()))?;
+
+    // Tables: DuckDB over the run tables.
+    let tables = out.join("tables");
+    let bucket = if cfg.quick { 16 } else { 64 };
+    steps.run("tables (DuckDB)", || {
+        process::run(
+            Command::new(paths::venv_python())
+                .arg(paths::repo_root().join("scripts/eval/tables.py"))
+                .arg("--runs")
+                .arg(&runs)
+                .arg("--out")
+                .arg(&tables)
+                .arg("--bucket")
+                .arg(bucket.to_string())
+                .arg("--strict"),
+        )
+    })?;
+
+    let text = doc::Evaluation {
+        cfg,
+        machine: &machine,
+        tables: &tables,
+        accuracy_runs: &accuracy_runs,
+        context: &context,
+        overhead: &costs[0],
+        constrained: &costs[1],
+        overhead_markdown: costs
+            .iter()
+            .zip(&measured)
+            .map(|(c, m)| overhead::markdown(c, m))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        figures: &figures,
+    }
+    .markdown()?;
+    let mut written = vec![out.join("evaluation.md")];
+    if !cfg.quick {
+        written.push(paths::repo_root().join("docs/evaluation.md"));
+    }
+    for f in &written {
+        std::fs::write(f, &text).with_context(|| format!("writing {}", f.display()))?;
+        eprintln!("wrote {}", f.display());
+    }
+    eprintln!(
+        "run tables: {} (query them: scripts/eval/sql/*.sql with DuckDB)",
+        runs.display()
+    );
+    Ok(())
+}
+
+/// The figures `profinfer analyze` draws from the context run, copied to `dir`.
+fn figures_of(profinfer: &Path, trace: &Path, views: &Path, dir: &Path) -> Result<Vec<PathBuf>> {
+    process::run(
+        Command::new(profinfer)
+            .arg("analyze")
+            .arg(trace)
+            .arg("-o")
+            .arg(views),
+    )?;
+    paths::create_dir(dir)?;
+    let mut copied = Vec::new();
+    for name in doc::FIGURES.iter().map(|f| f.file) {
+        let from = views.join(name);
+        if !from.is_file() {
+            continue;
+        }
+        let to = dir.join(name);
+        std::fs::copy(&from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        copied.push(to);
+    }
+    Ok(copied)
+}
