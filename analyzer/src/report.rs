@@ -11,7 +11,7 @@ use crate::{
     AnalyzeError,
     export::summary::{self, Summary},
     ingest::{self, Progress},
-    model::{SchedState, TraceModel},
+    model::TraceModel,
     op_groups::{self, GroupBy, OpGroup},
 };
 
@@ -100,15 +100,7 @@ pub fn build(
         .target_threads()
         .into_iter()
         .map(|t| {
-            let mut by_state = [0u64; 3];
-            for s in t.states.slices() {
-                let i = match s.state {
-                    SchedState::Running => 0,
-                    SchedState::Runnable => 1,
-                    SchedState::Sleeping => 2,
-                };
-                by_state[i] += s.end_ns.saturating_sub(s.start_ns);
-            }
+            let by_state = t.states.time_by_state();
             ThreadRow {
                 tid: t.tid,
                 name: t.comm.clone(),

@@ -1,7 +1,7 @@
 //! The rows of each table, from one trace's model. Every row carries `run_id`, so the
 //! files of many runs read as one table (`read_parquet('DIR/operators/*.parquet')`).
 
-use analyzer::model::{PMC_MISSING, SchedState, TraceModel};
+use analyzer::model::{PMC_MISSING, TraceModel};
 use trace_format::{TraceFooter, TraceHeader};
 
 use crate::columns::Columns;
@@ -239,14 +239,7 @@ pub fn operator_counters(run_id: &str, m: &TraceModel) -> Columns {
 /// `threads`: one row per thread the trace saw, with its time per scheduler state.
 pub fn threads(run_id: &str, m: &TraceModel) -> Columns {
     let th = m.threads();
-    let state_ns = |t: &analyzer::model::ThreadInfo, s: SchedState| {
-        t.states
-            .slices()
-            .iter()
-            .filter(|x| x.state == s)
-            .map(|x| x.end_ns.saturating_sub(x.start_ns))
-            .sum::<u64>()
-    };
+    let states: Vec<[u64; 3]> = th.iter().map(|t| t.states.time_by_state()).collect();
     Columns::default()
         .str("run_id", th.iter().map(|_| run_id))
         .u32("tid", th.iter().map(|t| t.tid))
@@ -256,18 +249,9 @@ pub fn threads(run_id: &str, m: &TraceModel) -> Columns {
         .bool("is_target", th.iter().map(|t| m.is_target_thread(t)))
         .u64("op_slices", th.iter().map(|t| t.op_slices))
         .u64("op_busy_ns", th.iter().map(|t| t.op_busy_ns))
-        .u64(
-            "running_ns",
-            th.iter().map(|t| state_ns(t, SchedState::Running)),
-        )
-        .u64(
-            "runnable_ns",
-            th.iter().map(|t| state_ns(t, SchedState::Runnable)),
-        )
-        .u64(
-            "sleeping_ns",
-            th.iter().map(|t| state_ns(t, SchedState::Sleeping)),
-        )
+        .u64("running_ns", states.iter().map(|s| s[0]))
+        .u64("runnable_ns", states.iter().map(|s| s[1]))
+        .u64("sleeping_ns", states.iter().map(|s| s[2]))
 }
 
 /// `counters`: the counters a run opened, in the order of `operator_counters`.

@@ -96,6 +96,20 @@ impl StateTimeline {
         }
     }
 
+    /// Time in each state over the closed intervals, ns: running, runnable, sleeping.
+    pub fn time_by_state(&self) -> [u64; 3] {
+        let mut by_state = [0u64; 3];
+        for s in &self.slices {
+            let i = match s.state {
+                SchedState::Running => 0,
+                SchedState::Runnable => 1,
+                SchedState::Sleeping => 2,
+            };
+            by_state[i] += s.end_ns.saturating_sub(s.start_ns);
+        }
+        by_state
+    }
+
     /// Closed intervals in time order.
     pub fn slices(&self) -> &[StateSlice] {
         &self.slices
@@ -156,5 +170,6 @@ mod tests {
             ]
         );
         assert_eq!(t.current(), None);
+        assert_eq!(t.time_by_state(), [20, 10, 10]);
     }
 }

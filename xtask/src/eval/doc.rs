@@ -161,8 +161,8 @@ impl Evaluation<'_> {
              thread (a thread woken late), and its tail is scheduling. Subtracting a \
              calibrated median would make about half the spans shorter than the engine's \
              own, breaking the containment the tests assert (every tracer span contains \
-             the engine's, `tracer-user/tests/accuracy.rs`), for a gain below the \
-             per-span noise. The analyzer reports spans as measured; this table is the \
+             the engine's, `tracer-user/tests/accuracy.rs`); the p90 L − G column shows \
+             how far the tail lies from the median it would remove. The analyzer reports spans as measured; this table is the \
              calibration a reader can apply.\n\n\
              Operators shorter than 100 µs (`op <= 100 us`) are most of the spans but \
              A is not their measure: a 3 µs operator with the ~0.5 µs probe pair has \
@@ -311,8 +311,8 @@ impl Evaluation<'_> {
             "The paper finds that, but for KQ and KQV, a decode iteration's products take \
              time proportional to their complexity (Cortex-A76, 2 threads). Here, fitting each \
              distinct product's median decode time: {}. An R² near 1 agrees with the paper; \
-             the line's slope is the type's throughput on this machine and the intercept the \
-             fixed cost of a product (the dispatch and the barrier).\n",
+             1 / slope is the type's throughput on this machine, and the intercept a fixed \
+             cost per product that this evaluation does not break down.\n",
             if fits.is_empty() {
                 "no type had enough distinct products to fit".to_owned()
             } else {
@@ -342,7 +342,7 @@ impl Evaluation<'_> {
                  `MUL_MAT`'s is {:.2}×. This agrees with the paper's Fig 6 (LLaMA3.2-1B F16, \
                  2 threads): most of an activation's work lands on one thread while a matrix \
                  product splits almost equally. The matrix products still hold the most \
-                 waiting in total ({} ms), because they hold most of the time.\n",
+                 waiting in total ({} ms).\n",
                 w["op"].as_str().unwrap_or("?"),
                 ratio(w),
                 ratio(mm),

@@ -17,8 +17,8 @@ pub struct Machine {
     pub kernel: String,
     /// Frequency governor of CPU 0, or why there is none.
     pub governor: String,
-    /// Whether a hardware cycle counter opens (`perf_event_open`).
-    pub hardware_counters: bool,
+    /// Whether a hardware cycles counter counts (`perf stat`); `None` without `perf`.
+    pub hardware_counters: Option<bool>,
     /// UTC date and time.
     pub date: String,
     /// `git describe`-like commit, `+dirty` when the tree has changes.
@@ -45,34 +45,16 @@ fn cpu_model() -> String {
     std::env::consts::ARCH.to_owned()
 }
 
-/// Whether `perf_event_open` gives a CPU-cycles counter for this process.
-fn cycles_counter_opens() -> bool {
-    // PERF_TYPE_HARDWARE = 0, PERF_COUNT_HW_CPU_CYCLES = 0; exclude_kernel (bit 5 of
-    // the flags word) so a paranoid setting of 2 still allows it.
-    #[repr(C)]
-    struct Attr {
-        kind: u32,
-        size: u32,
-        config: u64,
-        rest: [u64; 14],
-    }
-    let mut attr = Attr {
-        kind: 0,
-        size: std::mem::size_of::<Attr>() as u32,
-        config: 0,
-        rest: [0; 14],
-    };
-    // After `config`: sample_period, sample_type, read_format, then the flags word.
-    attr.rest[3] = (1 << 0) | (1 << 5); // disabled, exclude_kernel
-    // SAFETY: a valid `perf_event_attr` prefix of `size` bytes (the kernel accepts any
-    // published size and zero-fills the rest); pid 0 = this process, cpu -1 = any.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr, 0, -1, -1, 0) };
-    if fd < 0 {
-        return false;
-    }
-    // SAFETY: `fd` was just returned by the kernel and is closed once.
-    unsafe { libc::close(fd as i32) };
-    true
+/// Whether a hardware cycles counter counts here, as `perf stat -e cycles` (Debian's
+/// linux-perf, installed by `cargo xtask setup`) finds it; `None` without `perf`.
+fn cycles_counter() -> Option<bool> {
+    let out = Command::new("perf")
+        .args(["stat", "-x,", "-e", "cycles", "true"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let line = text.lines().find(|l| l.contains("cycles"))?;
+    Some(!line.starts_with('<'))
 }
 
 fn git(args: &[&str]) -> String {
@@ -105,7 +87,7 @@ impl Machine {
             cores: process::available_cores(),
             kernel: read("/proc/sys/kernel/osrelease").unwrap_or_default(),
             governor,
-            hardware_counters: cycles_counter_opens(),
+            hardware_counters: cycles_counter(),
             date,
             commit,
         }
@@ -122,10 +104,11 @@ impl Machine {
             std::env::consts::ARCH,
             self.kernel,
             self.governor,
-            if self.hardware_counters {
-                "yes (a cycles counter opens)"
-            } else {
-                "none (`perf_event_open` of cycles fails: software counters only)"
+            match self.hardware_counters {
+                Some(true) => "yes (`perf stat -e cycles` counts)",
+                Some(false) =>
+                    "none (`perf stat -e cycles`: not supported; software counters only)",
+                None => "unknown (no `perf` to ask)",
             },
             self.date,
             self.commit

@@ -9,7 +9,7 @@ mod doc;
 mod machine;
 mod recordings;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context as _, Result};
@@ -254,7 +254,7 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
 }
 
 /// The figures `profinfer analyze` draws from the context run, copied to `dir`.
-fn figures_of(profinfer: &Path, trace: &Path, views: &Path, dir: &Path) -> Result<Vec<PathBuf>> {
+fn figures_of(profinfer: &Path, trace: &Path, views: &Path, dir: &Path) -> Result<()> {
     process::run(
         Command::new(profinfer)
             .arg("analyze")
@@ -263,7 +263,6 @@ fn figures_of(profinfer: &Path, trace: &Path, views: &Path, dir: &Path) -> Resul
             .arg(views),
     )?;
     paths::create_dir(dir)?;
-    let mut copied = Vec::new();
     for name in doc::FIGURES.iter().map(|f| f.file) {
         let from = views.join(name);
         if !from.is_file() {
@@ -272,7 +271,6 @@ fn figures_of(profinfer: &Path, trace: &Path, views: &Path, dir: &Path) -> Resul
         let to = dir.join(name);
         std::fs::copy(&from, &to)
             .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
-        copied.push(to);
     }
-    Ok(copied)
+    Ok(())
 }
