@@ -4,7 +4,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow_array::types::{Float64Type, Int32Type, Int64Type, UInt32Type, UInt64Type};
 use arrow_array::{
     ArrayRef, ArrowPrimitiveType, BooleanArray, PrimitiveArray, RecordBatch, StringArray,
 };
@@ -82,6 +82,11 @@ impl Columns {
     /// A signed 64-bit column.
     pub fn i64(self, name: &str, v: impl IntoIterator<Item = i64>) -> Self {
         self.primitive::<Int64Type>(name, false, v.into_iter().map(Some))
+    }
+
+    /// A 64-bit float column with nulls.
+    pub fn opt_f64(self, name: &str, v: impl IntoIterator<Item = Option<f64>>) -> Self {
+        self.primitive::<Float64Type>(name, true, v)
     }
 
     /// A boolean column.

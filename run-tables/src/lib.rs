@@ -55,6 +55,7 @@ pub const TABLES: &[&str] = &[
     "operator_counters",
     "threads",
     "counters",
+    "experts",
 ];
 
 /// One exported trace.
@@ -116,7 +117,8 @@ pub fn export_trace(
             "operators" => tables::operators(&run_id, &model),
             "operator_counters" => tables::operator_counters(&run_id, &model),
             "threads" => tables::threads(&run_id, &model),
-            _ => tables::counters(&run_id, header),
+            "counters" => tables::counters(&run_id, header),
+            _ => tables::experts(&run_id, &model),
         };
         let sub = dir.join(table);
         std::fs::create_dir_all(&sub).map_err(|source| ExportError::Io {

@@ -1,6 +1,7 @@
 //! The rows of each table, from one trace's model. Every row carries `run_id`, so the
 //! files of many runs read as one table (`read_parquet('DIR/operators/*.parquet')`).
 
+use analyzer::experts::ExpertIteration;
 use analyzer::model::{PMC_MISSING, TraceModel};
 use trace_format::{TraceFooter, TraceHeader};
 
@@ -264,4 +265,49 @@ pub fn counters(run_id: &str, header: &TraceHeader) -> Columns {
         .str("source", c.iter().map(|c| c.source.as_str()))
         .u32("perf_type", c.iter().map(|c| c.perf_type))
         .u64("perf_config", c.iter().map(|c| c.perf_config))
+}
+
+/// `experts`: for a mixture-of-experts model, one row per layer and iteration (a prefill
+/// chunk or a decode step, seed 002 Fig 13): the experts the router picked, how many
+/// decode steps ago each was last active (its reuse distance), and the time and major
+/// page faults of the layer's expert products. Empty for a dense model.
+pub fn experts(run_id: &str, m: &TraceModel) -> Columns {
+    let stats = analyzer::experts::compute(m).unwrap_or_default();
+    let rows: Vec<(i32, &ExpertIteration)> = stats
+        .layers
+        .iter()
+        .flat_map(|l| l.iterations.iter().map(move |i| (l.layer, i)))
+        .collect();
+    let join = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(",");
+    Columns::default()
+        .str("run_id", rows.iter().map(|_| run_id))
+        .u32("graph", rows.iter().map(|(_, i)| i.graph))
+        .u64("graph_id", rows.iter().map(|(_, i)| i.graph_id))
+        .i32("layer", rows.iter().map(|(l, _)| *l))
+        .u32("n_tokens", rows.iter().map(|(_, i)| i.n_tokens))
+        .opt_u32("decode_step", rows.iter().map(|(_, i)| i.decode_step))
+        .str(
+            "expert_ids",
+            rows.iter()
+                .map(|(_, i)| join(&mut i.ids.iter().map(i32::to_string))),
+        )
+        .str(
+            "reuse_distances",
+            rows.iter().map(|(_, i)| {
+                join(
+                    &mut i
+                        .reuse_distance
+                        .iter()
+                        .map(|d| d.map_or_else(|| "new".to_owned(), |d| d.to_string())),
+                )
+            }),
+        )
+        .u32(
+            "new_experts",
+            rows.iter()
+                .map(|(_, i)| i.reuse_distance.iter().filter(|d| d.is_none()).count() as u32),
+        )
+        .opt_f64("mean_distance", rows.iter().map(|(_, i)| i.mean_distance))
+        .u64("time_ns", rows.iter().map(|(_, i)| i.time_ns))
+        .opt_u64("major_faults", rows.iter().map(|(_, i)| i.major_faults))
 }

@@ -61,6 +61,7 @@ fn a_trace_becomes_one_file_per_table_keyed_by_run() {
         5 * 4 * 2,
         "one row per node, thread and graph"
     );
+    assert_eq!(count("experts"), 0, "a dense model routes no experts");
     for table in run_tables::TABLES {
         let file = out.join(table).join(format!("{}.parquet", run.run_id));
         for b in read(&file) {

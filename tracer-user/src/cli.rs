@@ -36,7 +36,7 @@ enum Command {
     /// counters, what is in one run only (`--json` for scripts).
     Diff(crate::diff::DiffArgs),
     /// Export traces as Parquet tables keyed by run (runs, tokens, graphs, operators,
-    /// operator_counters, threads, counters), appendable, for SQL over many runs.
+    /// operator_counters, threads, counters, experts), appendable, for SQL over many runs.
     Export(crate::export::ExportArgs),
     /// List what would be probed in a binary (the engine, or a llama.cpp program or
     /// library): symbols, first instruction, probe cost, and the detected llama.cpp build.

@@ -2,15 +2,18 @@
 -- product is a matrix-vector one: 2 m n k h operations (h: attention's heads), per weight
 -- type, from each distinct product's median time (so one line per shape, not per call),
 -- with a least-squares line time = a + b * ops. KQ and KQV (products over the KV cache,
--- `cache_k_l0`..., whose length grows) are left out, as in the paper.
-WITH runs AS (SELECT run_id, label FROM read_parquet('{runs}/runs/*.parquet')),
+-- `cache_k_l0`..., whose length grows) are left out, as in the paper. Default recordings
+-- of the dense models only (the accuracy and context runs).
+WITH runs AS (
+    SELECT run_id, label FROM read_parquet('{runs}/runs/*.parquet')
+    WHERE label LIKE 'accuracy/%' OR label LIKE 'context/%'),
 calls AS (SELECT run_id, call, phase FROM read_parquet('{runs}/tokens/*.parquet')),
 nodes AS (
     SELECT o.run_id, o.graph, o.node, any_value(o.call) AS call, any_value(o.name) AS name,
            any_value(o.src0_dtype) AS dtype,
            any_value(2.0::DOUBLE * o.mm_m * o.mm_n * o.mm_k * o.mm_h) AS ops,
            any_value(o.node_end_ns - o.node_start_ns)::DOUBLE AS ns
-    FROM read_parquet('{runs}/operators/*.parquet') o
+    FROM read_parquet('{runs}/operators/*.parquet') o JOIN runs USING (run_id)
     WHERE o.op = 'MUL_MAT' AND o.mm_m IS NOT NULL
       AND o.class NOT IN ('kq', 'kqv') AND coalesce(o.src0, '') NOT LIKE 'cache%'
     GROUP BY o.run_id, o.graph, o.node),

@@ -19,6 +19,7 @@ use crate::paths;
 use crate::process;
 use crate::real_model::SMOLLM2;
 use crate::steps::Steps;
+use doc::Source;
 use recordings::{EngineRun, Recorder};
 
 /// The DuckDB wheel the queries run on (PyPI, into the project's `.venv`).
@@ -26,6 +27,22 @@ const DUCKDB: &str = "duckdb==2.0.1";
 
 /// Seed of generated (preset) models.
 const SEED: u64 = 1;
+
+/// The engine's backend split of the split run (seed 002 Figs 7/12): layers 0–14 of
+/// SmolLM2's 30 on the accel backend (one thread, each operator stretched to twice its
+/// compute time, a slower accelerator), the rest on one CPU thread.
+const SPLIT_FLAGS: &[&str] = &[
+    "--accel-threads",
+    "1",
+    "--offload-layers",
+    "0..15",
+    "--accel-speed",
+    "0.5",
+];
+
+/// The mixture of experts of Fig 13: 4 layers of 32 experts (4 used per token), ~115 MB
+/// in q4_0, experts ~110 MB of it, so memory limits of tens of MB evict experts.
+const MOE_PRESET: &str = "small-moe";
 
 /// How much to run.
 #[derive(Clone, Copy, Debug)]
@@ -46,6 +63,26 @@ impl EvalConfig {
     /// Decode tokens of the accuracy runs.
     fn accuracy_tokens(self) -> u32 {
         if self.quick { 16 } else { 64 }
+    }
+
+    /// Memory limits of the expert runs (`engine run --mem-limit`; `none`: unlimited),
+    /// from the whole model down to half of it.
+    fn memory_limits(self) -> &'static [&'static str] {
+        if self.quick {
+            &["none", "96M"]
+        } else {
+            &["none", "112M", "96M", "80M", "64M"]
+        }
+    }
+
+    /// The limit whose run the expert figures show.
+    fn figure_limit(self) -> &'static str {
+        "96M"
+    }
+
+    /// Decode tokens of the expert runs.
+    fn expert_tokens(self) -> u32 {
+        if self.quick { 16 } else { 48 }
     }
 
     /// Decode tokens of the context-growth run.
@@ -149,41 +186,96 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
     }
     let mut accuracy_runs = Vec::new();
     for (name, model) in &models {
-        let run = EngineRun {
-            label: format!("accuracy/{name}"),
-            model: model.clone(),
-            prompt: 64,
-            generate: cfg.accuracy_tokens(),
-            threads: 2,
-            ground_truth: true,
-        };
-        steps.run(&format!("record {}", run.label), || recorder.record(&run))?;
-        accuracy_runs.push(run);
+        for exact in [false, true] {
+            let mut run = EngineRun::new(
+                if exact {
+                    format!("accuracy-exact/{name}")
+                } else {
+                    format!("accuracy/{name}")
+                },
+                model,
+                64,
+                cfg.accuracy_tokens(),
+            );
+            run.ground_truth = true;
+            if exact {
+                run.record_flags.push("--exact-spans".into());
+            }
+            steps.run(&format!("record {}", run.label), || recorder.record(&run))?;
+            accuracy_runs.push(run);
+        }
     }
 
     // Findings: a long generation for latency against context, products, balance.
-    let context = EngineRun {
-        label: "context/smollm2".into(),
-        model: smollm2.clone(),
-        prompt: 16,
-        generate: cfg.context_tokens(),
-        threads: 2,
-        ground_truth: false,
-    };
+    let context = EngineRun::new("context/smollm2", &smollm2, 16, cfg.context_tokens());
     let context_trace = steps.run("record context/smollm2", || recorder.record(&context))?;
     let figures = if cfg.quick {
         out.join("img")
     } else {
         paths::repo_root().join("docs/img/eval")
     };
-    steps.run("figures", || {
+    let views = |name: &str| scratch.join(format!("{name}-views"));
+    steps.run("figures (context)", || {
         figures_of(
             &profinfer,
             &context_trace,
-            &scratch.join("context-views"),
+            &views("context"),
             &figures,
+            Source::Context,
         )
     })?;
+
+    // Fig 11: operators' counters (hardware where the machine has a PMU, software here
+    // otherwise), read at both bounds of every operator span.
+    let mut counters = EngineRun::new("counters/smollm2", &smollm2, 64, cfg.accuracy_tokens());
+    counters.record_flags.push("--pmc".into());
+    steps.run("record counters/smollm2", || recorder.record(&counters))?;
+
+    // Figs 7/12: half the layers on the accel backend at half speed, one CPU thread.
+    let mut split = EngineRun::new("split/smollm2", &smollm2, 64, cfg.accuracy_tokens());
+    split.threads = 1;
+    split.engine_flags = SPLIT_FLAGS.iter().map(|s| (*s).into()).collect();
+    let split_trace = steps.run("record split/smollm2", || recorder.record(&split))?;
+    steps.run("figures (split)", || {
+        figures_of(
+            &profinfer,
+            &split_trace,
+            &views("split"),
+            &figures,
+            Source::Split,
+        )
+    })?;
+
+    // Fig 13: an MoE model's experts under a sweep of memory limits.
+    let moe = steps.run(&format!("model {MOE_PRESET} q4_0"), || {
+        crate::engine::ensure_model(&engine, MOE_PRESET, "q4_0", SEED)
+    })?;
+    let mut expert_runs = Vec::new();
+    for &limit in cfg.memory_limits() {
+        let mut run = EngineRun::new(
+            format!("experts/{MOE_PRESET}/{limit}"),
+            &moe,
+            16,
+            cfg.expert_tokens(),
+        );
+        run.record_flags.push("--pmc".into());
+        if limit != "none" {
+            run.engine_flags = vec!["--mem-limit".into(), limit.into(), "--cold".into()];
+        }
+        let trace = steps.run(&format!("record {}", run.label), || recorder.record(&run))?;
+        if limit == cfg.figure_limit() {
+            steps.run("figures (experts)", || {
+                figures_of(
+                    &profinfer,
+                    &trace,
+                    &views("experts"),
+                    &figures,
+                    Source::Experts,
+                )
+            })?;
+        }
+        expert_runs.push(run);
+    }
 
     // Cost: interleaved pairs, CPU time per decode token.
     let costs = [cfg.overhead(), cfg.constrained()];
@@ -227,6 +319,10 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         tables: &tables,
         accuracy_runs: &accuracy_runs,
         context: &context,
+        counters: &counters,
+        split: &split,
+        expert_runs: &expert_runs,
+        figure_limit: cfg.figure_limit(),
         overhead: &costs[0],
         constrained: &costs[1],
         overhead_markdown: costs
@@ -253,8 +349,14 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
     Ok(())
 }
 
-/// The figures `profinfer analyze` draws from the context run, copied to `dir`.
-fn figures_of(profinfer: &Path, trace: &Path, views: &Path, dir: &Path) -> Result<()> {
+/// The figures `profinfer analyze` draws from `source`'s run, copied to `dir`.
+fn figures_of(
+    profinfer: &Path,
+    trace: &Path,
+    views: &Path,
+    dir: &Path,
+    source: Source,
+) -> Result<()> {
     process::run(
         Command::new(profinfer)
             .arg("analyze")
@@ -263,7 +365,11 @@ fn figures_of(profinfer: &Path, trace: &Path, views: &Path, dir: &Path) -> Resul
             .arg(views),
     )?;
     paths::create_dir(dir)?;
-    for name in doc::FIGURES.iter().map(|f| f.file) {
+    for name in doc::FIGURES
+        .iter()
+        .filter(|f| f.source == source)
+        .map(|f| f.file)
+    {
         let from = views.join(name);
         if !from.is_file() {
             continue;

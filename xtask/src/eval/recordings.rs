@@ -25,6 +25,10 @@ pub struct EngineRun {
     pub threads: u32,
     /// Whether the engine writes its own spans (`--self-profile`).
     pub ground_truth: bool,
+    /// `profinfer record` flags (`--exact-spans`, `--pmc`).
+    pub record_flags: Vec<String>,
+    /// More `engine run` flags (a backend split, a memory limit).
+    pub engine_flags: Vec<String>,
 }
 
 /// Where the programs and the run tables are.
@@ -40,6 +44,21 @@ pub struct Recorder<'a> {
 }
 
 impl EngineRun {
+    /// A run of `generate` tokens after a `prompt`-token prompt on 2 threads, recorded
+    /// by default, without ground truth.
+    pub fn new(label: impl Into<String>, model: &Path, prompt: u32, generate: u32) -> EngineRun {
+        EngineRun {
+            label: label.into(),
+            model: model.to_path_buf(),
+            prompt,
+            generate,
+            threads: 2,
+            ground_truth: false,
+            record_flags: Vec::new(),
+            engine_flags: Vec::new(),
+        }
+    }
+
     /// The traced command: `engine run` with the prompt as token ids.
     fn engine_args(&self, profile: Option<&Path>) -> Vec<String> {
         let tokens: Vec<String> = (1..=self.prompt).map(|i| i.to_string()).collect();
@@ -57,6 +76,7 @@ impl EngineRun {
             "--temp".into(),
             "0".into(),
         ];
+        a.extend(self.engine_flags.iter().cloned());
         if let Some(p) = profile {
             a.push("--self-profile".into());
             a.push(p.display().to_string());
@@ -71,12 +91,16 @@ impl EngineRun {
             || self.model.display().to_string(),
             |f| f.to_string_lossy().into_owned(),
         );
+        let flags = |f: &[String]| f.iter().map(|a| format!(" {a}")).collect::<String>();
         format!(
-            "profinfer record -o T.pftrace -- engine run -m {model} -t {} --tokens 1,2,…,{} \
-             -n {} --ignore-eos --temp 0{} && profinfer export T.pftrace --parquet RUNS --label {}",
+            "profinfer record{} -o T.pftrace -- engine run -m {model} -t {} --tokens 1,2,…,{} \
+             -n {} --ignore-eos --temp 0{}{} && profinfer export T.pftrace --parquet RUNS \
+             --label {}",
+            flags(&self.record_flags),
             self.threads,
             self.prompt,
             self.generate,
+            flags(&self.engine_flags),
             if self.ground_truth {
                 " --self-profile GT.jsonl"
             } else {
@@ -97,6 +121,7 @@ impl Recorder<'_> {
         process::run(
             Command::new(self.profinfer)
                 .arg("record")
+                .args(&run.record_flags)
                 .arg("-o")
                 .arg(&trace)
                 .arg("--")
