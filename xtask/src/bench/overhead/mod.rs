@@ -101,6 +101,39 @@ pub const RECORDINGS: &[Recording] = &[
         engine_only: false,
     },
     Recording {
+        name: "+op",
+        flags: &[
+            "--levels",
+            "token,graph,op,phase",
+            "--no-structure",
+            "--no-pmc",
+        ],
+        what: "`--levels token,graph,op,phase --no-structure`: seed 002 Table 5's \
+               \"+op\" step: operator spans and phases, without the operators' structure \
+               (shapes, types, sources) and without the scheduler",
+        engine_only: false,
+    },
+    Recording {
+        name: "+structure",
+        flags: &[
+            "--levels",
+            "token,graph,op,phase",
+            "--structure",
+            "--no-pmc",
+        ],
+        what: "`--levels token,graph,op,phase --structure`: \"+structure\", the operators' \
+               structure parsed, still without the scheduler (the default adds it: \
+               \"+sched\")",
+        engine_only: false,
+    },
+    Recording {
+        name: "perf buffer",
+        flags: &["--buffer", "perf"],
+        what: "`--buffer perf`: the default recording through per-CPU perf buffers instead \
+               of the shared BPF ring buffer",
+        engine_only: false,
+    },
+    Recording {
         name: "token+graph+counters",
         flags: &["--levels", "token,graph", "--pmc"],
         what: "`--levels token,graph --pmc`: counters are read per operator span, so \
