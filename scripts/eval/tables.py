@@ -3,7 +3,8 @@
     python tables.py --runs out/eval/runs --out out/eval/tables [--bucket 16] [--strict] [QUERY...]
 
 Each query's `{runs}` is the runs directory (`profinfer export --parquet` tables,
-`ground_truth/*.jsonl`, `cost_pairs.json`) and `{bucket}` the context bucket of
+`ground_truth/*.jsonl`, `cost_pairs.json`, and SQL scripts `*/*.sql` of tables other programs
+wrote, loaded first) and `{bucket}` the context bucket of
 `context_growth.sql`. Writes `<query>.md` (a Markdown table) and `<query>.json` (the
 rows) per query, and `schema.md` (the run tables' columns); a query whose inputs are missing is skipped with a line saying so.
 """
@@ -96,6 +97,11 @@ def main():
     median_ci_ranks(con)
     failed = False
     schema(con, runs, out)
+    # Tables other programs wrote as SQL statements (llama.cpp's `test-backend-ops
+    # --output sql`: CREATE TABLE and INSERTs), loaded before the queries.
+    for script in sorted(runs.glob("*/*.sql")):
+        con.execute(script.read_text())
+        print(f"loaded {script.relative_to(runs)}", file=sys.stderr)
     for name in names:
         sql = (sql_dir / f"{name}.sql").read_text()
         sql = sql.replace("{runs}", runs.as_posix()).replace("{bucket}", str(a.bucket))

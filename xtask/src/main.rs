@@ -13,6 +13,7 @@ mod engine;
 mod eval;
 mod llama_builds;
 mod llama_cross;
+mod llama_tests;
 mod llama_vulkan;
 mod oracle_env;
 mod paths;

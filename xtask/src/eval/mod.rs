@@ -6,6 +6,7 @@
 //! (full run) or `out/eval/evaluation.md` (`--quick`, as CI runs it).
 
 mod doc;
+mod llama_ops;
 mod machine;
 mod recordings;
 
@@ -206,6 +207,18 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         }
     }
 
+    // llama.cpp has no ground truth inside: its traced ops against its own benchmark of
+    // the same ops (full run: the test programs are a 10-minute build, once).
+    let llama_ops = if cfg.quick {
+        None
+    } else {
+        let tests = steps.run("llama.cpp's test programs", crate::llama_tests::ensure)?;
+        let bench = crate::oracle_env::llama_bin_dir()?.join("llama-bench");
+        Some(steps.run("llama.cpp's ops against test-backend-ops", || {
+            llama_ops::run(&recorder, &tests, &bench, &smollm2, cfg.accuracy_tokens())
+        })?)
+    };
+
     // Findings: a long generation for latency against context, products, balance.
     let context = EngineRun::new("context/smollm2", &smollm2, 16, cfg.context_tokens());
     let context_trace = steps.run("record context/smollm2", || recorder.record(&context))?;
@@ -299,7 +312,9 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
     // Tables: DuckDB over the run tables.
     let tables = out.join("tables");
     let bucket = if cfg.quick { 16 } else { 64 };
-    steps.run("tables (DuckDB)", || {
+    // A query that fails does not lose the runs' hour: the document is written with what
+    // the other queries made, and the failure is reported after it.
+    let tables_result = steps.run("tables (DuckDB)", || {
         process::run(
             Command::new(paths::venv_python())
                 .arg(paths::repo_root().join("scripts/eval/tables.py"))
@@ -309,15 +324,17 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
                 .arg(&tables)
                 .arg("--bucket")
                 .arg(bucket.to_string())
-                .arg("--strict"),
+                .arg("--strict")
+                .args(queries(cfg)?),
         )
-    })?;
+    });
 
     let text = doc::Evaluation {
         cfg,
         machine: &machine,
         tables: &tables,
         accuracy_runs: &accuracy_runs,
+        llama_ops: llama_ops.as_ref(),
         context: &context,
         counters: &counters,
         split: &split,
@@ -346,7 +363,27 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         "run tables: {} (query them: scripts/eval/sql/*.sql with DuckDB)",
         runs.display()
     );
-    Ok(())
+    tables_result
+}
+
+/// Queries only the full run has input for.
+const FULL_RUN_QUERIES: &[&str] = &["llama_ops"];
+
+/// The queries of `scripts/eval/sql/` this run makes.
+fn queries(cfg: EvalConfig) -> Result<Vec<String>> {
+    let dir = paths::repo_root().join("scripts/eval/sql");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "sql")
+            && let Some(stem) = path.file_stem().and_then(|s| s.to_str())
+            && !(cfg.quick && FULL_RUN_QUERIES.contains(&stem))
+        {
+            names.push(stem.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// The figures `profinfer analyze` draws from `source`'s run, copied to `dir`.

@@ -112,21 +112,27 @@ impl EngineRun {
 }
 
 impl Recorder<'_> {
-    /// Records `run`, exports it, and returns its trace.
-    pub fn record(&self, run: &EngineRun) -> Result<PathBuf> {
-        let name = run.label.replace('/', "-");
-        let trace = self.scratch.join(format!("{name}.pftrace"));
-        let profile = self.scratch.join(format!("{name}.selfprof.jsonl"));
-        let profile_arg = run.ground_truth.then_some(profile.as_path());
+    /// Records `program args` with `profinfer record FLAGS`, exports the trace into the
+    /// run tables with `label`, and returns it.
+    pub fn record_program(
+        &self,
+        label: &str,
+        flags: &[String],
+        program: &Path,
+        args: &[String],
+    ) -> Result<PathBuf> {
+        let trace = self
+            .scratch
+            .join(format!("{}.pftrace", label.replace('/', "-")));
         process::run(
             Command::new(self.profinfer)
                 .arg("record")
-                .args(&run.record_flags)
+                .args(flags)
                 .arg("-o")
                 .arg(&trace)
                 .arg("--")
-                .arg(self.engine)
-                .args(run.engine_args(profile_arg)),
+                .arg(program)
+                .args(args),
         )?;
         process::run(
             Command::new(self.profinfer)
@@ -135,7 +141,21 @@ impl Recorder<'_> {
                 .arg("--parquet")
                 .arg(self.runs)
                 .arg("--label")
-                .arg(&run.label),
+                .arg(label),
+        )?;
+        Ok(trace)
+    }
+
+    /// Records `run`, exports it, and returns its trace.
+    pub fn record(&self, run: &EngineRun) -> Result<PathBuf> {
+        let name = run.label.replace('/', "-");
+        let profile = self.scratch.join(format!("{name}.selfprof.jsonl"));
+        let profile_arg = run.ground_truth.then_some(profile.as_path());
+        let trace = self.record_program(
+            &run.label,
+            &run.record_flags,
+            self.engine,
+            &run.engine_args(profile_arg),
         )?;
         if run.ground_truth {
             let dir = self.runs.join("ground_truth");
