@@ -463,6 +463,17 @@ pub(crate) fn copy_entry(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// Removes the directory `dir` if it exists.
+/// Completes a cache entry built in `partial`: removes its `work` directory, records
+/// `info` as its build info, and renames it to `entry` (an interrupted build is never
+/// taken for a cached one).
+pub(crate) fn finish_entry(partial: &Path, work: &Path, entry: &Path, info: &str) -> Result<()> {
+    std::fs::remove_dir_all(work).with_context(|| format!("cannot remove {}", work.display()))?;
+    std::fs::write(partial.join(BUILD_INFO), info)?;
+    remove_if_present(entry)?;
+    std::fs::rename(partial, entry)
+        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))
+}
+
 pub(crate) fn remove_if_present(dir: &Path) -> Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;

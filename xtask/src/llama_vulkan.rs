@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::digest::sha256_hex;
 use crate::llama_builds::{
-    check_libraries, collect_libraries, copy_entry, copy_tree, remove_if_present,
+    check_libraries, collect_libraries, copy_entry, copy_tree, finish_entry, remove_if_present,
 };
 use crate::oracle_env::{BUILD_INFO, BUILD_LOG, LLAMA_CMAKE_ARGS};
 use crate::paths;
@@ -191,12 +191,7 @@ fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
             .with_context(|| format!("the build made no {}", from.display()))?;
     }
     check_libraries(&bin)?;
-    std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
-    std::fs::write(partial.join(BUILD_INFO), info)?;
-    remove_if_present(entry)?;
-    std::fs::rename(&partial, entry)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))?;
-    Ok(())
+    finish_entry(&partial, &work, entry, info)
 }
 
 /// Installs the cached `entry` into the venv unless the same build is there, then checks

@@ -285,11 +285,11 @@ impl Evaluation<'_> {
             write!(
                 o,
                 "The {} op shapes of 10 µs or more alone take {lo:.2}× to {hi:.2}× as long \
-                 in the model (median {:.2}×). What differs is the cache state, not the \
-                 clock: alone, an op runs again and again on data it just touched (SmolLM2's \
-                 layer matrices are at most 0.5 MB, and stay in the caches), while in \
-                 the model each product finds its weights where the ops before it left \
-                 the caches. ",
+                 in the model (median {:.2}×). The likely difference, not measured here \
+                 (no cache counters on this VM), is the cache state: alone, an op runs again \
+                 and again on data it just touched (SmolLM2's layer matrices are about \
+                 0.5 MB), while in the model each product finds its weights where the ops \
+                 before it left the caches. ",
                 long.len(),
                 long[long.len() / 2],
             )?;
@@ -562,7 +562,7 @@ impl Evaluation<'_> {
                 o,
                 "`task-clock` is the thread's CPU time between the two reads; per op type it \
                  exceeds the mean span by {lo:.2} to {hi:.2} µs ({}): the reads sit inside \
-                 the probes, so the delta holds part of the probes' own work, and a thread \
+                 the probes, so the delta most likely holds part of the probes' own work, and a thread \
                  that left the CPU inside its span would show less CPU time than span time \
                  instead. ",
                 clock

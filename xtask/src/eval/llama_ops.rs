@@ -70,19 +70,11 @@ pub fn run(
     crate::paths::create_dir(out.parent().context("the results' directory")?)?;
     std::fs::write(&out, sql_statements(&printed))
         .with_context(|| format!("writing {}", out.display()))?;
-    let args: Vec<String> = [
-        "-m".to_owned(),
-        model.display().to_string(),
-        "-t".into(),
-        threads.to_string(),
-        "-p".into(),
-        "0".into(),
-        "-n".into(),
-        tokens.to_string(),
-        "-r".into(),
-        "1".into(),
-    ]
-    .into();
+    let args = crate::bench::overhead::llama_bench_decode_args(
+        &model.display().to_string(),
+        threads,
+        tokens,
+    );
     recorder.record_program(LABEL, &[], llama_bench, &args)?;
     let file = model.file_name().map_or_else(
         || model.display().to_string(),
@@ -93,7 +85,7 @@ pub fn run(
         perf: "test-backend-ops perf -b CPU --output sql --test-file OPS.txt".into(),
         record: format!(
             "profinfer record -o T.pftrace -- llama-bench -m {file} -t {threads} -p 0 -n \
-             {tokens} -r 1 && profinfer export T.pftrace --parquet RUNS --label {LABEL}"
+             {tokens} -r 1 -o json && profinfer export T.pftrace --parquet RUNS --label {LABEL}"
         ),
         threads,
     })

@@ -341,23 +341,31 @@ impl Programs {
                 self.llama_bench
                     .clone()
                     .context("llama.cpp's llama-bench was not set up")?,
-                vec![
-                    "-m".into(),
-                    m,
-                    "-t".into(),
-                    threads.to_string(),
-                    "-p".into(),
-                    "0".into(),
-                    "-n".into(),
-                    tokens.to_string(),
-                    "-r".into(),
-                    "1".into(),
-                    "-o".into(),
-                    "json".into(),
-                ],
+                llama_bench_decode_args(&m, threads, tokens),
             ),
         })
     }
+}
+
+/// `llama-bench` arguments of one decode-only run: `tokens` generated tokens after no
+/// prompt, once, JSON output.
+pub fn llama_bench_decode_args(model: &str, threads: impl ToString, tokens: u32) -> Vec<String> {
+    [
+        "-m",
+        model,
+        "-t",
+        &threads.to_string(),
+        "-p",
+        "0",
+        "-n",
+        &tokens.to_string(),
+        "-r",
+        "1",
+        "-o",
+        "json",
+    ]
+    .map(str::to_owned)
+    .into()
 }
 
 /// One measured pair of a configuration, per decode token (for `cargo xtask eval`'s
