@@ -73,6 +73,16 @@ pub struct BenchResult {
     pub decode_stddev: f64,
     /// The prefill test per chunk size (with `prefill_chunks`).
     pub chunks: Vec<ChunkResult>,
+    /// Weight bytes one decode step reads ([`Weights::decode_ranges`]).
+    ///
+    /// [`Weights::decode_ranges`]: crate::model::Weights::decode_ranges
+    pub decode_weight_bytes: u64,
+    /// The decode test's weight stream: `decode_weight_bytes` × decode tokens/s, GB/s.
+    pub decode_gb_per_s: f64,
+    /// The fastest of the repetitions of merely reading those bytes with the same
+    /// threads, GB/s ([`read_ceiling`]): what decode would reach if it were bound by
+    /// memory alone (0 without a decode test).
+    pub weight_read_gb_per_s: f64,
 }
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {
@@ -162,6 +172,17 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
         .collect();
     let (pp_m, pp_sd) = mean_sd(&pp);
     let (tg_m, tg_sd) = mean_sd(&tg);
+    let model = ctx.model();
+    let experts = model.config.experts.map(|e| (e.n_used, e.n_expert));
+    let ranges = model.weights.decode_ranges(experts);
+    let decode_weight_bytes: u64 = ranges.iter().map(|r| r.1 as u64).sum();
+    let weight_read_gb_per_s = if p.n_gen > 0 {
+        (0..p.reps.max(1))
+            .map(|_| read_ceiling(&ranges, ctx.n_threads() as usize))
+            .fold(0f64, f64::max)
+    } else {
+        0.0
+    };
     Ok(BenchResult {
         n_prompt: p.n_prompt,
         n_gen: p.n_gen,
@@ -172,5 +193,100 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
         decode_tokens_per_s: tg_m,
         decode_stddev: tg_sd,
         chunks,
+        decode_weight_bytes,
+        decode_gb_per_s: decode_weight_bytes as f64 * tg_m / 1e9,
+        weight_read_gb_per_s,
     })
+}
+
+/// Reads every byte of `ranges` once with `threads` threads (each range split evenly
+/// between them, summed as 64-bit words so the loads vectorise) and returns the rate in
+/// GB/s: the memory bandwidth a decode step streaming these weights could reach at best.
+pub fn read_ceiling(ranges: &[(usize, usize)], threads: usize) -> f64 {
+    let threads = threads.max(1);
+    let total: usize = ranges.iter().map(|r| r.1).sum();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for ith in 0..threads {
+            s.spawn(move || {
+                let mut acc = 0u64;
+                for &(addr, len) in ranges {
+                    let words = len / 8;
+                    let start = words * ith / threads;
+                    let end = words * (ith + 1) / threads;
+                    // SAFETY: `addr..addr + len` is a weight tensor's data, mapped or
+                    // owned by the model for as long as the caller holds it; it is only
+                    // read, and `start..end` stays within its `len / 8` whole words.
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts(
+                            (addr + start * 8) as *const u8,
+                            (end - start) * 8,
+                        )
+                    };
+                    acc = bytes.chunks_exact(8).fold(acc, |a, w| {
+                        a.wrapping_add(u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+                    });
+                }
+                std::hint::black_box(acc);
+            });
+        }
+    });
+    total as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Model, Repack};
+    use crate::presets::{WeightFormat, preset, write_model};
+    use common::DType;
+
+    /// The bytes decode reads, from the file's own tensor list: everything but the
+    /// embedding table (unless it is also the output), a used share of each expert tensor.
+    fn expected_decode_bytes(model: &Model) -> u64 {
+        let file = model.gguf();
+        let tied = file.tensor("output.weight").is_none();
+        let experts = model.config.experts;
+        file.tensors()
+            .iter()
+            .filter(|t| tied || t.name != "token_embd.weight")
+            .map(|t| match experts {
+                Some(e) if t.name.ends_with("_exps.weight") => {
+                    t.n_bytes / e.n_expert as u64 * e.n_used as u64
+                }
+                _ => t.n_bytes,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn decode_ranges_count_each_tensor_a_step_reads_once() {
+        let dir = std::env::temp_dir().join(format!("decode-bytes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for name in ["tiny-llama", "tiny-llama3", "tiny-mixtral", "tiny-moe"] {
+            let path = dir.join(format!("{name}.gguf"));
+            let p = preset(name).unwrap();
+            write_model(p, WeightFormat::Pure(DType::Q8_0), 3, &path, false).unwrap();
+            for repack in [Repack::On, Repack::Off] {
+                let model = Model::load_with(&path, repack).unwrap();
+                let experts = model.config.experts.map(|e| (e.n_used, e.n_expert));
+                let ranges = model.weights.decode_ranges(experts);
+                let bytes: usize = ranges.iter().map(|r| r.1).sum();
+                assert_eq!(
+                    bytes as u64,
+                    expected_decode_bytes(&model),
+                    "{name} {repack:?}"
+                );
+                let all: u64 = model.gguf().tensors().iter().map(|t| t.n_bytes).sum();
+                if !p.tied_embeddings || p.experts.is_some() {
+                    assert!(
+                        (bytes as u64) < all,
+                        "{name} {repack:?}: the lookup table is read"
+                    );
+                }
+                assert!(read_ceiling(&ranges, 2) > 0.0);
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

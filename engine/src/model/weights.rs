@@ -322,6 +322,37 @@ impl Weights {
             .map(|n| n.nb[3] * n.ne[3] as u64)
             .sum()
     }
+
+    /// The weight data one single-token forward pass reads, as `(address, bytes)` ranges:
+    /// every tensor but the embedding lookup table (one row of it is read), with the
+    /// output matrix (the embedding table itself when tied without a copy) and, of each
+    /// expert tensor, the share of `n_used` of `n_expert` experts (the first `n_used`
+    /// stand in for the ones routed to: they are the same size). What decode streams
+    /// from memory per token, the bound of a memory-bound decode.
+    pub fn decode_ranges(&self, experts: Option<(usize, usize)>) -> Vec<(usize, usize)> {
+        let mut expert_nodes: Vec<NodeAddr> = Vec::new();
+        for l in &self.layers {
+            if let FfnWeights::Experts(e) = &l.ffn {
+                expert_nodes.extend([e.gate_exps, e.up_exps, e.down_exps]);
+            }
+        }
+        let bytes_of = |n: &EngineNode| (n.nb[3] * n.ne[3] as u64) as usize;
+        let mut ranges = Vec::with_capacity(self.nodes.len());
+        for n in self.nodes.iter() {
+            let addr = n as *const EngineNode as NodeAddr;
+            if addr == self.token_embd && self.output != self.token_embd {
+                continue;
+            }
+            let bytes = match experts {
+                Some((n_used, n_expert)) if expert_nodes.contains(&addr) && n_expert > 0 => {
+                    bytes_of(n) / n_expert * n_used
+                }
+                _ => bytes_of(n),
+            };
+            ranges.push((n.data as usize, bytes));
+        }
+        ranges
+    }
 }
 
 /// Internal key of the tied output's node (its name stays `token_embd.weight`).

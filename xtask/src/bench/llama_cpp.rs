@@ -34,13 +34,21 @@ pub struct BenchConfig {
     pub generate: u32,
 }
 
-/// The throughput figures both `engine bench --json` and the oracle's `bench` print.
+/// The throughput figures both `engine bench --json` and the oracle's `bench` print, and
+/// the weight stream only the engine reports.
 #[derive(Debug, Clone, Copy, Deserialize)]
 struct Throughput {
     /// Prompt tokens per second.
     prefill_tokens_per_s: f64,
     /// Generated tokens per second.
     decode_tokens_per_s: f64,
+    /// Weight bytes one decode step reads (engine only; the same file, so the same bytes
+    /// for llama.cpp).
+    #[serde(default)]
+    decode_weight_bytes: u64,
+    /// Reading those bytes alone with the same threads, GB/s (engine only).
+    #[serde(default)]
+    weight_read_gb_per_s: f64,
 }
 
 /// Mean results of one model.
@@ -56,6 +64,52 @@ pub struct Row {
     pub engine_decode: f64,
     /// llama.cpp decode tokens/s.
     pub llama_decode: f64,
+    /// Lowest and highest engine/llama.cpp prefill ratio of one interleaved pair.
+    pub prefill_pairs: (f64, f64),
+    /// Lowest and highest engine/llama.cpp decode ratio of one interleaved pair.
+    pub decode_pairs: (f64, f64),
+    /// Weight bytes one decode step reads.
+    pub decode_bytes: u64,
+    /// Fastest rate of reading those bytes alone with the same threads, GB/s.
+    pub read_gb_per_s: f64,
+}
+
+impl Row {
+    /// Averages interleaved pairs of runs (`engine[i]` ran just before `llama[i]`).
+    fn from_pairs(dtype: &str, engine: &[Throughput], llama: &[Throughput]) -> Row {
+        let mean = |runs: &[Throughput], f: fn(&Throughput) -> f64| {
+            runs.iter().map(f).sum::<f64>() / runs.len().max(1) as f64
+        };
+        let pair_range = |f: fn(&Throughput) -> f64| {
+            engine
+                .iter()
+                .zip(llama)
+                .filter(|(_, l)| f(l) > 0.0)
+                .map(|(e, l)| f(e) / f(l))
+                .fold(None, |r: Option<(f64, f64)>, x| {
+                    Some(r.map_or((x, x), |(lo, hi)| (lo.min(x), hi.max(x))))
+                })
+                .unwrap_or((0.0, 0.0))
+        };
+        Row {
+            dtype: dtype.to_owned(),
+            engine_prefill: mean(engine, |t| t.prefill_tokens_per_s),
+            llama_prefill: mean(llama, |t| t.prefill_tokens_per_s),
+            engine_decode: mean(engine, |t| t.decode_tokens_per_s),
+            llama_decode: mean(llama, |t| t.decode_tokens_per_s),
+            prefill_pairs: pair_range(|t| t.prefill_tokens_per_s),
+            decode_pairs: pair_range(|t| t.decode_tokens_per_s),
+            decode_bytes: engine
+                .iter()
+                .map(|t| t.decode_weight_bytes)
+                .max()
+                .unwrap_or(0),
+            read_gb_per_s: engine
+                .iter()
+                .map(|t| t.weight_read_gb_per_s)
+                .fold(0.0, f64::max),
+        }
+    }
 }
 
 /// Runs the benchmark and writes `out/bench/llama-cpp.md`.
@@ -128,39 +182,47 @@ fn bench_model(engine_bin: &Path, model: &Path, dtype: &str, config: &BenchConfi
                 .args(["--reps", "1"]),
         )?);
     }
-    let mean = |runs: &[Throughput], f: fn(&Throughput) -> f64| {
-        runs.iter().map(f).sum::<f64>() / runs.len().max(1) as f64
-    };
-    Ok(Row {
-        dtype: dtype.to_owned(),
-        engine_prefill: mean(&engine_runs, |t| t.prefill_tokens_per_s),
-        llama_prefill: mean(&llama_runs, |t| t.prefill_tokens_per_s),
-        engine_decode: mean(&engine_runs, |t| t.decode_tokens_per_s),
-        llama_decode: mean(&llama_runs, |t| t.decode_tokens_per_s),
-    })
+    Ok(Row::from_pairs(dtype, &engine_runs, &llama_runs))
 }
 
-/// The results as a Markdown table with engine/llama.cpp ratios.
+/// The results as a Markdown table: engine/llama.cpp ratios of the means with the range
+/// of the interleaved pairs' ratios, and decode's weight stream (bytes per token times
+/// tokens/s) beside the rate of reading the same bytes alone.
 pub fn markdown_table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| dtype | prefill tok/s engine | prefill tok/s llama.cpp | prefill ratio | \
-         decode tok/s engine | decode tok/s llama.cpp | decode ratio |\n\
-         |---|---:|---:|---:|---:|---:|---:|\n",
+        "| dtype | prefill tok/s engine | prefill tok/s llama.cpp | prefill ratio (pairs) | \
+         decode tok/s engine | decode tok/s llama.cpp | decode ratio (pairs) | \
+         decode MB/token | decode GB/s engine | decode GB/s llama.cpp | read alone GB/s |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
+        let gb = |tok_s: f64| r.decode_bytes as f64 * tok_s / 1e9;
         let _ = writeln!(
             out,
-            "| {} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {} |",
+            "| {} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {} | {:.0} | {:.1} | {:.1} | {:.1} |",
             r.dtype,
             r.engine_prefill,
             r.llama_prefill,
-            ratio(r.engine_prefill, r.llama_prefill),
+            ratio_with_pairs(r.engine_prefill, r.llama_prefill, r.prefill_pairs),
             r.engine_decode,
             r.llama_decode,
-            ratio(r.engine_decode, r.llama_decode),
+            ratio_with_pairs(r.engine_decode, r.llama_decode, r.decode_pairs),
+            r.decode_bytes as f64 / 1e6,
+            gb(r.engine_decode),
+            gb(r.llama_decode),
+            r.read_gb_per_s,
         );
     }
     out
+}
+
+/// [`ratio`] followed by the pairs' range, `1.05 (0.98–1.10)`.
+fn ratio_with_pairs(a: f64, b: f64, (lo, hi): (f64, f64)) -> String {
+    if b > 0.0 {
+        format!("{} ({lo:.2}–{hi:.2})", ratio(a, b))
+    } else {
+        ratio(a, b)
+    }
 }
 
 /// `a / b` with two decimals, or `n/a` when `b` is not positive.
@@ -178,29 +240,34 @@ mod tests {
 
     #[test]
     fn table_has_one_row_per_dtype_with_ratios() {
+        let t = |pp: f64, tg: f64, bytes: u64, read: f64| Throughput {
+            prefill_tokens_per_s: pp,
+            decode_tokens_per_s: tg,
+            decode_weight_bytes: bytes,
+            weight_read_gb_per_s: read,
+        };
         let rows = [
-            Row {
-                dtype: "q8_0".into(),
-                engine_prefill: 50.0,
-                llama_prefill: 100.0,
-                engine_decode: 30.0,
-                llama_decode: 20.0,
-            },
-            Row {
-                dtype: "f16".into(),
-                engine_prefill: 1.0,
-                llama_prefill: 0.0,
-                engine_decode: 1.0,
-                llama_decode: 4.0,
-            },
+            Row::from_pairs(
+                "q8_0",
+                &[
+                    t(40.0, 30.0, 1_000_000_000, 20.0),
+                    t(60.0, 30.0, 1_000_000_000, 25.0),
+                ],
+                &[t(100.0, 25.0, 0, 0.0), t(100.0, 15.0, 0, 0.0)],
+            ),
+            Row::from_pairs("f16", &[t(1.0, 1.0, 0, 0.0)], &[t(0.0, 4.0, 0, 0.0)]),
         ];
         let table = markdown_table(&rows);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 4);
         assert_eq!(
             lines[2],
-            "| q8_0 | 50.0 | 100.0 | 0.50 | 30.0 | 20.0 | 1.50 |"
+            "| q8_0 | 50.0 | 100.0 | 0.50 (0.40–0.60) | 30.0 | 20.0 | 1.50 (1.20–2.00) \
+             | 1000 | 30.0 | 20.0 | 25.0 |"
         );
-        assert_eq!(lines[3], "| f16 | 1.0 | 0.0 | n/a | 1.0 | 4.0 | 0.25 |");
+        assert_eq!(
+            lines[3],
+            "| f16 | 1.0 | 0.0 | n/a | 1.0 | 4.0 | 0.25 (0.25–0.25) | 0 | 0.0 | 0.0 | 0.0 |"
+        );
     }
 }
