@@ -73,12 +73,11 @@ pub struct BenchResult {
     pub decode_stddev: f64,
     /// The prefill test per chunk size (with `prefill_chunks`).
     pub chunks: Vec<ChunkResult>,
-    /// Weight bytes one decode step reads ([`Weights::decode_ranges`]).
+    /// Weight bytes one decode step reads ([`Weights::decode_ranges`]); times decode
+    /// tokens/s, the GB/s decode streams.
     ///
     /// [`Weights::decode_ranges`]: crate::model::Weights::decode_ranges
     pub decode_weight_bytes: u64,
-    /// The decode test's weight stream: `decode_weight_bytes` × decode tokens/s, GB/s.
-    pub decode_gb_per_s: f64,
     /// The fastest of the repetitions of merely reading those bytes with the same
     /// threads, GB/s ([`read_ceiling`]): what decode would reach if it were bound by
     /// memory alone (0 without a decode test).
@@ -194,13 +193,12 @@ pub fn run(ctx: &mut Context, p: &BenchParams) -> Result<BenchResult, EngineErro
         decode_stddev: tg_sd,
         chunks,
         decode_weight_bytes,
-        decode_gb_per_s: decode_weight_bytes as f64 * tg_m / 1e9,
         weight_read_gb_per_s,
     })
 }
 
 /// Reads every byte of `ranges` once with `threads` threads (each range split evenly
-/// between them, summed as 64-bit words so the loads vectorise) and returns the rate in
+/// between them, summed as 64-bit words) and returns the rate in
 /// GB/s: the memory bandwidth a decode step streaming these weights could reach at best.
 pub fn read_ceiling(ranges: &[(usize, usize)], threads: usize) -> f64 {
     let threads = threads.max(1);

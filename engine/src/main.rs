@@ -744,7 +744,7 @@ fn bench_cmd(a: &BenchArgs) -> anyhow::Result<()> {
                 "decode reads {:.1} MB of weights per token: {:.1} GB/s; reading them alone \
                  with {} threads: {:.1} GB/s",
                 r.decode_weight_bytes as f64 / 1e6,
-                r.decode_gb_per_s,
+                r.decode_weight_bytes as f64 * r.decode_tokens_per_s / 1e9,
                 r.threads,
                 r.weight_read_gb_per_s
             );

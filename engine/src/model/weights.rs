@@ -319,7 +319,7 @@ impl Weights {
         self.nodes
             .iter()
             .filter(|n| !(self.tied_copy && std::ptr::eq(*n, self.node(self.output))))
-            .map(|n| n.nb[3] * n.ne[3] as u64)
+            .map(node_bytes)
             .sum()
     }
 
@@ -336,7 +336,6 @@ impl Weights {
                 expert_nodes.extend([e.gate_exps, e.up_exps, e.down_exps]);
             }
         }
-        let bytes_of = |n: &EngineNode| (n.nb[3] * n.ne[3] as u64) as usize;
         let mut ranges = Vec::with_capacity(self.nodes.len());
         for n in self.nodes.iter() {
             let addr = n as *const EngineNode as NodeAddr;
@@ -345,14 +344,19 @@ impl Weights {
             }
             let bytes = match experts {
                 Some((n_used, n_expert)) if expert_nodes.contains(&addr) && n_expert > 0 => {
-                    bytes_of(n) / n_expert * n_used
+                    node_bytes(n) as usize / n_expert * n_used
                 }
-                _ => bytes_of(n),
+                _ => node_bytes(n) as usize,
             };
             ranges.push((n.data as usize, bytes));
         }
         ranges
     }
+}
+
+/// Bytes of a weight node's data (contiguous: the outermost stride times its extent).
+fn node_bytes(n: &EngineNode) -> u64 {
+    n.nb[3] * n.ne[3] as u64
 }
 
 /// Internal key of the tied output's node (its name stays `token_embd.weight`).
