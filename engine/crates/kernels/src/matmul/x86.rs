@@ -41,29 +41,28 @@ unsafe fn tile_q<const Q4: bool, const RM: usize, const RN: usize>(
     let wblk = if Q4 { 18 } else { 34 };
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
     for b in 0..nb {
-        let mut wq = [_mm256_setzero_si256(); RM];
-        let mut dw = [0f32; RM];
+        let mut dx = [0f32; RN];
+        for (j, d) in dx.iter_mut().enumerate() {
+            // SAFETY: block b of activation row j is readable (caller).
+            *d = unsafe { load_f16_scalar(x.add(j * x_stride + b * 34)) };
+        }
+        // One weight row at a time against every activation row (see `tile_block`).
         for i in 0..RM {
             // SAFETY: block b of weight row i is readable (caller).
-            unsafe {
+            let (wq, dw) = unsafe {
                 let p = w.add(i * w_stride + b * wblk);
-                wq[i] = if Q4 {
+                let q = if Q4 {
                     load_q4_0_quants(p)
                 } else {
                     load_q8_0_quants(p)
                 };
-                dw[i] = load_f16_scalar(p);
-            }
-        }
-        for (j, acc_j) in acc.iter_mut().enumerate() {
-            // SAFETY: block b of activation row j is readable (caller).
-            let (xq, dx) = unsafe {
-                let p = x.add(j * x_stride + b * 34);
-                (load_q8_0_quants(p), load_f16_scalar(p))
+                (q, load_f16_scalar(p))
             };
-            for i in 0..RM {
-                let q = mul_sum_i8_pairs(wq[i], xq);
-                acc_j[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw[i] * dx), q, acc_j[i]);
+            for (j, acc_j) in acc.iter_mut().enumerate() {
+                // SAFETY: block b of activation row j is readable (caller).
+                let xq = unsafe { load_q8_0_quants(x.add(j * x_stride + b * 34)) };
+                let q = mul_sum_i8_pairs(wq, xq);
+                acc_j[i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), q, acc_j[i]);
             }
         }
     }
@@ -196,38 +195,42 @@ unsafe fn tile_block<B: Avx2Block, const RM: usize, const RN: usize>(
     let mut acc = [[_mm256_setzero_ps(); RM]; RN];
     let mut summs = [[0f32; RM]; RN];
     for b in 0..nb {
-        let mut wq = [_mm256_setzero_si256(); RM];
-        let mut dw = [0f32; RM];
-        let mut mw = [0f32; RM];
-        for i in 0..RM {
-            // SAFETY: block b of weight row i is readable (caller).
+        let mut dx = [0f32; RN];
+        let mut sx = [0f32; RN];
+        for j in 0..RN {
+            // SAFETY: block b of activation row j is readable (caller).
             unsafe {
-                let p = w.add(i * w_stride + b * B::BYTES);
-                wq[i] = B::quants_avx2(p);
-                dw[i] = load_f16_scalar(p);
+                let p = x.add(j * x_stride + b * B::X_BYTES);
+                dx[j] = load_f16_scalar(p);
                 if B::HAS_MIN {
-                    mw[i] = load_f16_scalar(p.add(2));
+                    sx[j] = load_f16_scalar(p.add(2));
                 }
             }
         }
-        for j in 0..RN {
-            // SAFETY: block b of activation row j is readable (caller).
-            let (xp, dx, sx) = unsafe {
-                let p = x.add(j * x_stride + b * B::X_BYTES);
-                let sx = if B::HAS_MIN {
+        // One weight row at a time against every activation row: its quants and the
+        // accumulators are all that is live (holding all RM rows' quants, and for Q5_0
+        // their absolute values, spilled registers in the 4 x 2 tile).
+        for i in 0..RM {
+            // SAFETY: block b of weight row i is readable (caller).
+            let (wq, dw, mw) = unsafe {
+                let p = w.add(i * w_stride + b * B::BYTES);
+                let mw = if B::HAS_MIN {
                     load_f16_scalar(p.add(2))
                 } else {
                     0.0
                 };
-                (p.add(B::X_BYTES - 32), load_f16_scalar(p), sx)
+                (B::quants_avx2(p), load_f16_scalar(p), mw)
             };
-            for i in 0..RM {
+            for j in 0..RN {
                 if B::HAS_MIN {
-                    summs[j][i] = mw[i].mul_add(sx, summs[j][i]);
+                    summs[j][i] = mw.mul_add(sx[j], summs[j][i]);
                 }
-                // SAFETY: 32 quants readable at xp (caller).
-                let q = unsafe { mul_sum_avx2::<B>(wq[i], xp) };
-                acc[j][i] = _mm256_fmadd_ps(_mm256_set1_ps(dw[i] * dx), q, acc[j][i]);
+                // SAFETY: the 32 quants of block b of activation row j (caller).
+                let q = unsafe {
+                    let xp = x.add(j * x_stride + b * B::X_BYTES + B::X_BYTES - 32);
+                    mul_sum_avx2::<B>(wq, xp)
+                };
+                acc[j][i] = _mm256_fmadd_ps(_mm256_set1_ps(dw * dx[j]), q, acc[j][i]);
             }
         }
     }
