@@ -3,8 +3,8 @@
     python tables.py --runs out/eval/runs --out out/eval/tables [--bucket 16] [--strict] [QUERY...]
 
 Each query's `{runs}` is the runs directory (`profinfer export --parquet` tables,
-`ground_truth/*.jsonl`, `cost_pairs.json`, and SQL scripts `*/*.sql` of tables other programs
-wrote, loaded first) and `{bucket}` the context bucket of
+`ground_truth/*.jsonl`, `cost_pairs.json`, `cost_windows.json`, and SQL scripts `*/*.sql`
+of tables other programs wrote, loaded first) and `{bucket}` the context bucket of
 `context_growth.sql`. Writes `<query>.md` (a Markdown table) and `<query>.json` (the
 rows) per query, and `schema.md` (the run tables' columns); a query whose inputs are missing is skipped with a line saying so.
 """

@@ -99,6 +99,8 @@ impl EvalConfig {
         c.models = vec![BenchModel::SmolLm2];
         c.recordings = Some(vec!["default".into()]);
         c.cpu_quota = Some(1.0);
+        // The windows are an unconstrained measure (they run outside the quota).
+        c.windows = None;
         c
     }
 
@@ -112,8 +114,10 @@ impl EvalConfig {
                 pairs: 2,
                 lengths: (8, 24),
                 recordings: Some(vec!["default".into(), "token+graph".into()]),
-                windows: None,
-                window_tokens: 0,
+                // Three untraced windows of 48 steps, each losing ~20 steps to the
+                // detachment: both kinds of step in every run.
+                windows: Some("48/96".into()),
+                window_tokens: 320,
                 cpu_quota: None,
             }
         } else {
@@ -130,8 +134,10 @@ impl EvalConfig {
                 pairs: 6,
                 lengths: (16, 80),
                 recordings: None,
-                windows: None,
-                window_tokens: 0,
+                // The in-process comparison (SmolLM2, both targets): 6 runs of 480
+                // steps, 10 windows each.
+                windows: Some("48/96".into()),
+                window_tokens: 480,
                 cpu_quota: None,
             }
         }
@@ -305,9 +311,17 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         })?);
     }
     let all_pairs: Vec<_> = measured.iter().flat_map(|m| m.pairs.iter()).collect();
-    let pairs = runs.join("cost_pairs.json");
-    std::fs::write(&pairs, serde_json::to_vec_pretty(&all_pairs)?)
-        .with_context(|| format!("writing {}", pairs.display()))?;
+    let all_windows: Vec<_> = measured.iter().flat_map(|m| m.window_runs.iter()).collect();
+    for (name, json) in [
+        ("cost_pairs.json", serde_json::to_vec_pretty(&all_pairs)?),
+        (
+            "cost_windows.json",
+            serde_json::to_vec_pretty(&all_windows)?,
+        ),
+    ] {
+        let file = runs.join(name);
+        std::fs::write(&file, json).with_context(|| format!("writing {}", file.display()))?;
+    }
 
     // Tables: DuckDB over the run tables.
     let tables = out.join("tables");
@@ -345,7 +359,7 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         overhead_markdown: costs
             .iter()
             .zip(&measured)
-            .map(|(c, m)| overhead::markdown(c, m))
+            .map(|(c, m)| overhead::accounting_markdown(c, m))
             .collect::<Vec<_>>()
             .join("\n"),
         figures: &figures,

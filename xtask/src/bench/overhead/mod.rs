@@ -394,6 +394,28 @@ pub struct PairRecord {
     pub collector_cpu_s: Option<f64>,
 }
 
+/// One run of the in-process windows comparison (for `cargo xtask eval`'s cost table,
+/// which takes the median and confidence interval over runs in SQL).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct WindowRecord {
+    /// `engine` or `llama.cpp`.
+    pub target: &'static str,
+    /// The model's label.
+    pub model: String,
+    /// `ON/PERIOD`.
+    pub windows: String,
+    /// Run number, 0-based.
+    pub run: u32,
+    /// Decode steps with operators recorded.
+    pub traced_steps: usize,
+    /// Decode steps with the operator probes detached.
+    pub untraced_steps: usize,
+    /// Median traced decode step, ms.
+    pub traced_p50_ms: f64,
+    /// Median untraced decode step, ms.
+    pub untraced_p50_ms: f64,
+}
+
 /// Everything one benchmark run measured.
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
@@ -403,6 +425,8 @@ pub struct Measured {
     pub window_rows: Vec<WindowRow>,
     /// Every pair behind the rows.
     pub pairs: Vec<PairRecord>,
+    /// Every windows run behind the window rows.
+    pub window_runs: Vec<WindowRecord>,
 }
 
 /// Builds what is needed, runs every configuration and writes `out/bench/overhead.md`.
@@ -418,9 +442,11 @@ pub fn run(steps: &mut Steps, cfg: &OverheadConfig) -> Result<()> {
     Ok(())
 }
 
-/// The benchmark's Markdown tables of `m` (as `out/bench/overhead.md` has them).
-pub fn markdown(cfg: &OverheadConfig, m: &Measured) -> String {
-    table::markdown(cfg, &m.rows, &m.window_rows)
+/// The benchmark's per-recording table of `m` with the recorder's own accounting, as
+/// `out/bench/overhead.md` has it, without the windows table (`cargo xtask eval` makes
+/// that one from `m.window_runs` in SQL).
+pub fn accounting_markdown(cfg: &OverheadConfig, m: &Measured) -> String {
+    table::markdown(cfg, &m.rows, &[])
 }
 
 /// Builds what is needed and runs every configuration.
@@ -459,6 +485,7 @@ pub fn measure_all(steps: &mut Steps, cfg: &OverheadConfig) -> Result<Measured> 
             all.rows.extend(m.rows);
             all.window_rows.extend(m.window_rows);
             all.pairs.extend(m.pairs);
+            all.window_runs.extend(m.window_runs);
         }
     }
     Ok(all)
@@ -572,6 +599,7 @@ fn bench_target(
         say(&bar, rows[rows.len() - 1].one_line());
     }
     let mut window_rows = Vec::new();
+    let mut window_runs = Vec::new();
     if let (true, Some(w)) = (windows, &cfg.windows) {
         let mut slowdowns = Vec::new();
         let mut last = None;
@@ -581,6 +609,16 @@ fn bench_target(
             bar.inc(1);
             if let Some(r) = r {
                 slowdowns.push(100.0 * r.slowdown);
+                window_runs.push(WindowRecord {
+                    target: target.label(),
+                    model: model.label(),
+                    windows: w.clone(),
+                    run: i,
+                    traced_steps: r.traced_steps,
+                    untraced_steps: r.untraced_steps,
+                    traced_p50_ms: r.traced_p50_ms,
+                    untraced_p50_ms: r.untraced_p50_ms,
+                });
                 last = Some(r);
             }
         }
@@ -607,6 +645,7 @@ fn bench_target(
         rows,
         window_rows,
         pairs: pair_records,
+        window_runs,
     })
 }
 
@@ -625,6 +664,7 @@ struct WindowStats {
     traced_steps: usize,
     untraced_steps: usize,
     switch_steps: usize,
+    traced_p50_ms: f64,
     untraced_p50_ms: f64,
     slowdown: f64,
 }
