@@ -8,9 +8,9 @@
 //! `aarch64-unknown-linux-ohos` standard library cannot be downloaded here
 //! (`docs/boards.md`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 
 use crate::paths;
 use crate::process;
@@ -74,18 +74,63 @@ pub struct StaticBuild {
     pub ebpf_object: PathBuf,
 }
 
+/// Largest size of [`target_dir`] before it is emptied: dependencies that a lockfile no
+/// longer names stay in it otherwise, build after build.
+const TARGET_DIR_LIMIT_BYTES: u64 = 8 << 30;
+
+/// Cargo's target directory of the static builds and of the tests under QEMU:
+/// `$CARGO_TARGET_DIR` when set, else `cross-target` in the user cache, shared by every
+/// clone on the machine. A clean clone then compiles only the workspace's own crates for
+/// the board and reuses the compiled dependencies (cargo names the artifacts of a path
+/// package by its path inside the workspace, not by where the clone is). Emptied when it
+/// grows past [`TARGET_DIR_LIMIT_BYTES`].
+pub fn target_dir() -> Result<PathBuf> {
+    if std::env::var_os("CARGO_TARGET_DIR").is_some() {
+        return Ok(paths::target_dir());
+    }
+    let dir = paths::user_cache_dir()?.join("cross-target");
+    let size = dir_bytes(&dir);
+    if size > TARGET_DIR_LIMIT_BYTES {
+        eprintln!(
+            "    {} holds {} MiB: emptied (dependencies are compiled again)",
+            dir.display(),
+            size >> 20
+        );
+        std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Bytes of the files under `dir` (0 if it does not exist).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
 /// Builds `engine` and `profinfer` statically for `arch` (release profile).
 pub fn build(arch: Arch) -> Result<StaticBuild> {
     let triple = arch.musl_triple();
+    let target_dir = target_dir()?;
     process::run(
         process::in_dir("cargo", &paths::repo_root())
             .args(["build", "--release", "-p", "engine", "-p", "tracer-user"])
             .args(["--target", triple])
+            .arg("--target-dir")
+            .arg(&target_dir)
             // rust-lld links the musl targets on their own (self-contained crt objects
             // and libc come with the target's standard library).
             .args(["--config", &format!("target.{triple}.linker=\"rust-lld\"")]),
     )?;
-    let bin_dir = paths::target_dir().join(triple).join("release");
+    let bin_dir = target_dir.join(triple).join("release");
     for bin in ["engine", "profinfer"] {
         if !bin_dir.join(bin).is_file() {
             bail!(
@@ -135,6 +180,8 @@ pub fn test_under_qemu(
     let runner = format!("qemu-{}-static -cpu {cpu}", arch.name());
     let mut cmd = process::in_dir("cargo", &paths::repo_root());
     cmd.args(["test", "--release", "--target", triple])
+        .arg("--target-dir")
+        .arg(target_dir()?)
         .args(selection)
         .env(format!("CARGO_TARGET_{var}_LINKER"), "rust-lld")
         .env(format!("CARGO_TARGET_{var}_RUNNER"), &runner)
