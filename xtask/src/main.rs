@@ -259,6 +259,7 @@ fn main() -> ExitCode {
         }),
     };
     eprintln!("{}", steps.summary());
+    eprint!("{}", steps.failures());
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

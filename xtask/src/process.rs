@@ -62,6 +62,76 @@ pub fn run(cmd: &mut Command) -> Result<()> {
     check(cmd, status)
 }
 
+/// Runs `cargo test` (`cmd`) with its output passed through, and on failure names the
+/// failed tests and test targets in the error: libtest's `test NAME ... FAILED` lines
+/// and cargo's list of failed targets (with `--no-fail-fast`), which otherwise scroll
+/// away under the steps that follow.
+pub fn run_tests(cmd: &mut Command) -> Result<()> {
+    announce(cmd);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("failed to start `{}`", display(cmd)))?;
+    let out = child.stdout.take().context("cargo test's stdout")?;
+    let err = child.stderr.take().context("cargo test's stderr")?;
+    // Each stream is passed through on its own thread, line by line, as it comes.
+    let stderr_lines = std::thread::spawn(move || {
+        BufReader::new(err)
+            .lines()
+            .map_while(Result::ok)
+            .filter(|l| {
+                eprintln!("{l}");
+                failed_target(l)
+            })
+            .collect::<Vec<String>>()
+    });
+    let failed_tests: Vec<String> = BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|l| {
+            println!("{l}");
+            failed_test(l)
+        })
+        .collect();
+    let failed_targets = stderr_lines.join().unwrap_or_default();
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for `{}`", display(cmd)))?;
+    if status.success() {
+        return Ok(());
+    }
+    let mut names: Vec<String> = failed_tests
+        .iter()
+        .map(|l| {
+            l.trim_start_matches("test ")
+                .trim_end_matches(" ... FAILED")
+                .to_owned()
+        })
+        .collect();
+    names.extend(failed_targets.iter().map(|l| {
+        let quoted = l.split_once('`').and_then(|(_, r)| r.rsplit_once('`'));
+        format!("target `{}`", quoted.map_or(l.trim(), |(q, _)| q))
+    }));
+    if names.is_empty() {
+        return check(cmd, status);
+    }
+    bail!("`{}` failed ({status}): {}", display(cmd), names.join("; "))
+}
+
+/// libtest's line for a failed test.
+fn failed_test(line: &str) -> bool {
+    line.starts_with("test ") && line.ends_with(" ... FAILED")
+}
+
+/// A line of cargo's list of failed test targets (`    `-p tracer-user --test record``),
+/// or its single-target form (`error: test failed, to rerun pass `...``).
+fn failed_target(line: &str) -> bool {
+    let t = line.trim();
+    (line.starts_with("    `") && t.ends_with('`'))
+        || t.starts_with("error: test failed, to rerun pass")
+}
+
 /// Runs `cmd` quietly and reports whether it started and exited successfully
 /// (for probes such as `cargo fuzz --version`).
 pub fn succeeds(cmd: &mut Command) -> bool {
@@ -238,6 +308,23 @@ mod tests {
         let mut cmd = Command::new("cargo");
         cmd.arg("test").env("A", "1").current_dir("/tmp");
         assert_eq!(display(&cmd), "A=1 cargo test  (in /tmp)");
+    }
+
+    #[test]
+    fn failed_tests_and_targets_are_named_in_the_error() {
+        let script = "echo 'test a::b ... ok'; echo 'test a::c ... FAILED'; \
+                      echo 'error: 2 targets failed:' >&2; \
+                      echo '    `-p x --test y`' >&2; echo '    `-p z --lib`' >&2; exit 101";
+        let err = run_tests(Command::new("sh").args(["-c", script])).expect_err("exit 101");
+        let msg = err.to_string();
+        assert!(
+            msg.ends_with("a::c; target `-p x --test y`; target `-p z --lib`"),
+            "{msg}"
+        );
+        let one = "echo 'error: test failed, to rerun pass `-p w --test v`' >&2; exit 101";
+        let err = run_tests(Command::new("sh").args(["-c", one])).expect_err("exit 101");
+        assert!(err.to_string().ends_with("target `-p w --test v`"), "{err}");
+        run_tests(Command::new("sh").args(["-c", "echo 'test a ... ok'"])).expect("passes");
     }
 
     #[test]

@@ -67,6 +67,18 @@ impl Steps {
         self.records.iter().all(|r| r.error.is_none())
     }
 
+    /// The failed steps, a line each with what failed: printed after the summary, so the
+    /// last lines of a long log (all a CI page may show) name the failures.
+    pub fn failures(&self) -> String {
+        self.records
+            .iter()
+            .filter_map(|r| {
+                let e = r.error.as_ref()?;
+                Some(format!("failed: {}: {e}\n", r.name))
+            })
+            .collect()
+    }
+
     /// The one-line summary: overall result, total time and each step's time.
     pub fn summary(&self) -> String {
         let verdict = if self.all_ok() { "PASSED" } else { "FAILED" };
@@ -114,6 +126,7 @@ mod tests {
             summary.contains("b ") && summary.contains(" FAILED]"),
             "{summary}"
         );
+        assert_eq!(steps.failures(), "failed: b: boom\n");
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     let _ = steps.run(
         "cargo test (release, root, oracle and browser required)",
         || {
-            process::run(
+            process::run_tests(
                 process::in_dir("cargo", &root)
                     .args([
                         "test",
