@@ -392,11 +392,23 @@ fn gpu_node_times_are_llama_cpps_own() {
             "{op}: {ours_us:.1} µs against llama.cpp's {us:.1} µs"
         );
     }
-    // The rest: views, which llama.cpp leaves out and whose timestamps follow each other.
-    let ours_us = ours_total as f64 / 1e3;
+    // The same total over the ops llama.cpp prints; the rest of the split is views,
+    // which llama.cpp leaves out (how long lavapipe takes between their timestamps
+    // depends on the machine, so it is reported, not bounded).
+    let printed_ns: u64 = printed
+        .keys()
+        .filter_map(|op| ours.get(op))
+        .map(|&(_, ns)| ns)
+        .sum();
+    let ours_us = printed_ns as f64 / 1e3;
     assert!(
-        ours_us >= printed_total_us * 0.9999 && ours_us <= printed_total_us * 1.02,
-        "split total {ours_us:.0} µs against llama.cpp's {printed_total_us:.0} µs"
+        (ours_us - printed_total_us).abs() <= printed_total_us * 1e-4 + printed.len() as f64,
+        "total of the printed ops {ours_us:.0} µs against llama.cpp's {printed_total_us:.0} µs"
+    );
+    eprintln!(
+        "views and other unprinted nodes: {:.0} µs of the split's {:.0} µs",
+        (ours_total - printed_ns) as f64 / 1e3,
+        ours_total as f64 / 1e3
     );
     let _ = std::fs::remove_file(&run.trace);
 }

@@ -221,7 +221,11 @@ impl<'c, 'o> Collector<'c, 'o> {
         self.control.target_tgid = 0;
         self.maps.write_control(self.control)?;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        self.drain();
+        // A short target can end before any periodic drain: the layout check then sees
+        // its first records only here, and a wrong layout must still stop the recording.
+        if let Some(found) = self.drain().layout_wrong {
+            return Err(RecordError::LayoutWrong { found });
+        }
         self.sink.check()?;
         Ok(ending)
     }
