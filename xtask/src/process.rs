@@ -113,6 +113,9 @@ pub fn run_tests(cmd: &mut Command) -> Result<()> {
         let quoted = l.split_once('`').and_then(|(_, r)| r.rsplit_once('`'));
         format!("target `{}`", quoted.map_or(l.trim(), |(q, _)| q))
     }));
+    // Cargo names a lone failed target twice (the rerun hint and the list).
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
     if names.is_empty() {
         return check(cmd, status);
     }
@@ -321,9 +324,14 @@ mod tests {
             msg.ends_with("a::c; target `-p x --test y`; target `-p z --lib`"),
             "{msg}"
         );
-        let one = "echo 'error: test failed, to rerun pass `-p w --test v`' >&2; exit 101";
+        let one = "echo 'error: test failed, to rerun pass `-p w --test v`' >&2; \
+                   echo 'error: 1 target failed:' >&2; echo '    `-p w --test v`' >&2; exit 101";
         let err = run_tests(Command::new("sh").args(["-c", one])).expect_err("exit 101");
-        assert!(err.to_string().ends_with("target `-p w --test v`"), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("(exit status: 101): target `-p w --test v`"),
+            "{err}"
+        );
         run_tests(Command::new("sh").args(["-c", "echo 'test a ... ok'"])).expect("passes");
     }
 
