@@ -138,7 +138,7 @@ enum BenchTask {
         #[arg(long, default_value_t = 5)]
         pairs: u32,
         /// Generated tokens of the short and the long run.
-        #[arg(long, value_delimiter = ',', num_args = 2, default_value = "16,144")]
+        #[arg(long, value_delimiter = ',', num_args = 1..=2, default_value = "16,144")]
         lengths: Vec<u32>,
         /// Recordings, comma-separated (default: all on SmolLM2, `default` on generated
         /// models): default, token+graph, token+graph+counters, exact spans, op counters.

@@ -45,6 +45,10 @@ const SPLIT_FLAGS: &[&str] = &[
 /// in q4_0, experts ~110 MB of it, so memory limits of tens of MB evict experts.
 const MOE_PRESET: &str = "small-moe";
 
+/// Sampled windows of the in-process cost comparison: operators recorded in 128 decode
+/// steps of every 256.
+const WINDOWS: &str = "128/256";
+
 /// How much to run.
 #[derive(Clone, Copy, Debug)]
 pub struct EvalConfig {
@@ -114,10 +118,11 @@ impl EvalConfig {
                 pairs: 2,
                 lengths: (8, 24),
                 recordings: Some(vec!["default".into(), "token+graph".into()]),
-                // Three untraced windows of 48 steps, each losing ~20 steps to the
-                // detachment: both kinds of step in every run.
-                windows: Some("48/96".into()),
-                window_tokens: 320,
+                // Two untraced windows of 128 steps. A switch (the probes' detachment)
+                // takes a few hundred ms: ~60 steps of SmolLM2's 4.9 ms on a fast VM,
+                // where 48/96 left 1 untraced step per run.
+                windows: Some(WINDOWS.into()),
+                window_tokens: 512,
                 cpu_quota: None,
             }
         } else {
@@ -134,10 +139,10 @@ impl EvalConfig {
                 pairs: 6,
                 lengths: (16, 80),
                 recordings: None,
-                // The in-process comparison (SmolLM2, both targets): 6 runs of 480
-                // steps, 10 windows each.
-                windows: Some("48/96".into()),
-                window_tokens: 480,
+                // The in-process comparison (SmolLM2, both targets): 6 runs of 1024
+                // steps, 4 untraced windows each.
+                windows: Some(WINDOWS.into()),
+                window_tokens: 1024,
                 cpu_quota: None,
             }
         }
