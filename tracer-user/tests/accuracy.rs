@@ -159,6 +159,10 @@ const LONG_OP_MIN_A: f64 = 98.0;
 /// stamped late fails it; scheduling noise on a median does not.
 const MAX_MEDIAN_EXCESS_NS: f64 = 50_000.0;
 
+/// Generated tokens of each recording: medians over 64 steps rather than 16, so a few
+/// preempted steps do not move the median across a bar.
+const TOKENS: u32 = 64;
+
 fn json_u64(v: &serde_json::Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("`{key}` in {v}"))
 }
@@ -177,7 +181,7 @@ fn tracer_spans_contain_the_engines_self_profile_spans() {
             &["--exact-spans", "--no-structure"][..],
         ),
     ] {
-        println!("\nprofinfer record {label}, tiny-llama q8_0, 2 threads, 16 tokens:");
+        println!("\nprofinfer record {label}, tiny-llama q8_0, 2 threads, {TOKENS} tokens:");
         let levels = measure(model, flags);
         // No A or ε bar here: the tiny model's spans are too short for one (tokens of
         // 70 µs on a quiet CPU; its few operators over 100 µs are preempted ones, 2 of
@@ -198,7 +202,7 @@ fn default_recording_is_accurate_on_smollm2() {
     let Some(model) = support::smollm2() else {
         return;
     };
-    println!("\nprofinfer record (default), SmolLM2-135M Q4_1, 2 threads, 16 tokens:");
+    println!("\nprofinfer record (default), SmolLM2-135M Q4_1, 2 threads, {TOKENS} tokens:");
     let levels = measure(&model, &[]);
     levels["token"].assert_bar("token", TOKEN_MIN_A);
     levels["graph"].assert_bar("graph", GRAPH_MIN_A);
@@ -232,7 +236,16 @@ fn measure(model: &std::path::Path, flags: &[&str]) -> HashMap<&'static str, Met
         .arg(engine)
         .args(["run", "-m"])
         .arg(model)
-        .args(["-p", "hello world", "-n", "16", "-t", "2", "--seed", "0"])
+        .args([
+            "-p",
+            "hello world",
+            "-n",
+            &TOKENS.to_string(),
+            "-t",
+            "2",
+            "--seed",
+            "0",
+        ])
         .args(["--ignore-eos", "--self-profile"])
         .arg(&profile)
         .output()
