@@ -81,14 +81,22 @@ const TARGET_DIR_LIMIT_BYTES: u64 = 8 << 30;
 /// Cargo's target directory of the static builds and of the tests under QEMU:
 /// `$CARGO_TARGET_DIR` when set, else `cross-target` in the user cache, shared by every
 /// clone on the machine. A clean clone then compiles only the workspace's own crates for
-/// the board and reuses the compiled dependencies (cargo names the artifacts of a path
-/// package by its path inside the workspace, not by where the clone is). Emptied when it
-/// grows past [`TARGET_DIR_LIMIT_BYTES`].
+/// the board and reuses the compiled dependencies (seen: a build from /work/main after
+/// one from /tmp/ci compiled only the workspace's crates).
 pub fn target_dir() -> Result<PathBuf> {
     if std::env::var_os("CARGO_TARGET_DIR").is_some() {
         return Ok(paths::target_dir());
     }
-    let dir = paths::user_cache_dir()?.join("cross-target");
+    Ok(paths::user_cache_dir()?.join("cross-target"))
+}
+
+/// [`target_dir`], emptied first when it has grown past [`TARGET_DIR_LIMIT_BYTES`]: only
+/// before a build, never between a build and the tests that use its binaries.
+fn target_dir_for_build() -> Result<PathBuf> {
+    let dir = target_dir()?;
+    if std::env::var_os("CARGO_TARGET_DIR").is_some() {
+        return Ok(dir);
+    }
     let size = dir_bytes(&dir);
     if size > TARGET_DIR_LIMIT_BYTES {
         eprintln!(
@@ -119,7 +127,7 @@ fn dir_bytes(dir: &Path) -> u64 {
 /// Builds `engine` and `profinfer` statically for `arch` (release profile).
 pub fn build(arch: Arch) -> Result<StaticBuild> {
     let triple = arch.musl_triple();
-    let target_dir = target_dir()?;
+    let target_dir = target_dir_for_build()?;
     process::run(
         process::in_dir("cargo", &paths::repo_root())
             .args(["build", "--release", "-p", "engine", "-p", "tracer-user"])

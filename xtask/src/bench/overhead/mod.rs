@@ -416,6 +416,13 @@ pub struct WindowRecord {
     pub untraced_p50_ms: f64,
 }
 
+impl WindowRecord {
+    /// Traced against untraced median decode step, %.
+    fn slowdown_pct(&self) -> f64 {
+        100.0 * (self.traced_p50_ms / self.untraced_p50_ms - 1.0)
+    }
+}
+
 /// Everything one benchmark run measured.
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
@@ -601,14 +608,12 @@ fn bench_target(
     let mut window_rows = Vec::new();
     let mut window_runs = Vec::new();
     if let (true, Some(w)) = (windows, &cfg.windows) {
-        let mut slowdowns = Vec::new();
         let mut last = None;
         for i in 0..cfg.pairs {
             bar.set_message(format!("windows {w}: run {}/{}", i + 1, cfg.pairs));
             let r = windows_run(programs, cfg, target, path, w)?;
             bar.inc(1);
             if let Some(r) = r {
-                slowdowns.push(100.0 * r.slowdown);
                 window_runs.push(WindowRecord {
                     target: target.label(),
                     model: model.label(),
@@ -622,6 +627,7 @@ fn bench_target(
                 last = Some(r);
             }
         }
+        let slowdowns = window_runs.iter().map(WindowRecord::slowdown_pct).collect();
         if let (Some(spread), Some(last)) = (Spread::of(slowdowns), last) {
             window_rows.push(WindowRow {
                 target: target.label(),
@@ -666,7 +672,6 @@ struct WindowStats {
     switch_steps: usize,
     traced_p50_ms: f64,
     untraced_p50_ms: f64,
-    slowdown: f64,
 }
 
 #[derive(Debug, Deserialize)]
