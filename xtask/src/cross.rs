@@ -79,24 +79,36 @@ pub struct StaticBuild {
 const TARGET_DIR_LIMIT_BYTES: u64 = 8 << 30;
 
 /// Cargo's target directory of the static builds and of the tests under QEMU:
-/// `$CARGO_TARGET_DIR` when set, else `cross-target` in the user cache, shared by every
-/// clone on the machine. A clean clone then compiles only the workspace's own crates for
-/// the board and reuses the compiled dependencies (seen: a build from /work/main after
-/// one from /tmp/ci compiled only the workspace's crates).
+/// `$CARGO_TARGET_DIR` when set, else one per checkout path under `cross-target` in the
+/// user cache, so a clean clone made again at the same path (as CI makes them) compiles
+/// only the workspace's own crates (its files are newer than the artifacts) and reuses
+/// the compiled dependencies. Not one directory for every checkout: cargo judges a path
+/// crate fresh by file times, and a build from /work/main after one from /tmp/ci
+/// recompiled only one crate, so an older tree could get another tree's binaries.
 pub fn target_dir() -> Result<PathBuf> {
     if std::env::var_os("CARGO_TARGET_DIR").is_some() {
         return Ok(paths::target_dir());
     }
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    paths::repo_root().hash(&mut h);
+    Ok(cross_cache()?.join(format!("{:016x}", h.finish())))
+}
+
+/// The parent of every checkout's [`target_dir`].
+fn cross_cache() -> Result<PathBuf> {
     Ok(paths::user_cache_dir()?.join("cross-target"))
 }
 
-/// [`target_dir`], emptied first when it has grown past [`TARGET_DIR_LIMIT_BYTES`]: only
-/// before a build, never between a build and the tests that use its binaries.
+/// [`target_dir`], with every checkout's directory emptied first when together they have
+/// grown past [`TARGET_DIR_LIMIT_BYTES`]: only before a build, never between a build and
+/// the tests that use its binaries.
 fn target_dir_for_build() -> Result<PathBuf> {
-    let dir = target_dir()?;
+    let target = target_dir()?;
     if std::env::var_os("CARGO_TARGET_DIR").is_some() {
-        return Ok(dir);
+        return Ok(target);
     }
+    let dir = cross_cache()?;
     let size = dir_bytes(&dir);
     if size > TARGET_DIR_LIMIT_BYTES {
         eprintln!(
@@ -106,7 +118,7 @@ fn target_dir_for_build() -> Result<PathBuf> {
         );
         std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
     }
-    Ok(dir)
+    Ok(target)
 }
 
 /// Bytes of the files under `dir` (0 if it does not exist).
