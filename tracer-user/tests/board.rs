@@ -50,8 +50,10 @@ fn run_on_board(
         ("/engine", kit.engine.as_path()),
     ];
     all.extend_from_slice(files);
-    let initrd = guest::initramfs(&dir, &kit.busybox, &all, steps);
-    let run = guest::boot(kernel, &initrd, limit);
+    let initrd =
+        guest::initramfs(&dir, &kit.busybox, &all, steps).unwrap_or_else(|e| panic!("{e}"));
+    let run = guest::boot(kernel, &initrd, &guest::Machine::default(), limit)
+        .unwrap_or_else(|e| panic!("{e}"));
     eprintln!(
         "{name} on {}: booted, ran and powered off in {:?}",
         kernel.display(),
@@ -186,7 +188,7 @@ fn the_probes_fire_on_arm64_kernels_and_the_aarch64_engine_computes_the_x86_toke
             BOOT_LIMIT,
         );
         for step in ["default", "counters"] {
-            run.assert_step_ok(step);
+            run.step_ok(step).unwrap_or_else(|e| panic!("{e}"));
         }
         assert!(
             run.console.contains("aarch64"),
@@ -194,7 +196,9 @@ fn the_probes_fire_on_arm64_kernels_and_the_aarch64_engine_computes_the_x86_toke
             run.console
         );
 
-        let default = run.save("/tmp/default.pftrace", &dir.join("default.pftrace"));
+        let default = run
+            .save("/tmp/default.pftrace", &dir.join("default.pftrace"))
+            .unwrap_or_else(|e| panic!("{e}"));
         let header = TraceReader::open(&default).expect("trace").header().clone();
         assert_eq!(
             header.settings.get("node_ends").map(String::as_str),
@@ -203,7 +207,9 @@ fn the_probes_fire_on_arm64_kernels_and_the_aarch64_engine_computes_the_x86_toke
         );
         assert_same_run(&format!("{name} default"), &default, &host);
 
-        let counters = run.save("/tmp/counters.pftrace", &dir.join("counters.pftrace"));
+        let counters = run
+            .save("/tmp/counters.pftrace", &dir.join("counters.pftrace"))
+            .unwrap_or_else(|e| panic!("{e}"));
         let model = assert_same_run(&format!("{name} counters"), &counters, &host);
         let cycles = model
             .counter_names()
@@ -275,8 +281,10 @@ fn smollm2_on_the_arm64_board_gives_the_x86_tokens() {
         &steps,
         SMOLLM2_BOOT_LIMIT,
     );
-    run.assert_step_ok("smollm2");
-    let trace = run.save("/tmp/smollm2.pftrace", &dir.join("smollm2.pftrace"));
+    run.step_ok("smollm2").unwrap_or_else(|e| panic!("{e}"));
+    let trace = run
+        .save("/tmp/smollm2.pftrace", &dir.join("smollm2.pftrace"))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_same_run("SmolLM2", &trace, &host);
 }
 
@@ -369,8 +377,10 @@ fn llama_cpp_on_the_arm64_board_is_traced_unmodified() {
     }];
     let kernel = kit.kernels.last().expect("a kernel");
     let (run, dir) = run_on_board(&kit, "llama", kernel, &file_refs, &steps, BOOT_LIMIT);
-    run.assert_step_ok("llama-bench");
-    let trace = run.save("/tmp/llama.pftrace", &dir.join("llama.pftrace"));
+    run.step_ok("llama-bench").unwrap_or_else(|e| panic!("{e}"));
+    let trace = run
+        .save("/tmp/llama.pftrace", &dir.join("llama.pftrace"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let header = TraceReader::open(&trace).expect("trace").header().clone();
     assert_eq!(
         header.settings.get("target").map(String::as_str),

@@ -41,15 +41,32 @@ const KERNELS: [KernelLine; 2] = [
     },
 ];
 
-/// What the board tests get (as `PROFINFER_BOARD_*`).
+/// What a guest boots with: the static aarch64 programs, busybox and the kernels.
 #[derive(Clone, Debug)]
-pub struct BoardKit {
+pub struct GuestKit {
     /// Directory with the static aarch64 `engine` and `profinfer`.
     pub bin_dir: PathBuf,
     /// busybox for arm64.
     pub busybox: PathBuf,
-    /// One `vmlinuz` per kernel line.
+    /// One `vmlinuz` per kernel line, oldest line first.
     pub kernels: Vec<PathBuf>,
+}
+
+impl GuestKit {
+    /// The newest kernel line's image.
+    pub fn newest_kernel(&self) -> Result<&Path> {
+        self.kernels
+            .last()
+            .map(PathBuf::as_path)
+            .context("the board kit has no kernel")
+    }
+}
+
+/// What the board tests get (as `PROFINFER_BOARD_*`).
+#[derive(Clone, Debug)]
+pub struct BoardKit {
+    /// The guest's programs and kernels.
+    pub guest: GuestKit,
     /// llama.cpp's `llama-bench` cross-built for aarch64, with its libraries.
     pub llama: PathBuf,
 }
@@ -58,14 +75,17 @@ impl BoardKit {
     /// The environment the board tests read.
     pub fn env(&self) -> Result<Vec<(&'static str, std::ffi::OsString)>> {
         Ok(vec![
-            ("PROFINFER_BOARD_BIN", self.bin_dir.clone().into_os_string()),
+            (
+                "PROFINFER_BOARD_BIN",
+                self.guest.bin_dir.clone().into_os_string(),
+            ),
             (
                 "PROFINFER_BOARD_BUSYBOX",
-                self.busybox.clone().into_os_string(),
+                self.guest.busybox.clone().into_os_string(),
             ),
             (
                 "PROFINFER_BOARD_KERNELS",
-                std::env::join_paths(&self.kernels).context("kernel paths")?,
+                std::env::join_paths(&self.guest.kernels).context("kernel paths")?,
             ),
             ("PROFINFER_BOARD_LLAMA", self.llama.clone().into_os_string()),
             (
@@ -93,9 +113,17 @@ pub fn run_tests(steps: &mut crate::steps::Steps) -> Result<()> {
     })
 }
 
-/// Installs the host packages, builds the aarch64 binaries and fetches the guest's
-/// kernels and busybox (cached).
+/// Installs the host packages, builds the aarch64 binaries, fetches the guest's kernels
+/// and busybox and cross-builds llama-bench (all cached).
 pub fn prepare() -> Result<BoardKit> {
+    let guest = prepare_guest()?;
+    let llama = llama_cross::ensure_llama_bench()?;
+    Ok(BoardKit { guest, llama })
+}
+
+/// Installs the host packages, builds the aarch64 binaries and fetches the guest's
+/// kernels and busybox (cached): what a guest that runs the engine needs.
+pub fn prepare_guest() -> Result<GuestKit> {
     setup::apt_packages(HOST_PACKAGES)?;
     cross::ensure_target(Arch::Aarch64)?;
     let build = cross::build(Arch::Aarch64)?;
@@ -110,12 +138,10 @@ pub fn prepare() -> Result<BoardKit> {
     let busybox = cached_file(&cache, "busybox", "./bin/busybox", || {
         Ok("busybox-static".to_owned())
     })?;
-    let llama = llama_cross::ensure_llama_bench()?;
-    Ok(BoardKit {
+    Ok(GuestKit {
         bin_dir: build.bin_dir,
         busybox,
         kernels,
-        llama,
     })
 }
 

@@ -1,8 +1,9 @@
 //! llama.cpp's operators as traced, against llama.cpp's own measurement of the same op:
 //! `test-export-graph-ops` writes SmolLM2's graph ops (type, shape, op params, sources,
 //! the first node's name), `test-backend-ops perf --test-file` times each alone on the
-//! CPU backend, and `profinfer record` traces unmodified `llama-bench` decoding the same
-//! model with the same thread count. No ground truth exists inside llama.cpp, so this is
+//! CPU backend, and `profinfer record` traces unmodified `llama-bench` running the same
+//! model with the same thread count: a prefill as long as the exported context (its
+//! attention spans the same cells as the export's prompt graph) and a decode. No ground truth exists inside llama.cpp, so this is
 //! a comparison of two measurements in different cache states, not accuracy.
 
 use std::path::Path;
@@ -21,7 +22,8 @@ pub const LABEL: &str = "llama-ops/smollm2";
 /// evaluation's DuckDB loads before its queries.
 pub const PERF_SQL: &str = "llama_ops/test_backend_ops.sql";
 
-/// Context of the exported graphs (their attention ops span this many KV cells).
+/// Context of the exported graphs (their attention ops span this many KV cells), and
+/// the traced prefill's length (one batch of it fills the same cells).
 pub const CONTEXT: u32 = 512;
 
 /// The commands that made the comparison, for the document.
@@ -70,9 +72,12 @@ pub fn run(
     crate::paths::create_dir(out.parent().context("the results' directory")?)?;
     std::fs::write(&out, sql_statements(&printed))
         .with_context(|| format!("writing {}", out.display()))?;
-    let args = crate::bench::overhead::llama_bench_decode_args(
+    // A prefill of the export's context (one ubatch into an empty cache: the export's
+    // prompt graph, attention over the same cells) and the decode test.
+    let args = crate::bench::overhead::llama_bench_args(
         &model.display().to_string(),
         threads,
+        CONTEXT,
         tokens,
     );
     recorder.record_program(LABEL, &[], llama_bench, &args)?;
@@ -84,8 +89,8 @@ pub fn run(
         export: format!("test-export-graph-ops -m {file} -c {CONTEXT} -o OPS.txt"),
         perf: "test-backend-ops perf -b CPU --output sql --test-file OPS.txt".into(),
         record: format!(
-            "profinfer record -o T.pftrace -- llama-bench -m {file} -t {threads} -p 0 -n \
-             {tokens} -r 1 -o json && profinfer export T.pftrace --parquet RUNS --label {LABEL}"
+            "profinfer record -o T.pftrace -- llama-bench -m {file} -t {threads} -p {CONTEXT} \
+             -n {tokens} -r 1 -o json && profinfer export T.pftrace --parquet RUNS --label {LABEL}"
         ),
         threads,
     })

@@ -5,6 +5,7 @@
 //! DuckDB queries over those runs (`scripts/eval/sql/`), into `docs/evaluation.md`
 //! (full run) or `out/eval/evaluation.md` (`--quick`, as CI runs it).
 
+mod board_counters;
 mod doc;
 mod llama_ops;
 mod machine;
@@ -88,6 +89,11 @@ impl EvalConfig {
     /// Decode tokens of the expert runs.
     fn expert_tokens(self) -> u32 {
         if self.quick { 16 } else { 48 }
+    }
+
+    /// Decode tokens of the arm64 board's counters run (under emulation).
+    fn board_tokens(self) -> u32 {
+        if self.quick { 4 } else { 8 }
     }
 
     /// Decode tokens of the context-growth run.
@@ -254,6 +260,15 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
     let mut counters = EngineRun::new("counters/smollm2", &smollm2, 64, cfg.accuracy_tokens());
     counters.record_flags.push("--pmc".into());
     steps.run("record counters/smollm2", || recorder.record(&counters))?;
+    // The same on the emulated arm64 board, whose PMU counts instructions: one engine
+    // thread on one CPU, a 4-token prompt (prefill is slow under emulation).
+    let guest_kit = steps.run("arm64 board kit", crate::board::prepare_guest)?;
+    let mut arm64 = EngineRun::new(board_counters::LABEL, &smollm2, 4, cfg.board_tokens());
+    arm64.threads = 1;
+    arm64.record_flags.push("--pmc".into());
+    let board_counters = steps.run("record counters on the arm64 board", || {
+        board_counters::run(&recorder, &guest_kit, &arm64)
+    })?;
 
     // Figs 7/12: half the layers on the accel backend at half speed, one CPU thread.
     let mut split = EngineRun::new("split/smollm2", &smollm2, 64, cfg.accuracy_tokens());
@@ -356,6 +371,7 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         llama_ops: llama_ops.as_ref(),
         context: &context,
         counters: &counters,
+        board_counters: &board_counters,
         split: &split,
         expert_runs: &expert_runs,
         figure_limit: cfg.figure_limit(),

@@ -60,7 +60,7 @@ impl EngineRun {
     }
 
     /// The traced command: `engine run` with the prompt as token ids.
-    fn engine_args(&self, profile: Option<&Path>) -> Vec<String> {
+    pub(super) fn engine_args(&self, profile: Option<&Path>) -> Vec<String> {
         let tokens: Vec<String> = (1..=self.prompt).map(|i| i.to_string()).collect();
         let mut a: Vec<String> = vec![
             "run".into(),
@@ -134,16 +134,21 @@ impl Recorder<'_> {
                 .arg(program)
                 .args(args),
         )?;
+        self.export(&trace, label)?;
+        Ok(trace)
+    }
+
+    /// Exports `trace` into the run tables with `label`.
+    pub fn export(&self, trace: &Path, label: &str) -> Result<()> {
         process::run(
             Command::new(self.profinfer)
                 .arg("export")
-                .arg(&trace)
+                .arg(trace)
                 .arg("--parquet")
                 .arg(self.runs)
                 .arg("--label")
                 .arg(label),
-        )?;
-        Ok(trace)
+        )
     }
 
     /// Records `run`, exports it, and returns its trace.

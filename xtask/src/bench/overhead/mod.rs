@@ -350,13 +350,25 @@ impl Programs {
 /// `llama-bench` arguments of one decode-only run: `tokens` generated tokens after no
 /// prompt, once, JSON output.
 pub fn llama_bench_decode_args(model: &str, threads: impl ToString, tokens: u32) -> Vec<String> {
+    llama_bench_args(model, threads, 0, tokens)
+}
+
+/// `llama-bench` arguments of one repetition of a `prompt`-token prefill test and a
+/// `tokens`-token decode test (each from an empty cache; 0 leaves a test out), JSON
+/// output.
+pub fn llama_bench_args(
+    model: &str,
+    threads: impl ToString,
+    prompt: u32,
+    tokens: u32,
+) -> Vec<String> {
     [
         "-m",
         model,
         "-t",
         &threads.to_string(),
         "-p",
-        "0",
+        &prompt.to_string(),
         "-n",
         &tokens.to_string(),
         "-r",
