@@ -144,7 +144,7 @@ enum BenchTask {
         /// models): default, token+graph, token+graph+counters, exact spans, op counters.
         #[arg(long, value_delimiter = ',')]
         recordings: Option<Vec<String>>,
-        /// Also the in-process comparison of sampled windows ON/PERIOD (SmolLM2 only);
+        /// Also the in-process comparison of sampled windows ON/PERIOD (every model);
         /// `off` to skip.
         #[arg(long, default_value = "48/96")]
         windows: String,

@@ -145,7 +145,7 @@ impl EvalConfig {
                 pairs: 6,
                 lengths: (16, 80),
                 recordings: None,
-                // The in-process comparison (SmolLM2, both targets): 6 runs of 1024
+                // The in-process comparison (every model and target): 6 runs of 1024
                 // steps, 4 untraced windows each.
                 windows: Some(WINDOWS.into()),
                 window_tokens: 1024,

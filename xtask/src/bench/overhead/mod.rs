@@ -519,7 +519,7 @@ fn bench_target(
     path: &Path,
     recordings: &[Recording],
 ) -> Result<Measured> {
-    let windows = cfg.windows.is_some() && matches!(model, BenchModel::SmolLm2);
+    let windows = cfg.windows.is_some();
     let recordings: Vec<&Recording> = recordings
         .iter()
         .filter(|r| !r.engine_only || target == Target::Engine)
