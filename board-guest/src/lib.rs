@@ -98,6 +98,24 @@ pub struct Machine {
     pub icount: bool,
 }
 
+impl Machine {
+    /// The `qemu-system-aarch64` options of this machine, as a person would type them
+    /// (without the kernel, the initramfs and the console options).
+    pub fn describe(&self) -> String {
+        let args = qemu_args(self, Path::new("K"), Path::new("I"));
+        let kernel = args
+            .iter()
+            .position(|a| a == "-kernel")
+            .unwrap_or(args.len());
+        let mut line = String::from("qemu-system-aarch64");
+        for a in &args[..kernel] {
+            line.push(' ');
+            line.push_str(&a.to_string_lossy());
+        }
+        line
+    }
+}
+
 impl Default for Machine {
     /// The board tests' machine: 2 CPUs, 2 GiB, no instruction counting.
     fn default() -> Machine {
@@ -477,5 +495,16 @@ mod tests {
         };
         assert!(args(true).contains("-smp 1 -m 2048") && args(true).contains("-icount shift=0"));
         assert!(!args(false).contains("icount"));
+        let line = Machine {
+            icount: true,
+            cpus: 1,
+            ..Machine::default()
+        }
+        .describe();
+        assert!(
+            line.starts_with("qemu-system-aarch64 -M virt -cpu max,pauth-impdef=on -smp 1"),
+            "{line}"
+        );
+        assert!(line.ends_with("-icount shift=0"), "{line}");
     }
 }

@@ -93,10 +93,7 @@ pub fn run(recorder: &Recorder<'_>, kit: &GuestKit, run: &EngineRun) -> Result<B
     Ok(BoardCounters {
         command: guest_run.command(),
         kernel: booted.kernel_line().unwrap_or("?").to_owned(),
-        qemu: format!(
-            "qemu-system-aarch64 -M virt -cpu max -smp {} -m {} -icount shift=0 (TCG)",
-            MACHINE.cpus, MACHINE.memory_mib
-        ),
+        qemu: format!("{} (TCG)", MACHINE.describe()),
         notes: trace_format::TraceReader::open(&trace)
             .with_context(|| format!("reading {}", trace.display()))?
             .header()
