@@ -197,7 +197,6 @@ fn check_greedy(preset: &str, dtype: &str) {
         &tokens,
         GREEDY_TOKENS,
         THREADS,
-        tolerance(dtype),
     );
 }
 
@@ -593,15 +592,7 @@ fn check_split(preset: &str, dtype: &str, split: &[&str]) {
         "{label}: logits differ from the single-backend run"
     );
     compare::check_logits_with(&label, &path, &tokens, THREADS, tolerance(dtype), split);
-    compare::check_greedy_with(
-        &label,
-        &path,
-        &tokens,
-        GREEDY_TOKENS,
-        THREADS,
-        tolerance(dtype),
-        split,
-    );
+    compare::check_greedy_with(&label, &path, &tokens, GREEDY_TOKENS, THREADS, split);
 }
 
 /// One module per model and split.
@@ -635,7 +626,7 @@ fn check_llama_quantized(preset: &str, ftype: &str) {
     let tol = tolerance(&ftype.to_lowercase());
     let label = format!("{preset} quantized to {ftype} by llama.cpp");
     compare::check_logits(&label, &path, &tokens, THREADS, tol);
-    compare::check_greedy(&label, &path, &tokens, GREEDY_TOKENS, THREADS, tol);
+    compare::check_greedy(&label, &path, &tokens, GREEDY_TOKENS, THREADS);
 }
 
 /// One test per preset and llama.cpp quantizer preset.

@@ -302,8 +302,10 @@ fn grid_table(cases: &[Case]) -> String {
     out
 }
 
-/// llama.cpp's logits of every case, from one oracle process: `[len][n_vocab]` each.
-fn oracle_logits(cases: &[Case], dir: &Path) -> Vec<Vec<Vec<f32>>> {
+/// llama.cpp's logits of every case, from one oracle process: `[len][n_vocab]` each,
+/// with the vocabulary size the oracle reported; a file that is not exactly `rows ×
+/// n_vocab` floats fails here (a short last row would otherwise pass as a row).
+fn oracle_logits(cases: &[Case], dir: &Path) -> Vec<(usize, Vec<Vec<f32>>)> {
     let jobs: Vec<serde_json::Value> = cases
         .iter()
         .enumerate()
@@ -328,15 +330,32 @@ fn oracle_logits(cases: &[Case], dir: &Path) -> Vec<Vec<Vec<f32>>> {
     let done = done["jobs"].as_array().expect("oracle jobs array").clone();
     assert_eq!(done.len(), cases.len(), "the oracle ran every job");
     done.iter()
-        .map(|job| {
+        .zip(cases)
+        .map(|(job, c)| {
             let n_vocab = job["n_vocab"].as_u64().expect("n_vocab") as usize;
+            assert!(
+                n_vocab > 0,
+                "{}: llama.cpp's vocabulary is empty",
+                c.describe()
+            );
             let bytes = std::fs::read(job["out"].as_str().expect("out path"))
                 .expect("read the oracle's logits");
+            assert_eq!(
+                bytes.len(),
+                c.tokens.len() * n_vocab * 4,
+                "{}: llama.cpp's logits file holds {} bytes, not {} rows of {n_vocab} f32",
+                c.describe(),
+                bytes.len(),
+                c.tokens.len()
+            );
             let floats: Vec<f32> = bytes
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect();
-            floats.chunks(n_vocab).map(<[f32]>::to_vec).collect()
+            (
+                n_vocab,
+                floats.chunks(n_vocab).map(<[f32]>::to_vec).collect(),
+            )
         })
         .collect()
 }
@@ -366,22 +385,89 @@ fn engine_logits(c: &Case) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// The worst position of one case: (position, max |Δ| / max |llama.cpp|).
-fn worst_relative(ours: &[Vec<f32>], theirs: &[Vec<f32>]) -> (usize, f32) {
+/// How one case's rows compare: the worst position's relative difference, or why the
+/// rows cannot be compared at all.
+#[derive(Debug, PartialEq)]
+enum RowsCompared {
+    /// (position, max |Δ| / max |llama.cpp|) of the worst position.
+    Worst(usize, f32),
+    /// A row count, a row length or a non-finite value that makes the case fail whatever
+    /// the tolerance.
+    Broken(String),
+}
+
+/// Compares every position: both sides must have `rows` rows of exactly `n_vocab`
+/// finite values (a row is never zipped short, and a NaN or infinity on either side is
+/// named, since a NaN difference never compares greater than the worst so far).
+fn compare_rows(
+    ours: &[Vec<f32>],
+    theirs: &[Vec<f32>],
+    rows: usize,
+    n_vocab: usize,
+) -> RowsCompared {
+    for (side, m) in [("engine", ours), ("llama.cpp", theirs)] {
+        if m.len() != rows {
+            return RowsCompared::Broken(format!("{side}: {} rows, not {rows}", m.len()));
+        }
+        for (pos, row) in m.iter().enumerate() {
+            if row.len() != n_vocab {
+                return RowsCompared::Broken(format!(
+                    "{side}: position {pos} has {} logits, not the vocabulary's {n_vocab}",
+                    row.len()
+                ));
+            }
+            if let Some(i) = row.iter().position(|x| !x.is_finite()) {
+                return RowsCompared::Broken(format!(
+                    "{side}: position {pos}, token {i}: non-finite logit {}",
+                    row[i]
+                ));
+            }
+        }
+    }
     let mut worst = (0, 0f32);
     for (pos, (a, b)) in ours.iter().zip(theirs).enumerate() {
         let scale = b
             .iter()
             .fold(0f32, |m, x| m.max(x.abs()))
             .max(f32::MIN_POSITIVE);
-        let finite = a.iter().all(|x| x.is_finite());
         let diff = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
-        let rel = if finite { diff / scale } else { f32::INFINITY };
+        let rel = diff / scale;
         if rel > worst.1 {
             worst = (pos, rel);
         }
     }
-    worst
+    RowsCompared::Worst(worst.0, worst.1)
+}
+
+#[test]
+fn broken_rows_are_named_not_compared() {
+    let row = |v: &[f32]| v.to_vec();
+    let good = vec![row(&[1.0, 2.0, 3.0]), row(&[0.5, 0.0, -1.0])];
+    assert_eq!(
+        compare_rows(&good, &good, 2, 3),
+        RowsCompared::Worst(0, 0.0)
+    );
+    let near = vec![row(&[1.0, 2.0, 3.0]), row(&[0.5, 0.0, -1.1])];
+    assert!(
+        matches!(compare_rows(&near, &good, 2, 3), RowsCompared::Worst(1, r) if (r - 0.1).abs() < 1e-6)
+    );
+    // Short or empty engine rows, a missing row, and non-finite values on either side.
+    let short = vec![row(&[1.0, 2.0]), row(&[0.5, 0.0, -1.0])];
+    let empty = vec![row(&[]), row(&[])];
+    let inf = vec![row(&[1.0, f32::INFINITY, 3.0]), row(&[0.5, 0.0, -1.0])];
+    let nan = vec![row(&[1.0, 2.0, 3.0]), row(&[0.5, f32::NAN, -1.0])];
+    for (ours, theirs, what) in [
+        (&short, &good, "engine: position 0 has 2 logits"),
+        (&empty, &good, "engine: position 0 has 0 logits"),
+        (&good[..1].to_vec(), &good, "engine: 1 rows"),
+        (&good, &inf, "llama.cpp: position 0, token 1: non-finite"),
+        (&nan, &good, "engine: position 1, token 1: non-finite"),
+    ] {
+        match compare_rows(ours, theirs, 2, 3) {
+            RowsCompared::Broken(why) => assert!(why.starts_with(what), "{why}"),
+            w => panic!("{what}: compared as {w:?}"),
+        }
+    }
 }
 
 #[test]
@@ -407,23 +493,20 @@ fn logits_at_every_position_match_llama_cpp_over_the_sampled_grid() {
     let theirs = oracle_logits(&cases, &dir);
     let mut failures = Vec::new();
     let mut worst_by_cell: BTreeMap<(Format, Class), f32> = BTreeMap::new();
-    for (c, theirs) in cases.iter().zip(&theirs) {
+    for (c, (n_vocab, theirs)) in cases.iter().zip(&theirs) {
         let ours = engine_logits(c);
-        assert_eq!(ours.len(), c.tokens.len(), "{}: engine rows", c.describe());
-        assert_eq!(
-            theirs.len(),
-            c.tokens.len(),
-            "{}: llama.cpp rows",
-            c.describe()
-        );
-        let (pos, rel) = worst_relative(&ours, theirs);
-        let cell = worst_by_cell.entry((c.format, c.class)).or_default();
-        *cell = cell.max(rel);
-        if rel.is_nan() || rel > REL_TOL {
-            failures.push(format!(
-                "{}: position {pos}: max |Δ| / max |logit| = {rel:.3e}",
-                c.describe()
-            ));
+        match compare_rows(&ours, theirs, c.tokens.len(), *n_vocab) {
+            RowsCompared::Broken(why) => failures.push(format!("{}: {why}", c.describe())),
+            RowsCompared::Worst(pos, rel) => {
+                let cell = worst_by_cell.entry((c.format, c.class)).or_default();
+                *cell = cell.max(rel);
+                if rel > REL_TOL {
+                    failures.push(format!(
+                        "{}: position {pos}: max |Δ| / max |logit| = {rel:.3e}",
+                        c.describe()
+                    ));
+                }
+            }
         }
     }
     let mut summary = String::from("worst relative difference per format and batch class:\n");

@@ -160,7 +160,6 @@ fn check_greedy_of(preset: &str, source: &str, format: &str) {
         &input_tokens(n_vocab, bos),
         GREEDY_TOKENS,
         THREADS,
-        TOLERANCE,
     );
 }
 

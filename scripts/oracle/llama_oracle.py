@@ -159,23 +159,28 @@ def cmd_greedy(args: argparse.Namespace) -> dict[str, Any]:
     llm = _load(args.model, len(tokens) + args.n + CTX_MARGIN, args.threads)
     _eval_fresh(llm, tokens)
     generated: list[int] = []
+    runner_ups: list[int] = []
     margins: list[float] = []
     max_abs: list[float] = []
     for step in range(args.n):
         logits = _last_logits(llm)
         # np.argmax returns the first (lowest) index among equal maxima.
         best = int(np.argmax(logits))
-        top2 = np.partition(logits, -2)[-2:]
+        others = np.array(logits, dtype=np.float32, copy=True)
+        others[best] = -np.inf
+        second = int(np.argmax(others))
         generated.append(best)
+        runner_ups.append(second)
         # Gap between the best and the second-best logit: a near-tie here means another
-        # implementation may legitimately pick a different token.
-        margins.append(float(top2.max() - top2.min()))
+        # implementation may legitimately pick the second token instead.
+        margins.append(float(logits[best] - logits[second]))
         max_abs.append(float(np.abs(logits).max()))
         if step + 1 < args.n:
             llm.eval([best])
     return {
         "prompt_tokens": tokens,
         "generated_tokens": generated,
+        "runner_up_tokens": runner_ups,
         "margins": margins,
         "max_abs_logits": max_abs,
     }
