@@ -92,9 +92,10 @@ pub fn run(steps: &mut Steps) -> Result<()> {
                     .env("PROFINFER_REQUIRE_ORACLE", "1")
                     // The eBPF tests skip when not root; here that is a failure.
                     .env("PROFINFER_REQUIRE_ROOT", "1")
-                    // A host with AVX2 must compare its AVX2 kernels with the portable
-                    // ones (the agreement tests skip a backend the CPU lacks, loudly).
-                    .envs(host_has_avx2().then_some(("PROFINFER_REQUIRE_SIMD", "1")))
+                    // A host with every SIMD backend of its target must compare them
+                    // all with the portable kernels; on one without, the native run
+                    // skips what it lacks loudly and the step below emulates it.
+                    .envs(host_has_every_simd().then_some(("PROFINFER_REQUIRE_SIMD", "1")))
                     // Chromium was installed above: the report page's browser check must run.
                     .env("PROFINFER_REQUIRE_BROWSER", "1")
                     .env(SMOLLM2_ENV, &smollm2)
@@ -102,6 +103,12 @@ pub fn run(steps: &mut Steps) -> Result<()> {
             )
         },
     );
+    if !host_has_every_simd() {
+        let _ = steps.run(
+            "kernels under qemu -cpu max (this CPU lacks a SIMD backend of its target)",
+            simd_under_qemu,
+        );
+    }
     // CI's other builds are release builds, where `debug_assert!` (the bounds of the
     // engine's ops and kernels) compiles to nothing: their unit tests run once more in the
     // dev profile. The analyzer's are left out for CI time: with it this step took 706 s
@@ -144,20 +151,55 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     }
 }
 
-/// Whether this host runs the kernels' AVX2 backend (AVX2 with FMA and F16C, as
-/// `engine_kernels::Backend::Avx2` requires): then the kernel agreement tests must not skip
-/// it (`PROFINFER_REQUIRE_SIMD=1`); on a host without it they skip it loudly and pass.
-fn host_has_avx2() -> bool {
+/// Whether this host runs every SIMD backend of the kernels for its architecture (AVX2
+/// with FMA and F16C on x86-64, as `engine_kernels::Backend::Avx2` requires; NEON with
+/// dotprod and i8mm on AArch64): then the native agreement tests must not skip any
+/// (`PROFINFER_REQUIRE_SIMD=1`); otherwise [`simd_under_qemu`] runs them on an emulated
+/// CPU that has them all, so no host passes `cargo xtask test` without comparing every
+/// SIMD kernel with the portable one.
+fn host_has_every_simd() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
     {
-        false
+        std::arch::is_aarch64_feature_detected!("neon")
+            && std::arch::is_aarch64_feature_detected!("dotprod")
+            && std::arch::is_aarch64_feature_detected!("i8mm")
     }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        true
+    }
+}
+
+/// The kernels' tests (unit and agreement) for this host's own target, run by
+/// `qemu-<arch>-static -cpu max` (QEMU 7.2 emulates AVX2, FMA and F16C, and AArch64's
+/// dotprod and i8mm) with every SIMD backend required.
+fn simd_under_qemu() -> Result<()> {
+    setup::apt_packages(&["qemu-user-static"])?;
+    let arch = std::env::consts::ARCH;
+    let triple = format!("{arch}-unknown-linux-gnu");
+    let var = triple.to_uppercase().replace('-', "_");
+    process::run(
+        process::in_dir("cargo", &paths::repo_root())
+            .args([
+                "test",
+                "--release",
+                "--target",
+                &triple,
+                "-p",
+                "engine-kernels",
+            ])
+            .env(
+                format!("CARGO_TARGET_{var}_RUNNER"),
+                format!("qemu-{arch}-static -cpu max"),
+            )
+            .env("PROFINFER_REQUIRE_SIMD", "1"),
+    )
 }
 
 /// Fuzzes the GGUF parser for [`FUZZ_SECONDS`], starting from the committed corpus; new

@@ -20,6 +20,10 @@ pub enum Backend {
     NeonI8mm,
 }
 
+/// The switch that makes a SIMD backend the CPU lacks a test failure instead of a loud
+/// skip ([`Backend::simd_to_compare`]); `cargo xtask test` sets it.
+pub const REQUIRE_SIMD_ENV: &str = "PROFINFER_REQUIRE_SIMD";
+
 impl Backend {
     /// Every backend, slowest first on its architecture.
     const ALL: [Backend; 5] = [
@@ -64,6 +68,32 @@ impl Backend {
             .into_iter()
             .filter(|b| b.is_supported())
             .collect()
+    }
+
+    /// The SIMD backends of this build's architecture that this CPU has, for tests that
+    /// compare each with [`Backend::Generic`]: a backend of the target the CPU lacks is
+    /// reported on stderr (once per process) instead of being compared with itself, and
+    /// panics when `PROFINFER_REQUIRE_SIMD=1` ([`REQUIRE_SIMD_ENV`]). Every test comparing
+    /// backends goes through here, never through [`Backend::supported`], which leaves out
+    /// what the CPU lacks without a word.
+    pub fn simd_to_compare() -> Vec<Backend> {
+        let require = std::env::var(REQUIRE_SIMD_ENV).is_ok_and(|v| v == "1");
+        let mut out = Vec::new();
+        for &b in Backend::simd_for_target() {
+            if b.is_supported() {
+                out.push(b);
+                continue;
+            }
+            let msg = format!(
+                "SKIPPED: this CPU lacks the {} backend: its kernels were NOT compared with \
+                 the portable path",
+                b.name()
+            );
+            assert!(!require, "{msg} ({REQUIRE_SIMD_ENV}=1)");
+            static REPORTED: std::sync::Once = std::sync::Once::new();
+            REPORTED.call_once(|| eprintln!("{msg}"));
+        }
+        out
     }
 
     /// The SIMD backends of this build's architecture (whether or not this CPU has them):

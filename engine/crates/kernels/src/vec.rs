@@ -277,28 +277,54 @@ mod tests {
         }
     }
 
+    /// The FMA-compiled paths (x86-64 with AVX2, through
+    /// [`Backend::simd_to_compare`](crate::backend::Backend::simd_to_compare): a CPU
+    /// without AVX2 skips them loudly, or fails with `PROFINFER_REQUIRE_SIMD=1`) give the
+    /// portable code's bits, and the portable code gives [`silu_at`]'s.
     #[test]
     fn swiglu_span_matches_silu_at_on_every_backend_path() {
         // Two rows of 12 (8 vector + 4 tail columns), the span starting mid-row.
         let g: Vec<f32> = (0..20).map(|i| i as f32 * 0.61 - 5.0).collect();
         let u: Vec<f32> = (0..20).map(|i| 1.0 + i as f32 * 0.1).collect();
-        let mut out = vec![0f32; 20];
-        swiglu_span(&g, &u, &mut out, 4, 12);
         let mut portable = vec![0f32; 20];
         swiglu_span_body(&g, &u, &mut portable, 4, 12);
         for i in 0..20 {
             let want = silu_at(g[i], (4 + i) % 12, 12) * u[i];
-            assert_eq!(out[i].to_bits(), want.to_bits(), "{i}");
             assert_eq!(portable[i].to_bits(), want.to_bits(), "{i}");
         }
-        let mut a: Vec<f32> = g.iter().map(|v| v * 0.5).collect();
-        let mut b = a.clone();
-        let (s1, s2) = (
-            exp_sum_masked_row(&mut a, 4.0),
-            exp_sum_masked_row_body(&mut b, 4.0),
+        let masked: Vec<f32> = g.iter().map(|v| v * 0.5).collect();
+        let mut portable_row = masked.clone();
+        let portable_sum = exp_sum_masked_row_body(&mut portable_row, 4.0);
+        let simd = crate::backend::Backend::simd_to_compare();
+        #[cfg(target_arch = "x86_64")]
+        if simd.contains(&crate::backend::Backend::Avx2) {
+            let mut out = vec![0f32; 20];
+            // SAFETY: the CPU has AVX2 and FMA (`simd_to_compare` lists Avx2 only then).
+            unsafe { swiglu_span_fma(&g, &u, &mut out, 4, 12) };
+            for i in 0..20 {
+                assert_eq!(
+                    out[i].to_bits(),
+                    portable[i].to_bits(),
+                    "swiglu, FMA path, {i}"
+                );
+            }
+            let mut row = masked.clone();
+            // SAFETY: as above.
+            let sum = unsafe { exp_sum_masked_row_fma(&mut row, 4.0) };
+            assert_eq!(sum.to_bits(), portable_sum.to_bits(), "exp sum, FMA path");
+            assert_eq!(row, portable_row, "exp row, FMA path");
+        }
+        // The dispatching entry points agree with both, whichever path they take here.
+        let mut out = vec![0f32; 20];
+        swiglu_span(&g, &u, &mut out, 4, 12);
+        assert_eq!(out, portable);
+        let mut row = masked;
+        assert_eq!(
+            exp_sum_masked_row(&mut row, 4.0).to_bits(),
+            portable_sum.to_bits()
         );
-        assert_eq!(s1.to_bits(), s2.to_bits());
-        assert_eq!(a, b);
+        assert_eq!(row, portable_row);
+        let _ = simd;
     }
 
     #[test]
