@@ -114,6 +114,19 @@ pub struct Evaluation<'a> {
 }
 
 impl Evaluation<'_> {
+    /// The labels of the accuracy runs.
+    fn accuracy_labels(&self) -> Vec<&str> {
+        self.accuracy_runs
+            .iter()
+            .map(|r| r.label.as_str())
+            .collect()
+    }
+
+    /// The accuracy verdicts `accuracy.sql` gave no data for ([`uncomputed_verdicts`]).
+    pub fn uncomputed_verdicts(&self) -> Vec<String> {
+        uncomputed_verdicts(&self.rows("accuracy"), &self.accuracy_labels())
+    }
+
     fn table(&self, name: &str) -> String {
         std::fs::read_to_string(self.tables.join(format!("{name}.md")))
             .unwrap_or_else(|_| format!("*(no table: `{name}.sql` had no input)*\n"))
@@ -187,7 +200,7 @@ impl Evaluation<'_> {
             self.table("accuracy_by_op")
         )?;
         let rows = self.rows("accuracy");
-        verdicts(o, &rows)?;
+        verdicts(o, &rows, &self.accuracy_labels())?;
         let find = |level: &str, phase: &str| {
             rows.iter()
                 .filter(|r| r["level"] == level && r["phase"] == phase)
@@ -1103,10 +1116,19 @@ fn unresolved_costs(o: &mut String, rows: &[Value]) -> Result<()> {
     Ok(())
 }
 
-/// The accuracy targets, met or not, per run and phase.
-fn verdicts(o: &mut String, rows: &[Value]) -> Result<()> {
-    const TARGETS: [(&str, f64); 3] = [("token", 99.9), ("graph", 99.9), ("op > 100 us", 98.0)];
-    let mut keys: Vec<(String, String)> = Vec::new();
+/// The accuracy levels with a target (lm-Meter), and the target (mean A, %).
+const TARGETS: [(&str, f64); 3] = [("token", 99.9), ("graph", 99.9), ("op > 100 us", 98.0)];
+
+/// The phases every accuracy run scores: its prompt (prefill) and the decode steps.
+const PHASES: [&str; 2] = ["prefill", "decode"];
+
+/// The rows of the verdict table: every accuracy run (`runs`, labels) in each of
+/// [`PHASES`], then any other (run, phase) the query returned.
+fn verdict_keys(rows: &[Value], runs: &[&str]) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = runs
+        .iter()
+        .flat_map(|r| PHASES.iter().map(|p| ((*r).to_owned(), (*p).to_owned())))
+        .collect();
     for r in rows {
         let k = (
             r["run"].as_str().unwrap_or("").to_owned(),
@@ -1116,32 +1138,55 @@ fn verdicts(o: &mut String, rows: &[Value]) -> Result<()> {
             keys.push(k);
         }
     }
+    keys
+}
+
+/// The mean A of `level` in `run`'s `phase`, if `accuracy.sql` scored a span there.
+fn mean_a(rows: &[Value], run: &str, phase: &str, level: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| r["run"] == run && r["phase"] == phase && r["level"] == level)
+        .and_then(|r| r["mean A (%)"].as_f64())
+}
+
+/// The verdicts that could not be computed, as `run phase level`: a target level of a
+/// run and phase without a span scored against the engine's ground truth (a missing
+/// input, a join that matched nothing). A verdict that is not met is published, not an
+/// error (it depends on the machine's speed); one that is missing is an error.
+pub fn uncomputed_verdicts(rows: &[Value], runs: &[&str]) -> Vec<String> {
+    verdict_keys(rows, runs)
+        .iter()
+        .flat_map(|(run, phase)| {
+            TARGETS
+                .iter()
+                .filter(|(level, _)| mean_a(rows, run, phase, level).is_none())
+                .map(move |(level, _)| format!("{run} {phase} {level}"))
+        })
+        .collect()
+}
+
+/// The accuracy targets, met or not, per run (`runs`: every accuracy run's label) and
+/// phase; a verdict without data says so (`cargo xtask eval` then fails, see
+/// [`uncomputed_verdicts`]).
+fn verdicts(o: &mut String, rows: &[Value], runs: &[&str]) -> Result<()> {
     writeln!(
         o,
         "Against the targets (mean A; met: at or above the target):\n\n\
          | run | phase | token (≥ 99.9 %) | graph (≥ 99.9 %) | op > 100 µs (≥ 98 %) |\n\
          |---|---|---|---|---|"
     )?;
-    for (run, phase) in &keys {
+    for (run, phase) in &verdict_keys(rows, runs) {
         let cells: Vec<String> = TARGETS
             .iter()
             .map(|(level, target)| {
-                rows.iter()
-                    .find(|r| {
-                        r["run"] == run.as_str()
-                            && r["phase"] == phase.as_str()
-                            && r["level"] == *level
-                    })
-                    .and_then(|r| r["mean A (%)"].as_f64())
-                    .map_or_else(
-                        || "-".to_owned(),
-                        |a| {
-                            format!(
-                                "{a:.2} % {}",
-                                if a >= *target { "met" } else { "**not met**" }
-                            )
-                        },
-                    )
+                mean_a(rows, run, phase, level).map_or_else(
+                    || "**not computed** (no span scored)".to_owned(),
+                    |a| {
+                        format!(
+                            "{a:.2} % {}",
+                            if a >= *target { "met" } else { "**not met**" }
+                        )
+                    },
+                )
             })
             .collect();
         writeln!(o, "| {run} | {phase} | {} |", cells.join(" | "))?;
@@ -1156,19 +1201,64 @@ mod tests {
 
     #[test]
     fn verdicts_mark_each_target_met_or_not() {
-        let row = |level: &str, a: f64| serde_json::json!({"run": "accuracy/m", "phase": "decode", "level": level, "mean A (%)": a});
-        let rows = [
-            row("token", 99.95),
-            row("graph", 99.85),
-            row("op > 100 us", 98.0),
-        ];
+        let row = |phase: &str, level: &str, a: f64| serde_json::json!({"run": "accuracy/m", "phase": phase, "level": level, "mean A (%)": a});
+        let rows: Vec<Value> = PHASES
+            .iter()
+            .flat_map(|p| {
+                [
+                    row(p, "token", 99.95),
+                    row(p, "graph", 99.85),
+                    row(p, "op > 100 us", 98.0),
+                ]
+            })
+            .collect();
         let mut o = String::new();
-        verdicts(&mut o, &rows).unwrap();
-        let line = o.lines().find(|l| l.starts_with("| accuracy/m")).unwrap();
+        verdicts(&mut o, &rows, &["accuracy/m"]).unwrap();
+        let lines: Vec<&str> = o
+            .lines()
+            .filter(|l| l.starts_with("| accuracy/m"))
+            .collect();
         assert_eq!(
-            line,
-            "| accuracy/m | decode | 99.95 % met | 99.85 % **not met** | 98.00 % met |"
+            lines,
+            [
+                "| accuracy/m | prefill | 99.95 % met | 99.85 % **not met** | 98.00 % met |",
+                "| accuracy/m | decode | 99.95 % met | 99.85 % **not met** | 98.00 % met |"
+            ]
         );
+        assert!(
+            uncomputed_verdicts(&rows, &["accuracy/m"]).is_empty(),
+            "a verdict not met is computed"
+        );
+    }
+
+    #[test]
+    fn a_verdict_without_scored_spans_is_shown_and_listed_as_not_computed() {
+        let rows = [
+            serde_json::json!({"run": "accuracy/m", "phase": "decode", "level": "token", "mean A (%)": 99.95}),
+            serde_json::json!({"run": "accuracy/m", "phase": "decode", "level": "graph", "mean A (%)": null}),
+        ];
+        let runs = ["accuracy/m", "accuracy-exact/m"];
+        let mut o = String::new();
+        verdicts(&mut o, &rows, &runs).unwrap();
+        assert!(
+            o.contains("| accuracy/m | decode | 99.95 % met | **not computed** (no span scored) | **not computed** (no span scored) |"),
+            "{o}"
+        );
+        assert!(
+            o.contains("| accuracy-exact/m | prefill | **not computed**"),
+            "{o}"
+        );
+        let missing = uncomputed_verdicts(&rows, &runs);
+        assert_eq!(missing.len(), 4 * 3 - 1, "{missing:?}");
+        for m in [
+            "accuracy/m decode graph",
+            "accuracy/m decode op > 100 us",
+            "accuracy/m prefill token",
+            "accuracy-exact/m decode op > 100 us",
+        ] {
+            assert!(missing.iter().any(|x| x == m), "{m} in {missing:?}");
+        }
+        assert!(!missing.iter().any(|x| x == "accuracy/m decode token"));
     }
 
     #[test]

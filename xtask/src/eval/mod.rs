@@ -363,7 +363,7 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         )
     });
 
-    let text = doc::Evaluation {
+    let evaluation = doc::Evaluation {
         cfg,
         machine: &machine,
         tables: &tables,
@@ -384,8 +384,8 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
             .collect::<Vec<_>>()
             .join("\n"),
         figures: &figures,
-    }
-    .markdown()?;
+    };
+    let text = evaluation.markdown()?;
     let mut written = vec![out.join("evaluation.md")];
     if !cfg.quick {
         written.push(paths::repo_root().join("docs/evaluation.md"));
@@ -398,7 +398,26 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         "run tables: {} (query them: scripts/eval/sql/*.sql with DuckDB)",
         runs.display()
     );
-    tables_result
+    outcome(tables_result, &evaluation.uncomputed_verdicts())
+}
+
+/// The evaluation's result once its document is written: the tables' (a query that
+/// failed or had no rows), and an error naming every accuracy verdict that could not be
+/// computed. A verdict not met is published, not an error (it depends on the machine's
+/// speed); one without data is.
+fn outcome(tables: Result<()>, uncomputed: &[String]) -> Result<()> {
+    if uncomputed.is_empty() {
+        return tables;
+    }
+    let why = format!(
+        "accuracy verdicts that could not be computed (no span of the level scored against \
+         the engine's ground truth): {}",
+        uncomputed.join(", ")
+    );
+    Err(match tables {
+        Err(e) => e.context(why),
+        Ok(()) => anyhow::anyhow!(why),
+    })
 }
 
 /// Queries only the full run has input for.
@@ -422,6 +441,9 @@ fn queries(cfg: EvalConfig) -> Result<Vec<String>> {
 }
 
 /// The figures `profinfer analyze` draws from `source`'s run, copied to `dir`.
+///
+/// # Errors
+/// The analysis failed, or did not draw one of `source`'s figures ([`copy_figures`]).
 fn figures_of(
     profinfer: &Path,
     trace: &Path,
@@ -429,6 +451,11 @@ fn figures_of(
     dir: &Path,
     source: Source,
 ) -> Result<()> {
+    // `profinfer analyze` writes into its directory without clearing it: a figure an
+    // earlier evaluation left there must not stand in for one this run did not draw.
+    if views.exists() {
+        std::fs::remove_dir_all(views).with_context(|| format!("clearing {}", views.display()))?;
+    }
     process::run(
         Command::new(profinfer)
             .arg("analyze")
@@ -436,19 +463,204 @@ fn figures_of(
             .arg("-o")
             .arg(views),
     )?;
+    copy_figures(trace, views, dir, source)
+}
+
+/// Copies `source`'s figures ([`doc::FIGURES`]) from the analysis of `trace` in `views`
+/// to `dir`.
+///
+/// # Errors
+/// A figure the analysis did not draw (no file, or the analysis' `summary.json` warns that
+/// it could not draw it: a failed plot may leave a partial file), naming every such
+/// figure, the trace and the analysis' warnings about it; every evaluation recording has
+/// the input of its figures, so none may be missing. Or a copy failed.
+fn copy_figures(trace: &Path, views: &Path, dir: &Path, source: Source) -> Result<()> {
+    let summary = views.join("summary.json");
+    let warnings: Vec<String> = std::fs::read(&summary)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| {
+            v["warnings"].as_array().map(|w| {
+                w.iter()
+                    .filter_map(|w| w.as_str().map(str::to_owned))
+                    .collect()
+            })
+        })
+        .with_context(|| {
+            format!(
+                "{}: no warnings list (the analysis of {} did not finish)",
+                summary.display(),
+                trace.display()
+            )
+        })?;
     paths::create_dir(dir)?;
+    let mut missing = Vec::new();
     for name in doc::FIGURES
         .iter()
         .filter(|f| f.source == source)
         .map(|f| f.file)
     {
         let from = views.join(name);
-        if !from.is_file() {
+        let failed = format!("cannot draw plot `{}`", from.display());
+        let about: Vec<&str> = warnings
+            .iter()
+            .filter(|w| w.contains(name))
+            .map(String::as_str)
+            .collect();
+        if !from.is_file() || about.iter().any(|w| w.starts_with(&failed)) {
+            missing.push(if about.is_empty() {
+                format!("{name} (no file, no warning about it)")
+            } else {
+                format!("{name} ({})", about.join("; "))
+            });
             continue;
         }
         let to = dir.join(name);
         std::fs::copy(&from, &to)
             .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
     }
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "`profinfer analyze {}` drew no {} (analysis in {})",
+            trace.display(),
+            missing.join(", "),
+            views.display()
+        );
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory of its own, removed at the end.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("xtask-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A stand-in for `profinfer analyze TRACE -o DIR`: writes `figures` and a
+    /// `summary.json` with `warnings` into DIR.
+    fn fake_profinfer(dir: &Path, figures: &[&str], warnings: &[String]) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let script = dir.join("profinfer");
+        let summary = serde_json::json!({ "warnings": warnings }).to_string();
+        let mut text = "#!/bin/sh\nset -e\nmkdir -p \"$4\"\n".to_owned();
+        for f in figures {
+            text.push_str(&format!("echo '<svg/>' > \"$4/{f}\"\n"));
+        }
+        text.push_str(&format!(
+            "cat > \"$4/summary.json\" <<'EOF'\n{summary}\nEOF\n"
+        ));
+        std::fs::write(&script, text).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    }
+
+    fn split_figures() -> Vec<&'static str> {
+        doc::FIGURES
+            .iter()
+            .filter(|f| f.source == Source::Split)
+            .map(|f| f.file)
+            .collect()
+    }
+
+    #[test]
+    fn a_verdict_that_could_not_be_computed_fails_the_evaluation_but_not_met_does_not() {
+        outcome(Ok(()), &[]).unwrap();
+        let missing = ["accuracy/smollm2 prefill op > 100 us".to_owned()];
+        let e = format!("{:#}", outcome(Ok(()), &missing).unwrap_err());
+        assert!(e.contains("accuracy/smollm2 prefill op > 100 us"), "{e}");
+        let e = format!(
+            "{:#}",
+            outcome(Err(anyhow::anyhow!("accuracy.sql failed")), &missing).unwrap_err()
+        );
+        assert!(
+            e.contains("could not be computed") && e.contains("accuracy.sql failed"),
+            "{e}"
+        );
+        let e = outcome(Err(anyhow::anyhow!("cost.sql failed")), &[]).unwrap_err();
+        assert_eq!(e.to_string(), "cost.sql failed");
+    }
+
+    #[test]
+    fn every_figure_of_a_source_is_copied() {
+        let s = Scratch::new("figures-all");
+        let all = split_figures();
+        let profinfer = fake_profinfer(&s.0, &all, &[]);
+        let (views, dir) = (s.0.join("views"), s.0.join("img"));
+        figures_of(
+            &profinfer,
+            Path::new("split.pftrace"),
+            &views,
+            &dir,
+            Source::Split,
+        )
+        .unwrap();
+        for f in all {
+            assert!(dir.join(f).is_file(), "{f}");
+        }
+    }
+
+    #[test]
+    fn a_figure_the_analysis_did_not_draw_is_an_error_naming_it_and_the_trace() {
+        let s = Scratch::new("figures-missing");
+        let all = split_figures();
+        let (views, dir) = (s.0.join("views"), s.0.join("img"));
+        // An earlier analysis left every figure in the views directory: it is cleared.
+        std::fs::create_dir_all(&views).unwrap();
+        for f in &all {
+            std::fs::write(views.join(f), "stale").unwrap();
+        }
+        let profinfer = fake_profinfer(&s.0, &all[1..], &[]);
+        let e = figures_of(
+            &profinfer,
+            Path::new("split.pftrace"),
+            &views,
+            &dir,
+            Source::Split,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(all[0]) && e.contains("split.pftrace"), "{e}");
+        assert!(e.contains("no file, no warning about it"), "{e}");
+        for f in &all[1..] {
+            assert!(!e.contains(f), "{f} was drawn: {e}");
+        }
+    }
+
+    #[test]
+    fn a_plot_the_analysis_failed_to_draw_is_an_error_even_with_its_file() {
+        let s = Scratch::new("figures-failed");
+        let all = split_figures();
+        let views = s.0.join("views");
+        let why = format!(
+            "cannot draw plot `{}`: no decode step with a split",
+            views.join(all[1]).display()
+        );
+        let profinfer = fake_profinfer(&s.0, &all, std::slice::from_ref(&why));
+        let e = figures_of(
+            &profinfer,
+            Path::new("split.pftrace"),
+            &views,
+            &s.0.join("img"),
+            Source::Split,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(&why) && e.contains("split.pftrace"), "{e}");
+    }
 }
