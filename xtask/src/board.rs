@@ -13,11 +13,11 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use crate::apt;
 use crate::cross::{self, Arch};
 use crate::llama_cross;
 use crate::paths;
 use crate::process;
-use crate::setup;
 
 /// Debian packages the board tests need on the host: the emulator, `cpio` for the
 /// initramfs, and qemu-user for the aarch64 unit tests.
@@ -124,7 +124,7 @@ pub fn prepare() -> Result<BoardKit> {
 /// Installs the host packages, builds the aarch64 binaries and fetches the guest's
 /// kernels and busybox (cached): what a guest that runs the engine needs.
 pub fn prepare_guest() -> Result<GuestKit> {
-    setup::apt_packages(HOST_PACKAGES)?;
+    apt::install(HOST_PACKAGES)?;
     cross::ensure_target(Arch::Aarch64)?;
     let build = cross::build(Arch::Aarch64)?;
     let cache = paths::user_cache_dir()?.join("board");
@@ -230,7 +230,7 @@ fn ensure_arm64_dpkg() -> Result<()> {
     {
         return Ok(());
     }
-    if !setup::is_root() {
+    if !process::is_root() {
         bail!(
             "adding the arm64 package architecture needs root: run `sudo dpkg --add-architecture arm64 && sudo apt-get update`"
         );

@@ -52,7 +52,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
             "-m",
         ])
         .arg(&model);
-    let traced = setup::is_root();
+    let traced = process::is_root();
     if traced {
         steps.run("chat with SmolLM2, traced by profinfer record", || {
             println!("\nuser> {PROMPT}\nassistant> (streamed as it is generated)\n");

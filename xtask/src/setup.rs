@@ -10,6 +10,7 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
+use crate::apt;
 use crate::llama_builds;
 use crate::llama_vulkan;
 use crate::oracle_env;
@@ -87,7 +88,7 @@ pub fn run(steps: &mut Steps, oracle: bool) -> Result<()> {
 pub fn install(steps: &mut Steps, components: &[Component]) -> Result<()> {
     for component in components {
         match *component {
-            Component::Apt(packages) => steps.run("apt packages", || apt_packages(packages))?,
+            Component::Apt(packages) => steps.run("apt packages", || apt::install(packages))?,
             Component::NightlyRustSrc => steps.run("nightly rust-src", nightly_rust_src)?,
             Component::BpfLinker => steps.run("bpf-linker", bpf_linker)?,
             Component::CargoFuzz => steps.run("cargo-fuzz", cargo_fuzz)?,
@@ -101,61 +102,6 @@ pub fn install(steps: &mut Steps, components: &[Component]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Installs the missing `packages` (one `apt-get update` first).
-pub fn apt_packages(packages: &[&str]) -> Result<()> {
-    let missing: Vec<&str> = packages
-        .iter()
-        .copied()
-        .filter(|p| !dpkg_installed(p))
-        .collect();
-    if missing.is_empty() {
-        eprintln!("    already installed: {}", packages.join(" "));
-        return Ok(());
-    }
-    if !process::succeeds(Command::new("apt-get").arg("--version")) {
-        bail!(
-            "apt-get not found; install these packages by hand: {}",
-            missing.join(" ")
-        );
-    }
-    let sudo = !is_root();
-    let apt = |args: &[&str]| {
-        let mut cmd = if sudo {
-            Command::new("sudo")
-        } else {
-            Command::new("apt-get")
-        };
-        if sudo {
-            cmd.arg("apt-get");
-        }
-        cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-        cmd
-    };
-    process::run(&mut apt(&["update", "-q"]))?;
-    let mut install = apt(&["install", "-y", "-q", "--no-install-recommends"]);
-    install.args(&missing);
-    process::run(&mut install)
-}
-
-/// Whether `dpkg -s` reports `package` as installed.
-fn dpkg_installed(package: &str) -> bool {
-    Command::new("dpkg-query")
-        .args(["-W", "-f=${Status}", package])
-        .output()
-        .is_ok_and(|o| {
-            o.status.success()
-                && String::from_utf8_lossy(&o.stdout).contains("install ok installed")
-        })
-}
-
-/// Whether this process runs as root (apt installs and tracing need it).
-pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// Adds `rust-src` to the nightly toolchain (the eBPF crate builds `core` from source),

@@ -6,6 +6,7 @@
 
 use anyhow::{Result, bail};
 
+use crate::apt;
 use crate::board;
 use crate::cross::{self, Arch};
 use crate::paths;
@@ -180,7 +181,7 @@ fn host_has_every_simd() -> bool {
 /// `qemu-<arch>-static -cpu max` (QEMU 7.2 emulates AVX2, FMA and F16C, and AArch64's
 /// dotprod and i8mm) with every SIMD backend required.
 fn simd_under_qemu() -> Result<()> {
-    setup::apt_packages(&["qemu-user-static"])?;
+    apt::install(&["qemu-user-static"])?;
     let arch = std::env::consts::ARCH;
     let triple = format!("{arch}-unknown-linux-gnu");
     let var = triple.to_uppercase().replace('-', "_");

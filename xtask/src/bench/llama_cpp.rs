@@ -17,20 +17,26 @@ use crate::steps::Steps;
 /// Seed of the benchmarked models' random weights.
 pub const BENCH_SEED: u64 = 1;
 
-/// What to benchmark.
-#[derive(Debug, Clone)]
+/// What to benchmark (`cargo xtask bench llama-cpp`'s options).
+#[derive(Debug, Clone, clap::Args)]
 pub struct BenchConfig {
     /// Model preset.
+    #[arg(long, default_value = "llama3.2-1b")]
     pub preset: String,
-    /// Weight types, one model each.
+    /// Weight types to benchmark, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "f16,q8_0,q4_0")]
     pub dtypes: Vec<String>,
     /// Threads for both implementations.
+    #[arg(short = 't', long, default_value_t = 2)]
     pub threads: u32,
-    /// Interleaved repetitions (each runs A once, then B once).
+    /// Interleaved repetitions.
+    #[arg(short = 'r', long, default_value_t = 3)]
     pub reps: u32,
     /// Prompt tokens of the prefill test.
+    #[arg(short = 'p', long, default_value_t = 512)]
     pub prompt: u32,
     /// Generated tokens of the decode test.
+    #[arg(short = 'n', long, default_value_t = 128)]
     pub generate: u32,
 }
 

@@ -168,7 +168,7 @@ fn ensure_duckdb() -> Result<()> {
 
 /// Runs the evaluation.
 pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
-    if !crate::setup::is_root() {
+    if !crate::process::is_root() {
         anyhow::bail!(
             "cargo xtask eval records with eBPF probes and sets a cgroup CPU quota: run it as root"
         );

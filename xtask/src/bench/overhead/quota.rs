@@ -100,7 +100,7 @@ mod tests {
     /// the evaluation's constrained rows need one.
     #[test]
     fn a_quota_limits_a_busy_child() {
-        if !crate::setup::is_root() {
+        if !crate::process::is_root() {
             assert!(
                 std::env::var_os("PROFINFER_REQUIRE_ROOT").is_none_or(|v| v != "1"),
                 "the CPU quota test needs root, and PROFINFER_REQUIRE_ROOT=1"
