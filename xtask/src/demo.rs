@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::paths;
 use crate::process;
+use crate::programs;
 use crate::real_model::SMOLLM2;
 use crate::setup;
 use crate::steps::Steps;
@@ -23,15 +24,17 @@ pub const PROMPT: &str = "What does a profiler tell a programmer? Answer in two 
 pub const N_GENERATE: u32 = 96;
 /// Threads the demo runs with.
 pub const THREADS: u32 = 2;
+/// The cargo profile the demo builds its programs in.
+pub const PROFILE: &str = "release";
 
 /// Runs the demo steps.
 pub fn run(steps: &mut Steps) -> Result<()> {
     setup::install(steps, setup::DEMO)?;
-    let engine_bin = steps.run("build the engine", crate::engine::build_release)?;
-    let profinfer = steps.run(
-        "build profinfer (and its eBPF probes)",
-        crate::tracer::build_release,
+    let built = steps.run(
+        "build the engine and profinfer (and its eBPF probes)",
+        || programs::build(PROFILE, &[programs::ENGINE, programs::PROFINFER]),
     )?;
+    let (engine_bin, profinfer) = (&built[0], &built[1]);
     let model = steps.run(
         &format!("fetch the demo model ({})", SMOLLM2.description),
         || SMOLLM2.ensure(),
@@ -41,7 +44,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     let trace = demo_dir.join("trace.pftrace");
     let analysis = demo_dir.join("analysis");
     let self_profile = demo_dir.join("self-profile.jsonl");
-    let mut engine_run = Command::new(&engine_bin);
+    let mut engine_run = Command::new(engine_bin);
     engine_run
         .args(["run", "--chat", "-p", PROMPT, "--temp", "0"])
         .args([
@@ -56,7 +59,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
     if traced {
         steps.run("chat with SmolLM2, traced by profinfer record", || {
             println!("\nuser> {PROMPT}\nassistant> (streamed as it is generated)\n");
-            let mut record = Command::new(&profinfer);
+            let mut record = Command::new(profinfer);
             record.arg("record").arg("-o").arg(&trace).arg("--");
             record
                 .arg(engine_run.get_program())
@@ -66,7 +69,7 @@ pub fn run(steps: &mut Steps) -> Result<()> {
         })?;
         steps.run("analyze the trace (profinfer analyze)", || {
             process::run(
-                Command::new(&profinfer)
+                Command::new(profinfer)
                     .arg("analyze")
                     .arg(&trace)
                     .arg("-o")

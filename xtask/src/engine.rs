@@ -1,30 +1,12 @@
-//! Driving the engine binary: building it and generating models into `out/models`.
+//! Generating models into `out/models` with the engine binary.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use crate::paths;
 use crate::process;
-
-/// Builds the release `engine` binary and returns its path.
-pub fn build_release() -> Result<PathBuf> {
-    process::run(process::in_dir("cargo", &paths::repo_root()).args([
-        "build",
-        "--release",
-        "-p",
-        "engine",
-    ]))?;
-    let binary = paths::engine_binary();
-    if !binary.is_file() {
-        bail!(
-            "`cargo build --release -p engine` did not produce {}",
-            binary.display()
-        );
-    }
-    Ok(binary)
-}
 
 /// The `out/models` file for a preset, dtype and seed.
 pub fn model_path(preset: &str, dtype: &str, seed: u64) -> PathBuf {

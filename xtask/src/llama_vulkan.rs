@@ -22,7 +22,7 @@ use crate::llama_libs::{check_libraries, collect_libraries};
 use crate::oracle_env::llama_cmake_args;
 use crate::paths;
 use crate::process;
-use crate::sdist::{self, CmakeBuild, Sdist};
+use crate::sdist::{self, CmakeProject, Sdist};
 
 /// Debian packages of the build and the driver: the loader and headers, the shader
 /// compiler, SPIR-V headers (CMake config), Mesa's Vulkan drivers (lavapipe).
@@ -103,14 +103,6 @@ fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
     let work = partial.join("work");
     paths::create_dir(&work)?;
     let tools = sdist::build_tools(&cache.join("scratch-vulkan-tools"))?;
-    let file = format!("llama_cpp_python-{VERSION}.tar.gz");
-    let sdist = Sdist {
-        project: "llama-cpp-python",
-        file: &file,
-        sha256: SDIST_SHA256,
-    };
-    let src = sdist.unpack(&tools.python, &work, &["vendor/llama.cpp"])?;
-    let build_dir = work.join("build");
     let log = partial.join(BUILD_LOG);
     eprintln!(
         "    building llama.cpp {} with the Vulkan backend (about 15 minutes on 2 cores, most \
@@ -119,15 +111,22 @@ fn build(cache: &Path, entry: &Path, info: &str) -> Result<()> {
         entry.display()
     );
     eprintln!("    build log: {}", log.display());
-    // The shader generator is a CMake sub-project that finds Ninja on PATH.
-    tools.cmake_build(&CmakeBuild {
-        src: &src.join("vendor").join("llama.cpp"),
-        build: &build_dir,
+    let file = format!("llama_cpp_python-{VERSION}.tar.gz");
+    let build_dir = CmakeProject {
+        sdist: Sdist {
+            project: "llama-cpp-python",
+            file: &file,
+            sha256: SDIST_SHA256,
+        },
+        members: &["vendor/llama.cpp"],
+        dir: "vendor/llama.cpp",
         cmake_args: &llama_cmake_args(EXTRA_CMAKE_ARGS),
         targets: PROGRAMS,
         log: Some(&log),
+        // The shader generator is a CMake sub-project that finds Ninja on PATH.
         ninja_on_path: true,
-    })?;
+    }
+    .build(&work, &tools)?;
     let bin = partial.join("bin");
     paths::create_dir(&bin)?;
     let libs = collect_libraries(&build_dir, &bin)?;

@@ -21,12 +21,12 @@ mod llama_vulkan;
 mod oracle_env;
 mod paths;
 mod process;
+mod programs;
 mod real_model;
 mod sdist;
 mod setup;
 mod steps;
 mod test;
-mod tracer;
 
 use std::process::ExitCode;
 
@@ -167,7 +167,7 @@ fn main() -> ExitCode {
             output,
             rest,
         } => run("analyze", |s| {
-            let profinfer = s.run("build profinfer", tracer::build_release)?;
+            let profinfer = s.run("build profinfer", programs::profinfer)?;
             s.run("profinfer analyze", || {
                 process::run(
                     std::process::Command::new(&profinfer)
@@ -219,7 +219,7 @@ fn main() -> ExitCode {
         }),
     };
     eprintln!("{}", steps.summary());
-    eprint!("{}", steps.failures());
+    eprint!("{}{}", steps.table(), steps.failures());
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -28,11 +28,6 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// The release build of the `engine` binary.
-pub fn engine_binary() -> PathBuf {
-    target_dir().join("release").join("engine")
-}
-
 /// The directory for generated artefacts (`<repo>/out`, gitignored).
 pub fn out_dir() -> PathBuf {
     repo_root().join("out")

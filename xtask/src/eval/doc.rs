@@ -139,15 +139,19 @@ impl Evaluation<'_> {
             .unwrap_or_default()
     }
 
-    fn figure(&self, out: &mut String, file: &str, alt: &str) {
-        if !self.figures.join(file).is_file() {
-            let _ = writeln!(out, "*(no `{file}`: the analysis drew none)*\n");
-            return;
+    /// The figures `which` picks, each as an image with the text `alt` (or a note that
+    /// the analysis drew none).
+    fn figures(&self, out: &mut String, which: impl Fn(&Figure) -> bool, alt: &str) {
+        for file in FIGURES.iter().filter(|f| which(f)).map(|f| f.file) {
+            if !self.figures.join(file).is_file() {
+                let _ = writeln!(out, "*(no `{file}`: the analysis drew none)*\n");
+                continue;
+            }
+            // docs/evaluation.md links docs/img/eval; the quick run's copy sits beside its
+            // own evaluation.md in out/eval/img.
+            let dir = if self.cfg.quick { "img" } else { "img/eval" };
+            let _ = writeln!(out, "![{alt}]({dir}/{file})\n");
         }
-        // docs/evaluation.md links docs/img/eval; the quick run's copy sits beside its
-        // own evaluation.md in out/eval/img.
-        let dir = if self.cfg.quick { "img" } else { "img/eval" };
-        let _ = writeln!(out, "![{alt}]({dir}/{file})\n");
     }
 
     /// The whole document.
@@ -477,9 +481,7 @@ impl Evaluation<'_> {
                 )?;
             }
         }
-        for f in FIGURES.iter().filter(|f| f.fig == "Fig 9") {
-            self.figure(o, f.file, "decode latency against position");
-        }
+        self.figures(o, |f| f.fig == "Fig 9", "decode latency against position");
         // Fig 10.
         writeln!(
             o,
@@ -515,9 +517,11 @@ impl Evaluation<'_> {
                 fits.join("; ")
             }
         )?;
-        for f in FIGURES.iter().filter(|f| f.fig == "Fig 10") {
-            self.figure(o, f.file, "matrix product time against operations");
-        }
+        self.figures(
+            o,
+            |f| f.fig == "Fig 10",
+            "matrix product time against operations",
+        );
         // Fig 6.
         writeln!(
             o,
@@ -545,9 +549,7 @@ impl Evaluation<'_> {
                 mm["waiting (ms)"]
             )?;
         }
-        for f in FIGURES.iter().filter(|f| f.fig == "Fig 6") {
-            self.figure(o, f.file, "thread load balance");
-        }
+        self.figures(o, |f| f.fig == "Fig 6", "thread load balance");
         self.counters_finding(o)?;
         self.split_finding(o)?;
         self.experts_finding(o)?;
@@ -700,9 +702,11 @@ impl Evaluation<'_> {
                 },
             )?;
         }
-        for f in FIGURES.iter().filter(|f| f.source == Source::Split) {
-            self.figure(o, f.file, "a decode call split between CPU and accel");
-        }
+        self.figures(
+            o,
+            |f| f.source == Source::Split,
+            "a decode call split between CPU and accel",
+        );
         Ok(())
     }
 
@@ -765,13 +769,8 @@ impl Evaluation<'_> {
                 }
             )?;
         }
-        for f in FIGURES.iter().filter(|f| f.source == Source::Experts) {
-            self.figure(
-                o,
-                f.file,
-                &format!("experts under the {} limit", self.figure_limit),
-            );
-        }
+        let alt = format!("experts under the {} limit", self.figure_limit);
+        self.figures(o, |f| f.source == Source::Experts, &alt);
         Ok(())
     }
 
@@ -851,36 +850,11 @@ fn board_counters_finding(
         b.elapsed.as_secs_f64(),
         table
     )?;
-    let fixed = [
-        "run",
-        "op",
-        "spans",
-        "decode instructions (%)",
-        "instructions per span (k)",
-        "cycles per span (k)",
-        "cycles per instruction",
-        "mean span (us, guest clock)",
-    ];
-    let others: Vec<String> = rows
-        .first()
-        .and_then(Value::as_object)
-        .map(|r| {
-            r.keys()
-                .filter(|k| !fixed.contains(&k.as_str()))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
     let Some(top) = rows.first() else {
         writeln!(o, "The board run gave no counted decode operators.\n")?;
         return Ok(());
     };
-    let range = |key: &str| {
-        let v: Vec<f64> = rows.iter().filter_map(|r| r[key].as_f64()).collect();
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (!v.is_empty()).then_some((lo, hi))
-    };
+    let others = board_other_counters(top);
     write!(
         o,
         "The recording opened `instructions`, `cycles`{}{}. ",
@@ -905,6 +879,42 @@ fn board_counters_finding(
         top["decode instructions (%)"],
         top["instructions per span (k)"],
     )?;
+    board_counters_limits(o, rows, &others)
+}
+
+/// The columns of a `counters_arm64.sql` row beyond its fixed ones: the other counters
+/// the board run recorded.
+fn board_other_counters(row: &Value) -> Vec<String> {
+    let fixed = [
+        "run",
+        "op",
+        "spans",
+        "decode instructions (%)",
+        "instructions per span (k)",
+        "cycles per span (k)",
+        "cycles per instruction",
+        "mean span (us, guest clock)",
+    ];
+    row.as_object()
+        .map(|r| {
+            r.keys()
+                .filter(|k| !fixed.contains(&k.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The board section's "What it cannot show": what `-icount` makes of the clock and the
+/// cycles, the probes' own instructions inside the counted window, the stall events
+/// (`others` holds the recorded counters beyond instructions and cycles).
+fn board_counters_limits(o: &mut String, rows: &[Value], others: &[String]) -> Result<()> {
+    let range = |key: &str| {
+        let v: Vec<f64> = rows.iter().filter_map(|r| r[key].as_f64()).collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (!v.is_empty()).then_some((lo, hi))
+    };
     // Instructions counted between the reads but outside the span's timestamps (one
     // per nanosecond of guest clock): the probes' own work inside the counted window.
     let mut probe_k: Vec<f64> = rows

@@ -11,17 +11,19 @@ mod llama_ops;
 mod machine;
 mod recordings;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context as _, Result};
 
-use crate::bench::overhead::{self, BenchModel, OverheadConfig, Target};
+use crate::bench::overhead::{self, BenchModel, Measured, OverheadConfig, Target};
 use crate::paths;
 use crate::process;
 use crate::real_model::SMOLLM2;
 use crate::steps::Steps;
+use board_counters::BoardCounters;
 use doc::Source;
+use llama_ops::LlamaOps;
 use recordings::{EngineRun, Recorder};
 
 /// The DuckDB wheel the queries run on (PyPI, into the project's `.venv`).
@@ -173,8 +175,8 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
             "cargo xtask eval records with eBPF probes and sets a cgroup CPU quota: run it as root"
         );
     }
-    let engine = steps.run("build engine", crate::engine::build_release)?;
-    let profinfer = steps.run("build profinfer", crate::tracer::build_release)?;
+    let engine = steps.run("build engine", crate::programs::engine)?;
+    let profinfer = steps.run("build profinfer", crate::programs::profinfer)?;
     let smollm2 = steps.run("SmolLM2", || SMOLLM2.ensure())?;
     steps.run("DuckDB in .venv", ensure_duckdb)?;
     let out = paths::out_dir().join("eval");
@@ -187,182 +189,33 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         paths::create_dir(d)?;
     }
     let machine = machine::Machine::read();
-    let recorder = Recorder {
-        engine: &engine,
-        profinfer: &profinfer,
-        runs: &runs,
-        scratch: &scratch,
-    };
-
-    // Accuracy: the real model, and in the full run llama3.2-1b's shapes.
-    let mut models = vec![("smollm2", smollm2.clone())];
-    if !cfg.quick {
-        let m = steps.run("model llama3.2-1b q4_0", || {
-            crate::engine::ensure_model(&engine, "llama3.2-1b", "q4_0", SEED)
-        })?;
-        models.push(("llama3.2-1b-q4_0", m));
-    }
-    let mut accuracy_runs = Vec::new();
-    for (name, model) in &models {
-        for exact in [false, true] {
-            let mut run = EngineRun::new(
-                if exact {
-                    format!("accuracy-exact/{name}")
-                } else {
-                    format!("accuracy/{name}")
-                },
-                model,
-                64,
-                cfg.accuracy_tokens(),
-            );
-            run.ground_truth = true;
-            if exact {
-                run.record_flags.push("--exact-spans".into());
-            }
-            steps.run(&format!("record {}", run.label), || recorder.record(&run))?;
-            accuracy_runs.push(run);
-        }
-    }
-
-    // llama.cpp has no ground truth inside: its traced ops against its own benchmark of
-    // the same ops (full run: the test programs are a 10-minute build, once).
-    let llama_ops = if cfg.quick {
-        None
-    } else {
-        let tests = steps.run("llama.cpp's test programs", crate::llama_tests::ensure)?;
-        let bench = crate::oracle_env::llama_bin_dir()?.join("llama-bench");
-        Some(steps.run("llama.cpp's ops against test-backend-ops", || {
-            llama_ops::run(&recorder, &tests, &bench, &smollm2, cfg.accuracy_tokens())
-        })?)
-    };
-
-    // Findings: a long generation for latency against context, products, balance.
-    let context = EngineRun::new("context/smollm2", &smollm2, 16, cfg.context_tokens());
-    let context_trace = steps.run("record context/smollm2", || recorder.record(&context))?;
-    let figures = if cfg.quick {
-        out.join("img")
-    } else {
-        paths::repo_root().join("docs/img/eval")
-    };
-    let views = |name: &str| scratch.join(format!("{name}-views"));
-    steps.run("figures (context)", || {
-        figures_of(
-            &profinfer,
-            &context_trace,
-            &views("context"),
-            &figures,
-            Source::Context,
-        )
-    })?;
-
-    // Fig 11: operators' counters (hardware where the machine has a PMU, software here
-    // otherwise), read at both bounds of every operator span.
-    let mut counters = EngineRun::new("counters/smollm2", &smollm2, 64, cfg.accuracy_tokens());
-    counters.record_flags.push("--pmc".into());
-    steps.run("record counters/smollm2", || recorder.record(&counters))?;
-    // The same on the emulated arm64 board, whose PMU counts instructions: one engine
-    // thread on one CPU, a 4-token prompt (prefill is slow under emulation).
-    let guest_kit = steps.run("arm64 board kit", crate::board::prepare_guest)?;
-    let mut arm64 = EngineRun::new(board_counters::LABEL, &smollm2, 4, cfg.board_tokens());
-    arm64.threads = 1;
-    arm64.record_flags.push("--pmc".into());
-    let board_counters = steps.run("record counters on the arm64 board", || {
-        board_counters::run(&recorder, &guest_kit, &arm64)
-    })?;
-
-    // Figs 7/12: half the layers on the accel backend at half speed, one CPU thread.
-    let mut split = EngineRun::new("split/smollm2", &smollm2, 64, cfg.accuracy_tokens());
-    split.threads = 1;
-    split.engine_flags = SPLIT_FLAGS.iter().map(|s| (*s).into()).collect();
-    let split_trace = steps.run("record split/smollm2", || recorder.record(&split))?;
-    steps.run("figures (split)", || {
-        figures_of(
-            &profinfer,
-            &split_trace,
-            &views("split"),
-            &figures,
-            Source::Split,
-        )
-    })?;
-
-    // Fig 13: an MoE model's experts under a sweep of memory limits.
-    let moe = steps.run(&format!("model {MOE_PRESET} q4_0"), || {
-        crate::engine::ensure_model(&engine, MOE_PRESET, "q4_0", SEED)
-    })?;
-    let mut expert_runs = Vec::new();
-    for &limit in cfg.memory_limits() {
-        let mut run = EngineRun::new(
-            format!("experts/{MOE_PRESET}/{limit}"),
-            &moe,
-            16,
-            cfg.expert_tokens(),
-        );
-        run.record_flags.push("--pmc".into());
-        if limit != "none" {
-            run.engine_flags = vec!["--mem-limit".into(), limit.into(), "--cold".into()];
-        }
-        let trace = steps.run(&format!("record {}", run.label), || recorder.record(&run))?;
-        if limit == cfg.figure_limit() {
-            steps.run("figures (experts)", || {
-                figures_of(
-                    &profinfer,
-                    &trace,
-                    &views("experts"),
-                    &figures,
-                    Source::Experts,
-                )
-            })?;
-        }
-        expert_runs.push(run);
-    }
-
-    // Cost: interleaved pairs, CPU time per decode token.
-    let costs = [cfg.overhead(), cfg.constrained()];
-    let mut measured = Vec::new();
-    for (i, c) in costs.iter().enumerate() {
-        let name = if i == 0 {
-            "cost (bench overhead)"
+    let sections = Sections {
+        cfg,
+        smollm2: &smollm2,
+        recorder: Recorder {
+            engine: &engine,
+            profinfer: &profinfer,
+            runs: &runs,
+            scratch: &scratch,
+        },
+        figures: if cfg.quick {
+            out.join("img")
         } else {
-            "cost under a CPU quota"
-        };
-        measured.push(steps.run(name, || {
-            let mut inner = Steps::new("bench overhead");
-            overhead::measure_all(&mut inner, c)
-        })?);
-    }
-    let all_pairs: Vec<_> = measured.iter().flat_map(|m| m.pairs.iter()).collect();
-    let all_windows: Vec<_> = measured.iter().flat_map(|m| m.window_runs.iter()).collect();
-    for (name, json) in [
-        ("cost_pairs.json", serde_json::to_vec_pretty(&all_pairs)?),
-        (
-            "cost_windows.json",
-            serde_json::to_vec_pretty(&all_windows)?,
-        ),
-    ] {
-        let file = runs.join(name);
-        std::fs::write(&file, json).with_context(|| format!("writing {}", file.display()))?;
-    }
-
-    // Tables: DuckDB over the run tables.
-    let tables = out.join("tables");
-    let bucket = if cfg.quick { 16 } else { 64 };
+            paths::repo_root().join("docs/img/eval")
+        },
+    };
+    let accuracy_runs = sections.accuracy(steps)?;
+    let llama_ops = sections.llama_ops(steps)?;
+    let context = sections.context(steps)?;
+    let (counters, board_counters) = sections.counters(steps)?;
+    let split = sections.split(steps)?;
+    let expert_runs = sections.experts(steps)?;
+    let costs = [cfg.overhead(), cfg.constrained()];
+    let measured = cost(steps, &costs, &runs)?;
     // A query that fails does not lose the runs' hour: the document is written with what
     // the other queries made, and the failure is reported after it.
-    let tables_result = steps.run("tables (DuckDB)", || {
-        process::run(
-            Command::new(paths::venv_python())
-                .arg(paths::repo_root().join("scripts/eval/tables.py"))
-                .arg("--runs")
-                .arg(&runs)
-                .arg("--out")
-                .arg(&tables)
-                .arg("--bucket")
-                .arg(bucket.to_string())
-                .arg("--strict")
-                .args(queries(cfg)?),
-        )
-    });
-
+    let tables = out.join("tables");
+    let tables_result = steps.run("tables (DuckDB)", || make_tables(cfg, &runs, &tables));
     let evaluation = doc::Evaluation {
         cfg,
         machine: &machine,
@@ -383,7 +236,7 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
             .map(|(c, m)| overhead::accounting_markdown(c, m))
             .collect::<Vec<_>>()
             .join("\n"),
-        figures: &figures,
+        figures: &sections.figures,
     };
     let text = evaluation.markdown()?;
     let mut written = vec![out.join("evaluation.md")];
@@ -399,6 +252,193 @@ pub fn run(steps: &mut Steps, cfg: EvalConfig) -> Result<()> {
         runs.display()
     );
     outcome(tables_result, &evaluation.uncomputed_verdicts())
+}
+
+/// The recorded sections of the evaluation, each a method: its recordings (into the run
+/// tables) and the figures drawn from them.
+struct Sections<'a> {
+    /// How much to run.
+    cfg: EvalConfig,
+    /// The real model.
+    smollm2: &'a Path,
+    /// Records the engine into the run tables.
+    recorder: Recorder<'a>,
+    /// Where the figures are copied.
+    figures: PathBuf,
+}
+
+impl Sections<'_> {
+    /// Accuracy: the real model, and in the full run llama3.2-1b's shapes, each recorded
+    /// with default and exact spans against the engine's ground truth.
+    fn accuracy(&self, steps: &mut Steps) -> Result<Vec<EngineRun>> {
+        let mut models = vec![("smollm2", self.smollm2.to_path_buf())];
+        if !self.cfg.quick {
+            let m = steps.run("model llama3.2-1b q4_0", || {
+                crate::engine::ensure_model(self.recorder.engine, "llama3.2-1b", "q4_0", SEED)
+            })?;
+            models.push(("llama3.2-1b-q4_0", m));
+        }
+        let mut accuracy_runs = Vec::new();
+        for (name, model) in &models {
+            for exact in [false, true] {
+                let kind = if exact { "accuracy-exact" } else { "accuracy" };
+                let tokens = self.cfg.accuracy_tokens();
+                let mut run = EngineRun::new(format!("{kind}/{name}"), model, 64, tokens);
+                run.ground_truth = true;
+                if exact {
+                    run.record_flags.push("--exact-spans".into());
+                }
+                steps.run(&format!("record {}", run.label), || {
+                    self.recorder.record(&run)
+                })?;
+                accuracy_runs.push(run);
+            }
+        }
+        Ok(accuracy_runs)
+    }
+
+    /// llama.cpp has no ground truth inside: its traced ops against its own benchmark of
+    /// the same ops (full run only: the test programs are a 10-minute build, once).
+    fn llama_ops(&self, steps: &mut Steps) -> Result<Option<LlamaOps>> {
+        if self.cfg.quick {
+            return Ok(None);
+        }
+        let tests = steps.run("llama.cpp's test programs", crate::llama_tests::ensure)?;
+        let bench = crate::oracle_env::llama_bin_dir()?.join("llama-bench");
+        let tokens = self.cfg.accuracy_tokens();
+        let ops = steps.run("llama.cpp's ops against test-backend-ops", || {
+            llama_ops::run(&self.recorder, &tests, &bench, self.smollm2, tokens)
+        })?;
+        Ok(Some(ops))
+    }
+
+    /// Findings: a long generation for latency against context, products, balance.
+    fn context(&self, steps: &mut Steps) -> Result<EngineRun> {
+        let tokens = self.cfg.context_tokens();
+        let context = EngineRun::new("context/smollm2", self.smollm2, 16, tokens);
+        let trace = steps.run("record context/smollm2", || self.recorder.record(&context))?;
+        self.figures_of(steps, "context", &trace, Source::Context)?;
+        Ok(context)
+    }
+
+    /// Fig 11: operators' counters (hardware where the machine has a PMU, software here
+    /// otherwise), read at both bounds of every operator span; then the same on the
+    /// emulated arm64 board, whose PMU counts instructions: one engine thread on one CPU,
+    /// a 4-token prompt (prefill is slow under emulation).
+    fn counters(&self, steps: &mut Steps) -> Result<(EngineRun, BoardCounters)> {
+        let tokens = self.cfg.accuracy_tokens();
+        let mut counters = EngineRun::new("counters/smollm2", self.smollm2, 64, tokens);
+        counters.record_flags.push("--pmc".into());
+        steps.run("record counters/smollm2", || {
+            self.recorder.record(&counters)
+        })?;
+        let guest_kit = steps.run("arm64 board kit", crate::board::prepare_guest)?;
+        let tokens = self.cfg.board_tokens();
+        let mut arm64 = EngineRun::new(board_counters::LABEL, self.smollm2, 4, tokens);
+        arm64.threads = 1;
+        arm64.record_flags.push("--pmc".into());
+        let board = steps.run("record counters on the arm64 board", || {
+            board_counters::run(&self.recorder, &guest_kit, &arm64)
+        })?;
+        Ok((counters, board))
+    }
+
+    /// Figs 7/12: half the layers on the accel backend at half speed, one CPU thread.
+    fn split(&self, steps: &mut Steps) -> Result<EngineRun> {
+        let tokens = self.cfg.accuracy_tokens();
+        let mut split = EngineRun::new("split/smollm2", self.smollm2, 64, tokens);
+        split.threads = 1;
+        split.engine_flags = SPLIT_FLAGS.iter().map(|s| (*s).into()).collect();
+        let trace = steps.run("record split/smollm2", || self.recorder.record(&split))?;
+        self.figures_of(steps, "split", &trace, Source::Split)?;
+        Ok(split)
+    }
+
+    /// Fig 13: an MoE model's experts under a sweep of memory limits.
+    fn experts(&self, steps: &mut Steps) -> Result<Vec<EngineRun>> {
+        let moe = steps.run(&format!("model {MOE_PRESET} q4_0"), || {
+            crate::engine::ensure_model(self.recorder.engine, MOE_PRESET, "q4_0", SEED)
+        })?;
+        let (tokens, mut expert_runs) = (self.cfg.expert_tokens(), Vec::new());
+        for &limit in self.cfg.memory_limits() {
+            let label = format!("experts/{MOE_PRESET}/{limit}");
+            let mut run = EngineRun::new(label, &moe, 16, tokens);
+            run.record_flags.push("--pmc".into());
+            if limit != "none" {
+                run.engine_flags = vec!["--mem-limit".into(), limit.into(), "--cold".into()];
+            }
+            let trace = steps.run(&format!("record {}", run.label), || {
+                self.recorder.record(&run)
+            })?;
+            if limit == self.cfg.figure_limit() {
+                self.figures_of(steps, "experts", &trace, Source::Experts)?;
+            }
+            expert_runs.push(run);
+        }
+        Ok(expert_runs)
+    }
+
+    /// The step `figures (<name>)`: [`figures_of`] the recording `trace`, analysed in
+    /// the scratch directory `<name>-views`.
+    fn figures_of(
+        &self,
+        steps: &mut Steps,
+        name: &str,
+        trace: &Path,
+        source: Source,
+    ) -> Result<()> {
+        let views = self.recorder.scratch.join(format!("{name}-views"));
+        let (profinfer, dir) = (self.recorder.profinfer, &self.figures);
+        steps.run(&format!("figures ({name})"), || {
+            figures_of(profinfer, trace, &views, dir, source)
+        })
+    }
+}
+
+/// Cost: interleaved pairs, CPU time per decode token, for each of `costs` (unconstrained,
+/// under a CPU quota); every pair and windows run is written into the run tables.
+fn cost(steps: &mut Steps, costs: &[OverheadConfig; 2], runs: &Path) -> Result<Vec<Measured>> {
+    let mut measured = Vec::new();
+    for (c, name) in costs
+        .iter()
+        .zip(["cost (bench overhead)", "cost under a CPU quota"])
+    {
+        measured.push(steps.run(name, || {
+            let mut inner = Steps::new("bench overhead");
+            overhead::measure_all(&mut inner, c)
+        })?);
+    }
+    let all_pairs: Vec<_> = measured.iter().flat_map(|m| m.pairs.iter()).collect();
+    let all_windows: Vec<_> = measured.iter().flat_map(|m| m.window_runs.iter()).collect();
+    for (name, json) in [
+        ("cost_pairs.json", serde_json::to_vec_pretty(&all_pairs)?),
+        (
+            "cost_windows.json",
+            serde_json::to_vec_pretty(&all_windows)?,
+        ),
+    ] {
+        let file = runs.join(name);
+        std::fs::write(&file, json).with_context(|| format!("writing {}", file.display()))?;
+    }
+    Ok(measured)
+}
+
+/// Tables: every query of this run ([`queries`]) with DuckDB over the run tables in
+/// `runs`, into `tables`.
+fn make_tables(cfg: EvalConfig, runs: &Path, tables: &Path) -> Result<()> {
+    let bucket = if cfg.quick { 16 } else { 64 };
+    process::run(
+        Command::new(paths::venv_python())
+            .arg(paths::repo_root().join("scripts/eval/tables.py"))
+            .arg("--runs")
+            .arg(runs)
+            .arg("--out")
+            .arg(tables)
+            .arg("--bucket")
+            .arg(bucket.to_string())
+            .arg("--strict")
+            .args(queries(cfg)?),
+    )
 }
 
 /// The evaluation's result once its document is written: the tables' (a query that

@@ -190,24 +190,21 @@ pub fn pair(
     lengths: (u32, u32),
 ) -> Result<Pair> {
     let (short, long) = lengths;
-    Ok(if flip {
-        let ts = traced(short)?;
-        let us = untraced(short)?;
-        let ul = untraced(long)?;
-        let tl = traced(long)?;
-        Pair {
-            untraced: (us, ul),
-            traced: (ts, tl),
-        }
+    let (us, ts, tl, ul);
+    if flip {
+        ts = traced(short)?;
+        us = untraced(short)?;
+        ul = untraced(long)?;
+        tl = traced(long)?;
     } else {
-        let us = untraced(short)?;
-        let ts = traced(short)?;
-        let tl = traced(long)?;
-        let ul = untraced(long)?;
-        Pair {
-            untraced: (us, ul),
-            traced: (ts, tl),
-        }
+        us = untraced(short)?;
+        ts = traced(short)?;
+        tl = traced(long)?;
+        ul = untraced(long)?;
+    }
+    Ok(Pair {
+        untraced: (us, ul),
+        traced: (ts, tl),
     })
 }
 
@@ -253,6 +250,35 @@ impl Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pair_runs_abba_and_keeps_each_side_s_runs() {
+        for (flip, order) in [(false, "U8 T8 T24 U24"), (true, "T8 U8 U24 T24")] {
+            let calls = std::cell::RefCell::new(Vec::new());
+            let sample = |side: &str, n: u32| {
+                calls.borrow_mut().push(format!("{side}{n}"));
+                Ok(RunSample {
+                    cpu_s: f64::from(n),
+                    wall_s: if side == "T" { 1.0 } else { 0.0 },
+                    cost: None,
+                    trace_bytes: 0,
+                    op_records: 0,
+                    records: 0,
+                })
+            };
+            let p = pair(
+                flip,
+                &mut |n| sample("U", n),
+                &mut |n| sample("T", n),
+                (8, 24),
+            )
+            .expect("pair");
+            assert_eq!(calls.borrow().join(" "), order);
+            assert_eq!((p.untraced.0.cpu_s, p.untraced.1.cpu_s), (8.0, 24.0));
+            assert_eq!((p.traced.0.cpu_s, p.traced.1.cpu_s), (8.0, 24.0));
+            assert!(p.untraced.0.wall_s == 0.0 && p.traced.1.wall_s == 1.0);
+        }
+    }
 
     #[test]
     fn spread_takes_the_middle_and_the_ends() {

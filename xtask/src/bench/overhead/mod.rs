@@ -477,8 +477,8 @@ pub fn measure_all(steps: &mut Steps, cfg: &OverheadConfig) -> Result<Measured> 
             cfg.lengths.1
         );
     }
-    let engine = steps.run("build engine", engine::build_release)?;
-    let profinfer = steps.run("build profinfer", crate::tracer::build_release)?;
+    let engine = steps.run("build engine", crate::programs::engine)?;
+    let profinfer = steps.run("build profinfer", crate::programs::profinfer)?;
     let llama_bench = if cfg.targets.contains(&Target::LlamaCpp) {
         steps.run("llama.cpp builds (oracle venv)", crate::oracle_env::ensure)?;
         Some(crate::oracle_env::llama_bin_dir()?.join("llama-bench"))
@@ -617,47 +617,10 @@ fn bench_target(
         ));
         say(&bar, rows[rows.len() - 1].one_line());
     }
-    let mut window_rows = Vec::new();
-    let mut window_runs = Vec::new();
-    if let (true, Some(w)) = (windows, &cfg.windows) {
-        let mut last = None;
-        for i in 0..cfg.pairs {
-            bar.set_message(format!("windows {w}: run {}/{}", i + 1, cfg.pairs));
-            let r = windows_run(programs, cfg, target, path, w)?;
-            bar.inc(1);
-            if let Some(r) = r {
-                window_runs.push(WindowRecord {
-                    target: target.label(),
-                    model: model.label(),
-                    windows: w.clone(),
-                    run: i,
-                    traced_steps: r.traced_steps,
-                    untraced_steps: r.untraced_steps,
-                    traced_p50_ms: r.traced_p50_ms,
-                    untraced_p50_ms: r.untraced_p50_ms,
-                });
-                last = Some(r);
-            }
-        }
-        let slowdowns = window_runs.iter().map(WindowRecord::slowdown_pct).collect();
-        if let (Some(spread), Some(last)) = (Spread::of(slowdowns), last) {
-            window_rows.push(WindowRow {
-                target: target.label(),
-                model: model.label(),
-                windows: w.clone(),
-                slowdown: spread,
-                traced_steps: last.traced_steps,
-                untraced_steps: last.untraced_steps,
-                switch_steps: last.switch_steps,
-                untraced_p50_ms: last.untraced_p50_ms,
-            });
-        } else {
-            say(
-                &bar,
-                format!("    windows {w}: no run had traced and untraced decode steps to compare"),
-            );
-        }
-    }
+    let (window_rows, window_runs) = match &cfg.windows {
+        Some(w) => window_rows(programs, cfg, target, model, path, w, &bar)?,
+        None => (Vec::new(), Vec::new()),
+    };
     bar.finish_and_clear();
     Ok(Measured {
         rows,
@@ -665,6 +628,59 @@ fn bench_target(
         pairs: pair_records,
         window_runs,
     })
+}
+
+/// The in-process comparison of sampled windows `w` on one target and model: `pairs`
+/// runs, their table row (none when no run had traced and untraced decode steps) and
+/// their records.
+fn window_rows(
+    programs: &Programs,
+    cfg: &OverheadConfig,
+    target: Target,
+    model: &BenchModel,
+    path: &Path,
+    w: &str,
+    bar: &ProgressBar,
+) -> Result<(Vec<WindowRow>, Vec<WindowRecord>)> {
+    let mut window_runs = Vec::new();
+    let mut last = None;
+    for i in 0..cfg.pairs {
+        bar.set_message(format!("windows {w}: run {}/{}", i + 1, cfg.pairs));
+        let r = windows_run(programs, cfg, target, path, w)?;
+        bar.inc(1);
+        if let Some(r) = r {
+            window_runs.push(WindowRecord {
+                target: target.label(),
+                model: model.label(),
+                windows: w.to_owned(),
+                run: i,
+                traced_steps: r.traced_steps,
+                untraced_steps: r.untraced_steps,
+                traced_p50_ms: r.traced_p50_ms,
+                untraced_p50_ms: r.untraced_p50_ms,
+            });
+            last = Some(r);
+        }
+    }
+    let slowdowns = window_runs.iter().map(WindowRecord::slowdown_pct).collect();
+    let (Some(spread), Some(last)) = (Spread::of(slowdowns), last) else {
+        say(
+            bar,
+            format!("    windows {w}: no run had traced and untraced decode steps to compare"),
+        );
+        return Ok((Vec::new(), window_runs));
+    };
+    let row = WindowRow {
+        target: target.label(),
+        model: model.label(),
+        windows: w.to_owned(),
+        slowdown: spread,
+        traced_steps: last.traced_steps,
+        untraced_steps: last.untraced_steps,
+        switch_steps: last.switch_steps,
+        untraced_p50_ms: last.untraced_p50_ms,
+    };
+    Ok((vec![row], window_runs))
 }
 
 /// Prints a line above the progress bar, or plainly when the bar is hidden (no terminal).
