@@ -7,6 +7,8 @@
 
 use core::mem::{offset_of, size_of};
 
+use crate::ggml_type::GgmlType;
+
 /// Version of the layout of [`EngineNode`] and [`EngineGraph`]. Bump on any change.
 pub const ENGINE_ABI_VERSION: u32 = 1;
 
@@ -19,11 +21,10 @@ pub const NODE_NAME_LEN: usize = 64;
 /// Number of 32-bit operator parameters in a node.
 pub const MAX_OP_PARAMS: usize = 8;
 
-/// Declares [`DType`] from one table: variant, ggml type id, ggml's name, elements per
-/// block and bytes per block. Every per-type fact (`ALL`, `from_u32`, `from_name`, `name`,
-/// `block_len`, `block_bytes`) is generated from the same row, so they cannot disagree.
+/// Declares [`DType`] from the list of the ggml types the engine's ABI carries; every
+/// per-type fact comes from that type's row of [`GgmlType`], so they cannot disagree.
 macro_rules! dtypes {
-    ($( $(#[$doc:meta])* $variant:ident = $id:literal, $name:literal, $block_len:literal, $block_bytes:literal; )*) => {
+    ($( $variant:ident ),* $(,)?) => {
         /// Element type of a tensor. The numbers are ggml's `ggml_type` values, so a GGUF
         /// tensor type id and a node's `dtype` mean the same thing (the tracer reads them:
         /// never renumber).
@@ -31,7 +32,8 @@ macro_rules! dtypes {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[expect(non_camel_case_types, reason = "variants spell ggml's type names (Q4_0, Q6_K)")]
         pub enum DType {
-            $( $(#[$doc])* $variant = $id, )*
+            $( #[doc = concat!("ggml's [`GgmlType::", stringify!($variant), "`].")]
+            $variant = GgmlType::$variant as u32, )*
         }
 
         impl DType {
@@ -40,73 +42,23 @@ macro_rules! dtypes {
 
             /// The type for a ggml type id, if the ABI has it.
             pub const fn from_u32(v: u32) -> Option<DType> {
-                match v {
-                    $( $id => Some(DType::$variant), )*
+                match GgmlType::from_id(v) {
+                    $( Some(GgmlType::$variant) => Some(DType::$variant), )*
                     _ => None,
                 }
             }
 
-            /// Name as ggml spells it (`f32`, `q8_0`, `q6_K`, `bf16`, ...).
-            pub const fn name(self) -> &'static str {
+            /// The ggml type this is.
+            pub const fn ggml_type(self) -> GgmlType {
                 match self {
-                    $( DType::$variant => $name, )*
-                }
-            }
-
-            /// Number of elements in one block (1 for plain types).
-            pub const fn block_len(self) -> usize {
-                match self {
-                    $( DType::$variant => $block_len, )*
-                }
-            }
-
-            /// Size in bytes of one block.
-            pub const fn block_bytes(self) -> usize {
-                match self {
-                    $( DType::$variant => $block_bytes, )*
+                    $( DType::$variant => GgmlType::$variant, )*
                 }
             }
         }
     };
 }
 
-dtypes! {
-    /// 32-bit IEEE float.
-    F32 = 0, "f32", 1, 4;
-    /// 16-bit IEEE float.
-    F16 = 1, "f16", 1, 2;
-    /// ggml Q4_0: blocks of 32 weights, one f16 scale and 16 bytes of 4-bit values.
-    Q4_0 = 2, "q4_0", 32, 18;
-    /// ggml Q4_1: blocks of 32 weights, f16 scale and minimum, 16 bytes of 4-bit values.
-    Q4_1 = 3, "q4_1", 32, 20;
-    /// ggml Q5_0: blocks of 32 weights, f16 scale, 4 bytes of fifth bits, 16 bytes of nibbles.
-    Q5_0 = 6, "q5_0", 32, 22;
-    /// ggml Q5_1: blocks of 32 weights, f16 scale and minimum, 4 bytes of fifth bits,
-    /// 16 bytes of nibbles.
-    Q5_1 = 7, "q5_1", 32, 24;
-    /// ggml Q8_0: blocks of 32 weights, one f16 scale and 32 signed bytes.
-    Q8_0 = 8, "q8_0", 32, 34;
-    /// ggml Q8_1: blocks of 32 weights, f16 scale and scaled sum, 32 signed bytes (the
-    /// activation type of Q4_1 and Q5_1 products).
-    Q8_1 = 9, "q8_1", 32, 36;
-    /// ggml Q2_K: super-blocks of 256 weights, 2.625 bits per weight.
-    Q2_K = 10, "q2_K", 256, 84;
-    /// ggml Q3_K: super-blocks of 256 weights, 3.4375 bits per weight.
-    Q3_K = 11, "q3_K", 256, 110;
-    /// ggml Q4_K: super-blocks of 256 weights, 4.5 bits per weight.
-    Q4_K = 12, "q4_K", 256, 144;
-    /// ggml Q5_K: super-blocks of 256 weights, 5.5 bits per weight.
-    Q5_K = 13, "q5_K", 256, 176;
-    /// ggml Q6_K: super-blocks of 256 weights, 6.5625 bits per weight.
-    Q6_K = 14, "q6_K", 256, 210;
-    /// ggml Q8_K: f32 scale, 256 signed bytes and 16 i16 block sums (the activation type
-    /// of K-quant products).
-    Q8_K = 15, "q8_K", 256, 292;
-    /// 32-bit signed integer (token ids, positions).
-    I32 = 26, "i32", 1, 4;
-    /// bfloat16: the upper half of an IEEE f32.
-    BF16 = 30, "bf16", 1, 2;
-}
+dtypes! { F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, I32, BF16 }
 
 impl DType {
     /// The type named `name` as ggml spells it, ignoring ASCII case (`q4_k` finds
@@ -116,6 +68,21 @@ impl DType {
             .iter()
             .copied()
             .find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+
+    /// Name as ggml spells it (`f32`, `q8_0`, `q6_K`, `bf16`, ...).
+    pub const fn name(self) -> &'static str {
+        self.ggml_type().name()
+    }
+
+    /// Number of elements in one block (1 for plain types).
+    pub const fn block_len(self) -> usize {
+        self.ggml_type().block_len() as usize
+    }
+
+    /// Size in bytes of one block.
+    pub const fn block_bytes(self) -> usize {
+        self.ggml_type().block_bytes() as usize
     }
 
     /// Whether the type stores elements in blocks of more than one.

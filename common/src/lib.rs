@@ -11,6 +11,7 @@ pub mod engine_abi;
 pub mod event;
 pub mod ggml_abi;
 pub mod ggml_backends;
+pub mod ggml_type;
 pub mod op_catalog;
 pub mod op_thread;
 

@@ -3,7 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::ggml_type::GgmlType;
+use crate::GgmlType;
 
 /// Everything that can go wrong reading, querying or writing a GGUF file. Offsets are
 /// byte offsets from the start of the file.

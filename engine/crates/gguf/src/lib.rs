@@ -7,7 +7,6 @@
 
 mod cursor;
 pub mod error;
-pub mod ggml_type;
 pub mod limits;
 pub mod metadata;
 pub mod reader;
@@ -15,8 +14,8 @@ pub mod tensor;
 pub mod value;
 pub mod writer;
 
+pub use common::ggml_type::GgmlType;
 pub use error::GgufError;
-pub use ggml_type::GgmlType;
 pub use metadata::Metadata;
 pub use reader::{GgufFile, GgufHeader, parse_header};
 pub use tensor::TensorInfo;

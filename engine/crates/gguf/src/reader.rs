@@ -6,9 +6,9 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
+use crate::GgmlType;
 use crate::cursor::Cursor;
 use crate::error::GgufError;
-use crate::ggml_type::GgmlType;
 use crate::limits::{
     ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, MAX_ALIGNMENT, MAX_ARRAY_DEPTH,
     MAX_ARRAY_LEN, MAX_DIMS, MAX_KV_PAIRS, MAX_STRING_LEN, MAX_TENSOR_NAME_LEN, MAX_TENSORS,

@@ -1,7 +1,7 @@
 //! Tensor descriptions as declared in a GGUF header.
 
+use crate::GgmlType;
 use crate::error::GgufError;
-use crate::ggml_type::GgmlType;
 use crate::limits::{MAX_DIMS, MAX_TENSOR_ELEMENTS, MAX_TENSOR_NAME_LEN};
 
 /// One tensor of a GGUF file.

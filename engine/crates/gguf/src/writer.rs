@@ -6,8 +6,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 
+use crate::GgmlType;
 use crate::error::GgufError;
-use crate::ggml_type::GgmlType;
 use crate::limits::{
     ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, MAX_ALIGNMENT, MAX_ARRAY_DEPTH,
     MAX_ARRAY_LEN, MAX_KV_PAIRS, MAX_STRING_LEN, MAX_TENSORS,
