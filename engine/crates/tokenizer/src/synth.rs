@@ -522,22 +522,18 @@ pub fn pre_tokenizer_probe_vocab(texts: &[&str]) -> Vocab {
     }
 }
 
-/// The control tokens of [`pre_tokenizer_probe_vocab`].
-pub const PROBE_SPECIALS: &[&str] = &[
-    "<|begin_of_text|>",
-    "<|end_of_text|>",
-    "<|reserved_special_token_0|>",
-    "<|reserved_special_token_1|>",
-    "<|finetune_right_pad_id|>",
-    "<|reserved_special_token_2|>",
-    "<|start_header_id|>",
-    "<|end_header_id|>",
-    "<|eom_id|>",
-    "<|eot_id|>",
-    "<|python_tag|>",
-    "<|im_start|>",
-    "<|im_end|>",
-];
+/// The control tokens of [`pre_tokenizer_probe_vocab`]: Llama 3's named special tokens,
+/// then `<|im_start|>` and `<|im_end|>`.
+pub const PROBE_SPECIALS: &[&str] = &{
+    let mut all = [""; LLAMA3_NAMED.len() + 2];
+    let mut i = 0;
+    while i < LLAMA3_NAMED.len() {
+        all[i] = LLAMA3_NAMED[i];
+        i += 1;
+    }
+    [all[i], all[i + 1]] = ["<|im_start|>", "<|im_end|>"];
+    all
+};
 
 /// `count` new distinct texts, each the concatenation of two `pool` entries:
 /// `(text, left, right)`. Texts already in `taken` are skipped.

@@ -194,107 +194,26 @@ impl Tokenizer {
             add_eos_token,
             add_space_prefix,
         } = vocab;
-
         let n = tokens.len();
-        if n == 0 {
-            return Err(TokenizerError::EmptyVocab);
-        }
-        if n > MAX_VOCAB_TOKENS {
-            return Err(TokenizerError::TooManyTokens {
-                count: n,
-                limit: MAX_VOCAB_TOKENS,
-            });
-        }
-        let check_len = |array, len| {
-            if len == n {
-                Ok(())
-            } else {
-                Err(TokenizerError::InconsistentArrays {
-                    array,
-                    len,
-                    n_tokens: n,
-                })
-            }
-        };
-        if let Some(s) = &scores {
-            check_len("scores", s.len())?;
-        }
-        if let Some(t) = &token_types {
-            check_len("token_types", t.len())?;
-        }
-
-        // Model type and the defaults llama.cpp sets for it.
-        let mut merges_optional = false;
-        let (model, default_bos, default_eos, mut add_bos, clean_spaces, ignore_merges, space) =
-            match model.as_str() {
-                "llama" => (Model::Spm, Some(1), Some(2), true, false, false, true),
-                "gpt2" => {
-                    let config = PreTokenizerConfig::from_name(pre.as_deref())
-                        .ok_or_else(|| unsupported_pre_tokenizer(pre.as_deref().unwrap_or("")))?;
-                    merges_optional = config.merges_optional;
-                    (
-                        Model::Bpe { pre: config.pre },
-                        config.default_bos,
-                        Some(11),
-                        config.add_bos,
-                        config.clean_spaces,
-                        config.ignore_merges,
-                        false,
-                    )
-                }
-                _ => return Err(TokenizerError::UnknownModel { model }),
-            };
-        let add_space_prefix = add_space_prefix.unwrap_or(space);
-
-        // Token table.
-        let mut token_to_id = HashMap::with_capacity(n);
-        let mut table = Vec::with_capacity(n);
-        for (i, mut text) in tokens.into_iter().enumerate() {
-            let id = u32::try_from(i).map_err(|_| TokenizerError::TooManyTokens {
-                count: n,
-                limit: MAX_VOCAB_TOKENS,
-            })?;
-            if text.is_empty() {
-                text = format!("[EMPTY_{i}]");
-            }
-            if let Some(&first) = token_to_id.get(&text) {
-                return Err(TokenizerError::DuplicateToken {
-                    text,
-                    first,
-                    second: id,
-                });
-            }
-            token_to_id.insert(text.clone(), id);
-            let attr = match token_types.as_ref().map(|t| TokenType::from_i32(t[i])) {
-                None | Some(Some(TokenType::Normal)) => attr::NORMAL,
-                Some(Some(TokenType::Unknown)) => attr::UNKNOWN,
-                Some(Some(TokenType::Control)) => attr::CONTROL,
-                Some(Some(TokenType::UserDefined)) => attr::USER_DEFINED,
-                Some(Some(TokenType::Unused)) => attr::UNUSED,
-                Some(Some(TokenType::Byte)) => attr::BYTE,
-                Some(Some(TokenType::Undefined) | None) => 0,
-            };
-            table.push(TokenData { text, attr });
-        }
+        check_array_lengths(n, scores.as_deref(), token_types.as_deref())?;
+        let defaults = ModelDefaults::of(model, pre.as_deref())?;
+        let (mut table, token_to_id) = token_table(tokens, token_types.as_deref())?;
         let scores = scores.unwrap_or_else(|| vec![0.0; n]);
 
         // Special ids: GGUF value if present (must be in range), else default.
-        let in_range = |id: u32| (id as usize) < n;
         let pick = |field, given: Option<u32>, default: Option<u32>| match given {
-            Some(id) if in_range(id) => Ok(Some(id)),
+            Some(id) if (id as usize) < n => Ok(Some(id)),
             Some(id) => Err(TokenizerError::TokenIdOutOfRange {
                 field,
                 id,
                 n_tokens: n,
             }),
-            None => Ok(default.filter(|&id| in_range(id))),
+            None => Ok(default.filter(|&id| (id as usize) < n)),
         };
-        let bos = pick("bos_token_id", bos_token_id, default_bos)?;
-        let eos = pick("eos_token_id", eos_token_id, default_eos)?;
+        let bos = pick("bos_token_id", bos_token_id, defaults.bos)?;
+        let eos = pick("eos_token_id", eos_token_id, defaults.eos)?;
         let mut eot = pick("eot_token_id", eot_token_id, None)?;
-        if let Some(flag) = add_bos_token {
-            add_bos = flag;
-        }
+        let add_bos = add_bos_token.unwrap_or(defaults.add_bos);
         let add_eos = add_eos_token.unwrap_or(false);
         if add_bos && bos.is_none() {
             return Err(TokenizerError::MissingSpecialToken {
@@ -310,81 +229,20 @@ impl Tokenizer {
         }
 
         // Byte fallback (SPM) and merges (BPE).
-        let mut byte_tokens = [0u32; 256];
-        let mut ranks = MergeRanks::default();
-        match model {
-            Model::Spm => {
-                for b in 0..=255u8 {
-                    let hex = format!("<0x{b:02X}>");
-                    let plain = char::from(b).to_string();
-                    let id = token_to_id
-                        .get(&hex)
-                        .or_else(|| b.is_ascii().then(|| token_to_id.get(&plain)).flatten())
-                        .ok_or(TokenizerError::MissingByteToken { byte: b })?;
-                    byte_tokens[usize::from(b)] = *id;
-                }
-            }
+        let (byte_tokens, ranks) = match defaults.model {
+            Model::Spm => (spm_byte_tokens(&token_to_id)?, MergeRanks::default()),
             Model::Bpe { .. } => match merges {
-                Some(merges) => ranks = MergeRanks::parse(&merges)?,
+                Some(merges) => ([0; 256], MergeRanks::parse(&merges)?),
                 // Kimi K2 vocabularies come without merges: every word is
                 // split into characters (llama.cpp does the same).
-                None if merges_optional => {}
+                None if defaults.merges_optional => ([0; 256], MergeRanks::default()),
                 None => return Err(TokenizerError::MissingMerges),
             },
-        }
-
-        // Text-based detection of EOT/EOM/FIM tokens (lowest id wins).
-        let mut eog = BTreeSet::new();
-        let mut eom = None;
-        let mut fim: [Option<u32>; FIM_TEXTS.len()] = [None; FIM_TEXTS.len()];
-        for (id, token) in (0u32..).zip(table.iter_mut()) {
-            let text = token.text.as_str();
-            let mut force_control = false;
-            if eot.is_none() && EOT_TEXTS.contains(&text) {
-                eot = Some(id);
-                force_control = true;
-            }
-            if eom.is_none() && text == "<|eom_id|>" {
-                eom = Some(id);
-                force_control = true;
-            }
-            for (slot, (texts, _)) in fim.iter_mut().zip(FIM_TEXTS) {
-                if slot.is_none() && texts.contains(&text) {
-                    *slot = Some(id);
-                    force_control = true;
-                }
-            }
-            if force_control {
-                token.attr |= attr::CONTROL;
-            }
-        }
-        for (slot, (_, is_eog)) in fim.iter().zip(FIM_TEXTS) {
-            if let (Some(id), true) = (slot, is_eog) {
-                eog.insert(*id);
-            }
-        }
-        for (id, token) in (0u32..).zip(table.iter_mut()) {
-            if token.attr & attr::CONTROL != 0 && token.text.contains("unused") {
-                token.attr |= attr::UNUSED;
-            }
-            if EOG_TEXTS.contains(&token.text.as_str()) {
-                eog.insert(id);
-                token.attr |= attr::CONTROL;
-            }
-        }
-        eog.extend(eos);
-        eog.extend(eot);
-        eog.extend(eom);
-
-        let mut specials: Vec<u32> = (0u32..)
-            .zip(&table)
-            .filter(|(_, t)| t.attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
-            .map(|(id, _)| id)
-            .collect();
-        specials.sort_by_key(|&id| std::cmp::Reverse(table[id as usize].text.len()));
-
+        };
+        let eog = end_of_generation(&mut table, eos, &mut eot);
+        let specials = specials_longest_first(&table);
         let mut tokenizer = Tokenizer {
-            model,
+            model: defaults.model,
             tokens: table,
             scores,
             token_to_id,
@@ -395,9 +253,9 @@ impl Tokenizer {
             eot,
             add_bos,
             add_eos,
-            add_space_prefix,
-            ignore_merges,
-            clean_spaces,
+            add_space_prefix: add_space_prefix.unwrap_or(defaults.add_space_prefix),
+            ignore_merges: defaults.ignore_merges,
+            clean_spaces: defaults.clean_spaces,
             eog,
             specials,
             pieces: Vec::new(),
@@ -625,6 +483,201 @@ impl Tokenizer {
         }
         String::from_utf8_lossy(&text).into_owned()
     }
+}
+
+/// Checks the vocabulary's size and that the per-token arrays have one entry per token.
+fn check_array_lengths(
+    n: usize,
+    scores: Option<&[f32]>,
+    token_types: Option<&[i32]>,
+) -> Result<(), TokenizerError> {
+    if n == 0 {
+        return Err(TokenizerError::EmptyVocab);
+    }
+    if n > MAX_VOCAB_TOKENS {
+        return Err(TokenizerError::TooManyTokens {
+            count: n,
+            limit: MAX_VOCAB_TOKENS,
+        });
+    }
+    let arrays = [
+        ("scores", scores.map(<[f32]>::len)),
+        ("token_types", token_types.map(<[i32]>::len)),
+    ];
+    for (array, len) in arrays {
+        if let Some(len) = len.filter(|&len| len != n) {
+            return Err(TokenizerError::InconsistentArrays {
+                array,
+                len,
+                n_tokens: n,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The model type of a vocabulary and the defaults llama.cpp sets for it (for BPE, those
+/// of its pre-tokenizer).
+struct ModelDefaults {
+    model: Model,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    add_bos: bool,
+    clean_spaces: bool,
+    ignore_merges: bool,
+    add_space_prefix: bool,
+    merges_optional: bool,
+}
+
+impl ModelDefaults {
+    /// The defaults of `tokenizer.ggml.model` = `model` with pre-tokenizer `pre`.
+    fn of(model: String, pre: Option<&str>) -> Result<ModelDefaults, TokenizerError> {
+        match model.as_str() {
+            "llama" => Ok(ModelDefaults {
+                model: Model::Spm,
+                bos: Some(1),
+                eos: Some(2),
+                add_bos: true,
+                clean_spaces: false,
+                ignore_merges: false,
+                add_space_prefix: true,
+                merges_optional: false,
+            }),
+            "gpt2" => {
+                let config = PreTokenizerConfig::from_name(pre)
+                    .ok_or_else(|| unsupported_pre_tokenizer(pre.unwrap_or("")))?;
+                Ok(ModelDefaults {
+                    model: Model::Bpe { pre: config.pre },
+                    bos: config.default_bos,
+                    eos: Some(11),
+                    add_bos: config.add_bos,
+                    clean_spaces: config.clean_spaces,
+                    ignore_merges: config.ignore_merges,
+                    add_space_prefix: false,
+                    merges_optional: config.merges_optional,
+                })
+            }
+            _ => Err(TokenizerError::UnknownModel { model }),
+        }
+    }
+}
+
+/// The token table (texts, an empty one named `[EMPTY_<id>]` as llama.cpp does, and
+/// attributes from the token types) and the id of each text, which must be unique.
+fn token_table(
+    tokens: Vec<String>,
+    token_types: Option<&[i32]>,
+) -> Result<(Vec<TokenData>, HashMap<String, u32>), TokenizerError> {
+    let n = tokens.len();
+    let mut token_to_id = HashMap::with_capacity(n);
+    let mut table = Vec::with_capacity(n);
+    for (i, mut text) in tokens.into_iter().enumerate() {
+        let id = u32::try_from(i).map_err(|_| TokenizerError::TooManyTokens {
+            count: n,
+            limit: MAX_VOCAB_TOKENS,
+        })?;
+        if text.is_empty() {
+            text = format!("[EMPTY_{i}]");
+        }
+        if let Some(&first) = token_to_id.get(&text) {
+            return Err(TokenizerError::DuplicateToken {
+                text,
+                first,
+                second: id,
+            });
+        }
+        token_to_id.insert(text.clone(), id);
+        let attr = match token_types.map(|t| TokenType::from_i32(t[i])) {
+            None | Some(Some(TokenType::Normal)) => attr::NORMAL,
+            Some(Some(TokenType::Unknown)) => attr::UNKNOWN,
+            Some(Some(TokenType::Control)) => attr::CONTROL,
+            Some(Some(TokenType::UserDefined)) => attr::USER_DEFINED,
+            Some(Some(TokenType::Unused)) => attr::UNUSED,
+            Some(Some(TokenType::Byte)) => attr::BYTE,
+            Some(Some(TokenType::Undefined) | None) => 0,
+        };
+        table.push(TokenData { text, attr });
+    }
+    Ok((table, token_to_id))
+}
+
+/// The SPM byte-fallback token of every byte: `<0xXX>`, or for ASCII the byte's own text.
+fn spm_byte_tokens(token_to_id: &HashMap<String, u32>) -> Result<[u32; 256], TokenizerError> {
+    let mut byte_tokens = [0u32; 256];
+    for b in 0..=255u8 {
+        let hex = format!("<0x{b:02X}>");
+        let plain = char::from(b).to_string();
+        let id = token_to_id
+            .get(&hex)
+            .or_else(|| b.is_ascii().then(|| token_to_id.get(&plain)).flatten())
+            .ok_or(TokenizerError::MissingByteToken { byte: b })?;
+        byte_tokens[usize::from(b)] = *id;
+    }
+    Ok(byte_tokens)
+}
+
+/// llama.cpp's text-based detection of EOT/EOM/FIM tokens (lowest id wins; `eot` is set
+/// if the vocabulary gave none) and of end-of-generation tokens, which it forces to
+/// control type (and control tokens named `unused` to unused); returns the
+/// end-of-generation ids.
+fn end_of_generation(
+    table: &mut [TokenData],
+    eos: Option<u32>,
+    eot: &mut Option<u32>,
+) -> BTreeSet<u32> {
+    let mut eog = BTreeSet::new();
+    let mut eom = None;
+    let mut fim: [Option<u32>; FIM_TEXTS.len()] = [None; FIM_TEXTS.len()];
+    for (id, token) in (0u32..).zip(table.iter_mut()) {
+        let text = token.text.as_str();
+        let mut force_control = false;
+        if eot.is_none() && EOT_TEXTS.contains(&text) {
+            *eot = Some(id);
+            force_control = true;
+        }
+        if eom.is_none() && text == "<|eom_id|>" {
+            eom = Some(id);
+            force_control = true;
+        }
+        for (slot, (texts, _)) in fim.iter_mut().zip(FIM_TEXTS) {
+            if slot.is_none() && texts.contains(&text) {
+                *slot = Some(id);
+                force_control = true;
+            }
+        }
+        if force_control {
+            token.attr |= attr::CONTROL;
+        }
+    }
+    for (slot, (_, is_eog)) in fim.iter().zip(FIM_TEXTS) {
+        if let (Some(id), true) = (slot, is_eog) {
+            eog.insert(*id);
+        }
+    }
+    for (id, token) in (0u32..).zip(table.iter_mut()) {
+        if token.attr & attr::CONTROL != 0 && token.text.contains("unused") {
+            token.attr |= attr::UNUSED;
+        }
+        if EOG_TEXTS.contains(&token.text.as_str()) {
+            eog.insert(id);
+            token.attr |= attr::CONTROL;
+        }
+    }
+    eog.extend(eos);
+    eog.extend(*eot);
+    eog.extend(eom);
+    eog
+}
+
+/// Control, user-defined and unknown tokens, longest text first.
+fn specials_longest_first(table: &[TokenData]) -> Vec<u32> {
+    let mut specials: Vec<u32> = (0u32..)
+        .zip(table)
+        .filter(|(_, t)| t.attr & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0)
+        .map(|(id, _)| id)
+        .collect();
+    specials.sort_by_key(|&id| std::cmp::Reverse(table[id as usize].text.len()));
+    specials
 }
 
 /// The error for a `tokenizer.ggml.pre` this crate does not implement.

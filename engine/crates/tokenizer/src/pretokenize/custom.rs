@@ -137,6 +137,23 @@ impl Pieces<'_> {
         self.prev_end = end;
         len
     }
+
+    /// The splitters' last alternatives at `pos`: the piece ending at `end` if there is
+    /// one, else the whitespace rules' ([`whitespace_end`]), else the one code point at
+    /// `pos` (llama.cpp's "no matches"). Closes that piece and returns its end.
+    fn add_rest(
+        &mut self,
+        seg: Segment<'_>,
+        pos: usize,
+        end: Option<usize>,
+        newline_rule: bool,
+    ) -> usize {
+        let end = end
+            .or_else(|| whitespace_end(seg, pos, newline_rule))
+            .unwrap_or(pos + 1);
+        self.add(end);
+        end
+    }
 }
 
 /// llama.cpp `unicode_cpt_is_han`: the CJK ideograph blocks.
@@ -288,14 +305,7 @@ fn split_gpt2(seg: Segment<'_>, out: &mut Vec<usize>) {
             pieces.add(pos);
             continue;
         }
-        if let Some(end) = whitespace_end(seg, pos, false) {
-            pos = end;
-            pieces.add(pos);
-            continue;
-        }
-        // no matches
-        pos += 1;
-        pieces.add(pos);
+        pos = pieces.add_rest(seg, pos, None, false);
     }
 }
 
@@ -329,19 +339,7 @@ fn split_llama3(seg: Segment<'_>, max_digits: usize, marks: bool, out: &mut Vec<
             pos = digit_groups(seg, pos, max_digits, &mut pieces);
             continue;
         }
-        if let Some(end) = punctuation_run(seg, pos, marks) {
-            pos = end;
-            pieces.add(pos);
-            continue;
-        }
-        if let Some(end) = whitespace_end(seg, pos, true) {
-            pos = end;
-            pieces.add(pos);
-            continue;
-        }
-        // no matches
-        pos += 1;
-        pieces.add(pos);
+        pos = pieces.add_rest(seg, pos, punctuation_run(seg, pos, marks), true);
     }
 }
 
@@ -404,22 +402,12 @@ fn split_kimi_k2(seg: Segment<'_>, out: &mut Vec<usize>) {
         // flags after the optional space)
         let is_space = cpt == Some(' ');
         let f2 = if is_space { seg.flags(pos + 1) } else { flags };
-        if f2.any()
-            && let Some(end) = punctuation_run(seg, pos, false)
-        {
-            pos = end;
-            pieces.add(pos);
-            continue;
-        }
-
-        if let Some(end) = whitespace_end(seg, pos, true) {
-            pos = end;
-            pieces.add(pos);
-            continue;
-        }
-        // no matches
-        pos += 1;
-        pieces.add(pos);
+        let punctuation = if f2.any() {
+            punctuation_run(seg, pos, false)
+        } else {
+            None
+        };
+        pos = pieces.add_rest(seg, pos, punctuation, true);
     }
 }
 
