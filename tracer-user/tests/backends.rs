@@ -30,6 +30,10 @@ struct Split {
 struct OpRun {
     tid: u32,
     backend_kind: u32,
+    /// `EngineGraph::graph_id` of the split it ran in.
+    graph_id: u64,
+    /// Position of its node in the split's execution order.
+    index: u32,
     node: u64,
     op: u32,
     name: String,
@@ -71,6 +75,13 @@ fn splits(evs: &[Event]) -> Vec<Split> {
 /// Every operator span of the trace as the analyzer makes it (its start inferred from
 /// the barrier where only its end was probed), with its node's description and the
 /// thread's index and backend from the raw span.
+///
+/// Analyzer-derived, because the trace alone has no operator starts: by default only a
+/// node's end is probed and its start is the analyzer's barrier inference. The split
+/// tests use these runs for what only the trace shows (which thread and backend ran a
+/// band, the order of the bands and the sync); [`check_op_runs`] first holds every run
+/// against the engine's own span of it, and the views are checked against the engine's
+/// self-profile directly ([`check_backend_views`]).
 fn op_runs(trace: &Path, evs: &[Event]) -> Vec<OpRun> {
     let raw: HashMap<(u32, u64), (u32, u32)> = support::op_spans(evs)
         .iter()
@@ -87,6 +98,11 @@ fn op_runs(trace: &Path, evs: &[Event]) -> Vec<OpRun> {
             OpRun {
                 tid,
                 backend_kind,
+                graph_id: model
+                    .graphs()
+                    .get(sl.graph as usize)
+                    .map_or(u64::MAX, |g| g.graph_id),
+                index: n.index,
                 node: n.addr,
                 op: n.op,
                 name: n.name.clone(),
@@ -134,15 +150,82 @@ fn json_tokens(stdout: &[u8]) -> Vec<u64> {
         .collect()
 }
 
-/// Graph ids and node counts of the engine's own graph records (its ground truth).
-fn engine_graphs(self_profile: &Path) -> BTreeMap<u64, u64> {
-    std::fs::read_to_string(self_profile)
-        .expect("self-profile")
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["level"] == "graph")
-        .filter_map(|v| Some((v["graph"].as_u64()?, v["n_nodes"].as_u64()?)))
-        .collect()
+/// One thread's share of one node as the engine timed it around the node's body
+/// (`--self-profile`, level `op`).
+#[derive(Debug, Clone)]
+struct EngineOp {
+    /// Graph id.
+    graph: u64,
+    /// Position of the node in its graph's execution order.
+    node: u32,
+    tid: u32,
+    ith: u32,
+    /// Op type name (`MUL_MAT`).
+    op: String,
+    start: u64,
+    end: u64,
+}
+
+/// One graph computation as the engine timed it.
+#[derive(Debug, Clone, Copy)]
+struct EngineGraphRun {
+    n_nodes: u64,
+    start: u64,
+    end: u64,
+}
+
+/// The engine's own record of a run (`engine run --self-profile FILE`, its ground
+/// truth), with the trace's clock (`CLOCK_MONOTONIC`).
+struct SelfProfile {
+    /// Decode calls (entry, exit), in order.
+    tokens: Vec<(u64, u64)>,
+    /// Graph computations by graph id.
+    graphs: BTreeMap<u64, EngineGraphRun>,
+    /// One record per node execution and thread.
+    ops: Vec<EngineOp>,
+}
+
+impl SelfProfile {
+    /// Reads the self-profile at `path` (its token, graph and op records).
+    fn read(path: &Path) -> SelfProfile {
+        let text = std::fs::read_to_string(path).expect("self-profile");
+        let mut out = SelfProfile {
+            tokens: Vec::new(),
+            graphs: BTreeMap::new(),
+            ops: Vec::new(),
+        };
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let num = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("`{k}` in {v}"));
+            let (start, end) = (num("start_ns"), num("end_ns"));
+            match v["level"].as_str() {
+                Some("token") => out.tokens.push((start, end)),
+                Some("graph") => {
+                    let g = EngineGraphRun {
+                        n_nodes: num("n_nodes"),
+                        start,
+                        end,
+                    };
+                    assert!(
+                        out.graphs.insert(num("graph"), g).is_none(),
+                        "graph ids are unique: {v}"
+                    );
+                }
+                Some("op") => out.ops.push(EngineOp {
+                    graph: num("graph"),
+                    node: num("node") as u32,
+                    tid: num("tid") as u32,
+                    ith: num("ith") as u32,
+                    op: v["op"].as_str().expect("op").to_owned(),
+                    start,
+                    end,
+                }),
+                _ => {}
+            }
+        }
+        out.tokens.sort_unstable();
+        out
+    }
 }
 
 const ACCEL: u32 = BackendKind::Accel as u32;
@@ -173,7 +256,12 @@ fn record_split(
     let ops = op_runs(&run.trace, &evs);
 
     // Every split the engine computed is in the trace with its backend and node count.
-    let truth = engine_graphs(&run.self_profile);
+    let engine = SelfProfile::read(&run.self_profile);
+    let truth: BTreeMap<u64, u64> = engine
+        .graphs
+        .iter()
+        .map(|(&id, g)| (id, g.n_nodes))
+        .collect();
     let traced: BTreeMap<u64, u64> = splits
         .iter()
         .map(|s| (s.graph_id, u64::from(s.n_nodes)))
@@ -188,6 +276,8 @@ fn record_split(
         HashSet::from([CPU, ACCEL]),
         "both backends compute splits"
     );
+    // The operator runs the checks below and the tests rely on, against the engine's.
+    check_op_runs(&ops, &engine);
 
     // Thread 0 of each split (the thread of its graph probe) runs every one of its
     // nodes once, recorded at the entry point of the split's backend; accel splits run
@@ -353,7 +443,7 @@ fn layer_split_runs_the_offloaded_layer_on_the_accel_with_copies_and_syncs() {
     // The analyzer shows both backends (ProfTime groups, the per-backend table).
     let dir = run.trace.with_extension("out");
     support::analyze_into(&run.trace, &dir);
-    check_backend_views(&dir, &ops);
+    check_backend_views(&dir, &SelfProfile::read(&run.self_profile), &splits);
 }
 
 #[test]
@@ -446,7 +536,7 @@ fn tensor_split_computes_each_product_on_both_backends_then_syncs() {
     );
     let dir = run.trace.with_extension("out");
     support::analyze_into(&run.trace, &dir);
-    check_backend_views(&dir, &ops);
+    check_backend_views(&dir, &SelfProfile::read(&run.self_profile), &splits);
 }
 
 #[test]
@@ -503,10 +593,13 @@ fn chunked_prefill_is_one_named_graph_per_chunk() {
     support::assert_success(&out);
 }
 
-/// The analyzer's views of a two-backend trace against the operator records: the
-/// timeline's two backend groups and sync track, `backends.csv`'s counts per op and
-/// backend, `token_split.csv`'s sync time, the ProfDAG's backends and copy edges.
-fn check_backend_views(dir: &Path, ops: &[OpRun]) {
+/// The analyzer's views of a two-backend trace against the engine's own record of the
+/// run (its self-profile) and the graphs' backends as the trace's graph probe recorded
+/// them (`splits`, held against the self-profile's graphs in [`record_split`]): the
+/// timeline's two backend groups and one sync slice per sync the engine ran,
+/// `backends.csv`'s counts per op and backend, `token_split.csv`'s syncs and their time
+/// per decode call, the ProfDAG's backends and copy edges.
+fn check_backend_views(dir: &Path, engine: &SelfProfile, splits: &[Split]) {
     // ProfTime: one process per backend, the sync track with every wait.
     let timeline: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("timeline.json")).expect("timeline"),
@@ -526,75 +619,20 @@ fn check_backend_views(dir: &Path, ops: &[OpRun]) {
         process_names.iter().any(|n| n.ends_with("accel backend")),
         "{process_names:?}"
     );
-    let syncs_thread0 = ops
+    let sync = OpType::BackendSync.name();
+    // Thread 0 of a node computes its share of every execution of it: one record each.
+    let engine_syncs = engine
+        .ops
         .iter()
-        .filter(|o| op_is(o, OpType::BackendSync) && o.ith == 0)
+        .filter(|o| o.op == sync && o.ith == 0)
         .count();
     let sync_slices = events.iter().filter(|e| e["cat"] == "sync").count();
-    assert_eq!(sync_slices, syncs_thread0, "one wait slice per sync");
-
-    // backends.csv: per op type and backend, node executions = thread-0 operator runs.
-    let csv = std::fs::read_to_string(dir.join("backends.csv")).expect("backends.csv");
     assert_eq!(
-        csv.lines().next(),
-        Some("op,shape,backend,count,timed,total_ns,mean_ns,record_ns")
+        sync_slices, engine_syncs,
+        "one wait slice per sync the engine ran"
     );
-    let mut from_csv: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for line in csv.lines().skip(1) {
-        // The shape may hold a quoted comma: the numbers are taken from the right.
-        let f: Vec<&str> = line.rsplitn(6, ',').collect(); // record, mean, total, timed, count, rest
-        let count: u64 = f[4].parse().expect("count");
-        let timed: u64 = f[3].parse().expect("timed");
-        assert_eq!(
-            timed, count,
-            "the CPU and the accel time every node: {line}"
-        );
-        let rest: Vec<&str> = f[5].splitn(2, ',').collect();
-        let backend = rest[1].rsplit(',').next().expect("backend").to_owned();
-        *from_csv.entry((rest[0].to_owned(), backend)).or_default() += count;
-    }
-    let mut from_trace: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for o in ops.iter().filter(|o| o.ith == 0) {
-        let op = OpType::from_u32(o.op).map_or("?", OpType::name).to_owned();
-        let backend = if o.backend_kind == ACCEL {
-            "accel"
-        } else {
-            "cpu"
-        };
-        *from_trace.entry((op, backend.to_owned())).or_default() += 1;
-    }
-    assert_eq!(
-        from_csv, from_trace,
-        "backends.csv against the operator records"
-    );
-
-    // token_split.csv: sync time per call adds up to the trace's sync spans.
-    let split = std::fs::read_to_string(dir.join("token_split.csv")).expect("token_split.csv");
-    let header: Vec<&str> = split.lines().next().expect("header").split(',').collect();
-    let col = header
-        .iter()
-        .position(|h| *h == "sync_ns")
-        .expect("sync_ns column");
-    let total: u64 = split
-        .lines()
-        .skip(1)
-        .map(|l| {
-            l.split(',')
-                .nth(col)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0)
-        })
-        .sum();
-    let sync_ns: u64 = ops
-        .iter()
-        .filter(|o| op_is(o, OpType::BackendSync) && o.ith == 0)
-        .map(|o| o.end - o.start)
-        .sum();
-    // A sync's node time is its threads' first entry to last exit: at least thread 0's.
-    assert!(
-        total >= sync_ns,
-        "token_split sync {total} < thread-0 waits {sync_ns}"
-    );
+    check_backend_counts(dir, engine, splits);
+    check_sync_split(dir, engine);
 
     // ProfDAG: the decode step holds both backends' nodes, and copies are marked.
     let dag: serde_json::Value =
@@ -616,6 +654,191 @@ fn check_backend_views(dir: &Path, ops: &[OpRun]) {
     for f in ["backends.svg", "backend_timeline.svg"] {
         assert!(dir.join(f).exists(), "{f}");
     }
+}
+
+/// `backends.csv` (one row per op type, shape and backend, `count` node executions)
+/// against the engine: per op type and backend, as many executions as the engine's
+/// thread-0 operator records in graphs of that backend (each node execution has one
+/// thread 0); every row timed.
+fn check_backend_counts(dir: &Path, engine: &SelfProfile, splits: &[Split]) {
+    let csv = std::fs::read_to_string(dir.join("backends.csv")).expect("backends.csv");
+    assert_eq!(
+        csv.lines().next(),
+        Some("op,shape,backend,count,timed,total_ns,mean_ns,record_ns")
+    );
+    let mut from_csv: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for line in csv.lines().skip(1) {
+        // The shape may hold a quoted comma: the numbers are taken from the right.
+        let f: Vec<&str> = line.rsplitn(6, ',').collect(); // record, mean, total, timed, count, rest
+        let count: u64 = f[4].parse().expect("count");
+        let timed: u64 = f[3].parse().expect("timed");
+        assert_eq!(
+            timed, count,
+            "the CPU and the accel time every node: {line}"
+        );
+        let rest: Vec<&str> = f[5].splitn(2, ',').collect();
+        let backend = rest[1].rsplit(',').next().expect("backend").to_owned();
+        *from_csv.entry((rest[0].to_owned(), backend)).or_default() += count;
+    }
+    let kind_of: HashMap<u64, u32> = splits.iter().map(|s| (s.graph_id, s.kind)).collect();
+    let mut from_engine: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for o in engine.ops.iter().filter(|o| o.ith == 0) {
+        let kind = *kind_of
+            .get(&o.graph)
+            .unwrap_or_else(|| panic!("graph {} of {o:?} was not traced", o.graph));
+        let backend = BackendKind::from_u32(kind).map_or("?", BackendKind::name);
+        *from_engine
+            .entry((o.op.clone(), backend.to_owned()))
+            .or_default() += 1;
+    }
+    assert_eq!(
+        from_csv, from_engine,
+        "backends.csv's executions per (op, backend) against the engine's self-profile"
+    );
+}
+
+/// What the engine's timestamps allow the traced `BACKEND_SYNC` nodes of each decode
+/// call to add up to: (syncs, least ns, most ns). A node's traced time runs from the
+/// first thread's start to the last thread's end. It contains the engine's own span of
+/// the node (its threads' earliest body start to latest body end: the least), and lies
+/// within the gap the neighbouring nodes leave (from the latest body end of the node
+/// before, to the earliest body start of the node after, the graph's own bounds at its
+/// ends: the most), since threads meet at a barrier between nodes. A start inferred one
+/// node too early or an end one node too late leaves that gap.
+fn engine_sync_bounds(engine: &SelfProfile) -> Vec<(u32, u64, u64)> {
+    let sync = OpType::BackendSync.name();
+    // (graph, node) → (op, earliest start, latest end), in node order per graph.
+    let mut nodes: BTreeMap<(u64, u32), (&str, u64, u64)> = BTreeMap::new();
+    for o in &engine.ops {
+        let n = nodes
+            .entry((o.graph, o.node))
+            .or_insert((o.op.as_str(), u64::MAX, 0));
+        n.1 = n.1.min(o.start);
+        n.2 = n.2.max(o.end);
+    }
+    let order: Vec<(&(u64, u32), &(&str, u64, u64))> = nodes.iter().collect();
+    let mut per_call = vec![(0u32, 0u64, 0u64); engine.tokens.len()];
+    for (i, ((graph, _), (op, start, end))) in order.iter().enumerate() {
+        if *op != sync {
+            continue;
+        }
+        let g = &engine.graphs[graph];
+        let before = match i.checked_sub(1).map(|j| order[j]) {
+            Some(((pg, _), (_, _, prev_end))) if pg == graph => *prev_end,
+            _ => g.start,
+        };
+        let after = match order.get(i + 1) {
+            Some(((ng, _), (_, next_start, _))) if ng == graph => *next_start,
+            _ => g.end,
+        };
+        let call = engine
+            .tokens
+            .iter()
+            .position(|&(t0, t1)| t0 <= g.start && g.end <= t1)
+            .unwrap_or_else(|| panic!("graph {graph} ran outside every decode call"));
+        let c = &mut per_call[call];
+        c.0 += 1;
+        c.1 += end - start;
+        c.2 += after - before;
+    }
+    per_call
+}
+
+/// `token_split.csv` against the engine: per decode call, as many syncs as the engine
+/// ran in that call's graphs, and their time within [`engine_sync_bounds`].
+fn check_sync_split(dir: &Path, engine: &SelfProfile) {
+    let split = std::fs::read_to_string(dir.join("token_split.csv")).expect("token_split.csv");
+    let header: Vec<&str> = split.lines().next().expect("header").split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{name} column"))
+    };
+    let (token, syncs, sync_ns) = (col("token"), col("syncs"), col("sync_ns"));
+    let rows: Vec<Vec<u64>> = split
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            [token, syncs, sync_ns]
+                .iter()
+                .map(|&c| f[c].parse().unwrap_or_else(|_| panic!("a number: {l}")))
+                .collect()
+        })
+        .collect();
+    let bounds = engine_sync_bounds(engine);
+    assert_eq!(
+        rows.len(),
+        bounds.len(),
+        "token_split.csv has one row per decode call of the engine"
+    );
+    assert!(
+        bounds.iter().any(|b| b.0 > 0),
+        "the engine ran syncs: {bounds:?}"
+    );
+    let sum = |f: fn(&(u32, u64, u64)) -> u64| bounds.iter().map(f).sum::<u64>();
+    eprintln!(
+        "token_split.csv: {} ns of syncs; the engine's timestamps allow [{}, {}] ns",
+        rows.iter().map(|r| r[2]).sum::<u64>(),
+        sum(|b| b.1),
+        sum(|b| b.2)
+    );
+    for (row, (call, &(n, least, most))) in rows.iter().zip(bounds.iter().enumerate()) {
+        assert_eq!(row[0], call as u64, "rows in decode-call order");
+        assert_eq!(
+            row[1],
+            u64::from(n),
+            "decode call {call}: syncs in token_split.csv against the engine's"
+        );
+        assert!(
+            (least..=most).contains(&row[2]),
+            "decode call {call}: sync time {} ns outside what the engine's timestamps \
+             allow, [{least}, {most}] ns",
+            row[2]
+        );
+    }
+}
+
+/// The analyzer's operator runs against the engine's own spans (`--self-profile`): one
+/// run per engine record of a thread's share of a node (same graph, node position and
+/// thread, none left over either way), with that record's thread index and op, and
+/// containing its body (the engine times the body inside the probed entry point and
+/// takes the node's end after it; a start is the barrier release before it).
+fn check_op_runs(ops: &[OpRun], engine: &SelfProfile) {
+    let mut by_key: HashMap<(u64, u32, u32), &EngineOp> = HashMap::new();
+    for o in &engine.ops {
+        assert!(
+            by_key.insert((o.graph, o.node, o.tid), o).is_none(),
+            "one engine record per (graph, node, thread): {o:?}"
+        );
+    }
+    for r in ops {
+        let e = by_key
+            .get(&(r.graph_id, r.index, r.tid))
+            .unwrap_or_else(|| panic!("no engine record for the traced run {r:?}"));
+        assert_eq!(
+            (r.ith, OpType::from_u32(r.op).map_or("?", OpType::name)),
+            (e.ith, e.op.as_str()),
+            "{}: thread index and op",
+            r.name
+        );
+        assert!(
+            r.start <= e.start && e.end <= r.end,
+            "{}: traced [{}, {}] does not contain the engine's [{}, {}] on thread {}",
+            r.name,
+            r.start,
+            r.end,
+            e.start,
+            e.end,
+            r.tid
+        );
+    }
+    assert_eq!(
+        ops.len(),
+        engine.ops.len(),
+        "as many traced operator runs as the engine recorded"
+    );
 }
 
 /// The KV budget's totals as `engine run` prints them: (chunks out, bytes out, chunks
@@ -718,7 +941,9 @@ fn kv_budget_moves_chunks_in_phase_spans_that_add_up() {
             assert!(compresses.is_empty() && decompresses.is_empty());
         }
         // The swaps happen inside KV_FETCH nodes, on the thread that runs them.
-        let fetches: Vec<OpRun> = op_runs(&run.trace, &evs)
+        let ops = op_runs(&run.trace, &evs);
+        check_op_runs(&ops, &SelfProfile::read(&run.self_profile));
+        let fetches: Vec<OpRun> = ops
             .into_iter()
             .filter(|o| op_is(o, OpType::KvFetch) && o.ith == 0)
             .collect();

@@ -3,7 +3,19 @@
 //! `op:off` and stop the operator counts; `q` must leave the engine running and write a
 //! complete trace. When the target exits (or is killed) the view must show its exit
 //! status and the final token and event counts, the same as the trace's footer and
-//! analysis, and stay until `q`. Needs root (eBPF) and tmux.
+//! analysis, and stay until `q`. Needs root (eBPF) and tmux (`cargo xtask setup` installs
+//! it; missing, it fails the tests under `PROFINFER_REQUIRE_ROOT=1`, as in CI).
+//!
+//! Where a test needs the target to be running at a given moment, the target is
+//! `engine chat` reading its messages from a FIFO this test holds open ([`TargetInput`]):
+//! the engine generates a reply only when the test writes a line, and it cannot exit
+//! before the test closes the FIFO (end of input). Its being alive, and the tokens the
+//! screen shows, are then the test's doing, not a matter of how fast the machine decodes
+//! (the test once ran a 400-token `engine run` of a 1B-shaped model and hoped it lasted
+//! past the quit). This runs the tiny model: generating the 1B-shaped one took CI time.
+//! It also asks of the view what an interactive target needs: a reply's tokens and
+//! operators are on the screen while the target waits for its next message, not only
+//! once more records push them out of the analyzer's reordering window.
 
 #[macro_use]
 mod support;
@@ -16,14 +28,19 @@ use std::{
 
 use trace_format::TraceReader;
 
-/// Decode steps the engine runs: with the 1B-shaped model at ~15 tokens/s on two quiet
-/// cores, long enough (~25 s) that it is still running when the test quits the view a
-/// few seconds in (80 tokens were too few once the engine got faster; the test then
-/// waits for the engine to finish). The tiny presets decode 500 tokens in about a
-/// second: too fast to watch.
-const TOKENS: &str = "400";
-/// Preset of the model the test runs (random weights; generated once and cached).
-const PRESET: &str = "llama3.2-1b";
+/// Tokens of each chat reply (`engine chat -n`): the first comes from the message's
+/// prefill, the other `REPLY_TOKENS - 1` from decode steps. The tiny model's greedy reply
+/// to [`MESSAGE`] does not end its turn sooner (checked in the target's log).
+const REPLY_TOKENS: u64 = 8;
+/// What the test sends for each reply: `/reset` first, so that every turn's prompt is
+/// the same few tokens and the tiny model's 512-token context never fills.
+const MESSAGE: &str = "/reset\nhi\n";
+
+/// The note `engine chat` writes for each reply cut at [`REPLY_TOKENS`] tokens.
+fn reply_cut_note() -> String {
+    format!("[reply cut at {REPLY_TOKENS} tokens by -n]")
+}
+
 /// Longest wait for one screen condition.
 const SCREEN_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -118,28 +135,97 @@ fn alive(pid: u32) -> bool {
             .contains(") Z ")
 }
 
-/// The model: `$PROFINFER_LIVE_MODEL`, the demo's `out/models/llama3.2-1b-q4_0-seed1.gguf`,
-/// or one generated into the temporary directory (kept for later runs).
-fn big_model(engine: &Path) -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("PROFINFER_LIVE_MODEL") {
-        return p.into();
+/// The target's stdin: a FIFO this test holds open for writing. `engine chat` reads one
+/// message per line and waits for the next, so it generates only when the test
+/// [`send`](TargetInput::send)s, and stays alive until the test
+/// [`close`](TargetInput::close)s the FIFO (end of input). The file is removed on drop.
+struct TargetInput {
+    path: std::path::PathBuf,
+    /// Open for reading and writing: on Linux that does not wait for a reader (the
+    /// shell's `< FIFO` opens the other end later), and this is the FIFO's only writer.
+    file: Option<std::fs::File>,
+}
+
+impl TargetInput {
+    /// Makes the FIFO `name` next to the other test files and opens it.
+    fn new(name: &str) -> TargetInput {
+        let path = support::trace_path(name).with_extension("stdin.fifo");
+        let _ = std::fs::remove_file(&path);
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .expect("temp paths have no NUL");
+        // SAFETY: `c_path` is a valid NUL-terminated string for the duration of the call.
+        let made = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+        assert_eq!(
+            made,
+            0,
+            "mkfifo {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        );
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("open the FIFO");
+        TargetInput {
+            path,
+            file: Some(file),
+        }
     }
-    let demo = support::workspace().join(format!("out/models/{PRESET}-q4_0-seed1.gguf"));
-    if demo.exists() {
-        return demo;
+
+    /// Asks the target for one reply of [`REPLY_TOKENS`] tokens.
+    fn send(&mut self) {
+        use std::io::Write as _;
+        self.file
+            .as_mut()
+            .expect("the FIFO is open")
+            .write_all(MESSAGE.as_bytes())
+            .expect("write to the target's stdin");
     }
-    let cached = std::env::temp_dir().join(format!("profinfer-live-test-{PRESET}-q4_0.gguf"));
-    if !cached.exists() {
-        let partial = cached.with_extension("partial");
-        let status = Command::new(engine)
-            .args(["gen-model", "--preset", PRESET, "--dtype", "q4_0", "-o"])
-            .arg(&partial)
-            .status()
-            .expect("engine runs");
-        assert!(status.success(), "gen-model {PRESET} failed");
-        std::fs::rename(&partial, &cached).expect("rename model");
+
+    /// Closes the test's end: the target reads end of input and exits.
+    fn close(&mut self) {
+        self.file = None;
     }
-    cached
+}
+
+impl Drop for TargetInput {
+    fn drop(&mut self) {
+        self.close();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The `profinfer live` target that waits for [`TargetInput`]: `engine chat` on the tiny
+/// model, [`REPLY_TOKENS`] per reply, a statistics line per turn in its log.
+fn chat_target(engine: &Path, model: &Path) -> String {
+    format!(
+        "{} chat -m {} -t 2 -n {REPLY_TOKENS} --stats",
+        engine.display(),
+        model.display()
+    )
+}
+
+/// How many replies the target's log shows cut at [`REPLY_TOKENS`] tokens.
+fn replies_in_log(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches(&reply_cut_note())
+        .count()
+}
+
+/// Waits until the target's log shows `n` replies (each cut at [`REPLY_TOKENS`] tokens:
+/// none ended sooner); panics with the log on timeout.
+fn wait_replies(log: &Path, n: usize) {
+    let start = Instant::now();
+    while replies_in_log(log) < n {
+        assert!(
+            start.elapsed() < SCREEN_TIMEOUT,
+            "timed out waiting for {n} replies of {REPLY_TOKENS} tokens; log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 struct Session(String);
@@ -158,34 +244,42 @@ fn screen_parsers_read_the_table_through_borders() {
     assert_eq!(decoded(screen), Some(7));
 }
 
+/// The live view of `engine chat` ([`TargetInput`]): tokens/s and the operator table
+/// after the first reply; with the op level off the operator counts hold while the test
+/// asks for more replies; after `q` the engine (blocked on its input) is alive and
+/// answers one more message untraced, and exits when the test closes its input, having
+/// answered every message in full.
 #[test]
 fn live_view_shows_tokens_ops_and_level_toggle_in_tmux() {
     require_root!();
     if !require_tmux() {
         return;
     }
-    let (engine, _) = support::engine_and_model();
-    let model = big_model(engine);
+    let (engine, model) = support::engine_and_model();
     let trace = support::trace_path("live");
-    let log = format!("{}.target.log", trace.display());
+    let log = std::path::PathBuf::from(format!("{}.target.log", trace.display()));
+    let mut input = TargetInput::new("live");
     let session = Session(format!("profinfer-live-test-{}", std::process::id()));
     start_live(
         &session,
         &trace,
-        engine,
-        &format!("-m {} -p hi -n {TOKENS} -t 2 --ignore-eos", model.display()),
+        &chat_target(engine, model),
+        Some(input.path.as_path()),
     );
+    let mut sent = 0;
 
-    // Live tokens/s and the operator table.
+    // Live tokens/s and the operator table, after one reply.
+    input.send();
+    sent += 1;
     let s = wait_screen(&session.0, "tokens/s and the operator table", |s| {
         tokens_per_s(s).is_some_and(|t| t > 0.0) && mul_mat_count(s).is_some()
     });
     assert!(s.contains("3:op:on"), "op level on at start:\n{s}");
-    let pid = pid_of(&s).expect("pid in the title");
+    let pid = pid_of(&s).unwrap_or_else(|| panic!("no pid in the title:\n{s}"));
     assert!(pid > 0);
 
     // Switch the op level off: the indicator says so, and the table stops growing while
-    // tokens keep coming.
+    // tokens keep coming (a reply asked for each round).
     tmux(&["send-keys", "-t", &session.0, "3"]);
     wait_screen(&session.0, "op:off", |s| s.contains("3:op:off"));
     // Records already in flight (ring buffer, reordering window, snapshot) still count
@@ -193,9 +287,13 @@ fn live_view_shows_tokens_ops_and_level_toggle_in_tmux() {
     let start = Instant::now();
     let mut before = capture(&session.0);
     loop {
-        let ops_before = mul_mat_count(&before).expect("MUL_MAT row");
-        let tokens_before = decoded(&before).expect("decoded count");
-        let after = wait_screen(&session.0, "more tokens with op off", |s| {
+        let ops_before = mul_mat_count(&before)
+            .unwrap_or_else(|| panic!("no MUL_MAT row with op off:\n{before}"));
+        let tokens_before =
+            decoded(&before).unwrap_or_else(|| panic!("no decoded count:\n{before}"));
+        input.send();
+        sent += 1;
+        let after = wait_screen(&session.0, "3 more tokens with op off", |s| {
             decoded(s).is_some_and(|d| d >= tokens_before + 3)
         });
         if mul_mat_count(&after).as_deref() == Some(ops_before.as_str()) {
@@ -208,7 +306,7 @@ fn live_view_shows_tokens_ops_and_level_toggle_in_tmux() {
         before = after;
     }
 
-    // Quit: the view ends, the engine keeps running.
+    // Quit: the view ends; the engine, waiting for its next message, is still there.
     tmux(&["send-keys", "-t", &session.0, "q"]);
     let s = wait_screen(&session.0, "profinfer to exit", |s| {
         s.contains("PROFINFER_EXIT=")
@@ -229,20 +327,27 @@ fn live_view_shows_tokens_ops_and_level_toggle_in_tmux() {
     );
     assert!(footer.events_written > 0);
 
-    // The engine finishes on its own; its output went to the log.
+    // The engine goes on without the probes: it answers one more message.
+    input.send();
+    sent += 1;
+    wait_replies(&log, sent);
+    assert!(alive(pid), "the engine (pid {pid}) stopped after a reply");
+
+    // End of its input: it exits, and its log has every reply in full.
+    input.close();
     let start = Instant::now();
     while alive(pid) {
         assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "engine did not finish"
+            start.elapsed() < SCREEN_TIMEOUT,
+            "the engine did not exit at the end of its input"
         );
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(100));
     }
     let text = std::fs::read_to_string(&log).expect("target log");
-    assert!(
-        text.contains(&format!("generated {TOKENS}")),
-        "engine did not finish its run; log tail: {}",
-        &text[text.len().saturating_sub(500)..]
+    assert_eq!(
+        text.matches(&reply_cut_note()).count(),
+        sent,
+        "one reply of {REPLY_TOKENS} tokens per message; log: {text}"
     );
     let _ = std::fs::remove_file(&trace);
     let _ = std::fs::remove_file(&log);
@@ -269,14 +374,15 @@ fn analysed_counts(trace: &Path) -> (u64, u64, u64) {
     )
 }
 
-/// Starts `profinfer live -o trace -- engine run ARGS` in a 100x30 tmux pane; the shell
-/// prints `PROFINFER_EXIT=` when profinfer exits.
-fn start_live(session: &Session, trace: &Path, engine: &Path, run_args: &str) {
+/// Starts `profinfer live -o trace -- TARGET` (a shell command line) in a 100x30 tmux
+/// pane, its stdin from `stdin` if given (the target inherits it; the view reads its keys
+/// from the pane's terminal); the shell prints `PROFINFER_EXIT=` when profinfer exits.
+fn start_live(session: &Session, trace: &Path, target: &str, stdin: Option<&Path>) {
+    let redirect = stdin.map_or_else(String::new, |p| format!(" < {}", p.display()));
     let cmd = format!(
-        "{} live -o {} -- {} run {run_args}; echo PROFINFER_EXIT=$?; sleep 600",
+        "{} live -o {} -- {target}{redirect}; echo PROFINFER_EXIT=$?; sleep 600",
         env!("CARGO_BIN_EXE_profinfer"),
         trace.display(),
-        engine.display(),
     );
     let out = tmux(&[
         "new-session",
@@ -354,12 +460,20 @@ fn check_final_screen(session: &Session, trace: &Path, reason: &str) {
     assert!(s.contains("PROFINFER_EXIT=0"), "profinfer failed:\n{s}");
 }
 
+/// Whether tmux runs; if not, a loud skip, or a failure under `PROFINFER_REQUIRE_ROOT=1`:
+/// that switch is CI's, where `cargo xtask setup` has installed tmux (its apt list), and
+/// a root test that skips there is a test that never runs.
 fn require_tmux() -> bool {
-    let ok = Command::new("tmux").arg("-V").output().is_ok();
+    let ok = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
-        eprintln!("!!! SKIPPED: the live view test needs tmux (apt-get install tmux).");
-        eprintln!("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n");
+        support::skip_unless_required(
+            support::REQUIRE_ROOT_ENV,
+            "the live view tests need tmux, which does not run",
+            "apt-get install tmux, or run `cargo xtask setup`",
+        );
     }
     ok
 }
@@ -391,8 +505,12 @@ fn live_view_shows_the_final_state_when_the_target_exits() {
         start_live(
             &session,
             &trace,
-            engine,
-            &format!("-m {} -p hi -n {tokens} -t 2 --ignore-eos", model.display()),
+            &format!(
+                "{} run -m {} -p hi -n {tokens} -t 2 --ignore-eos",
+                engine.display(),
+                model.display()
+            ),
+            None,
         );
         check_final_screen(&session, &trace, "target exited with status 0");
         let _ = std::fs::remove_file(&trace);
@@ -400,33 +518,43 @@ fn live_view_shows_the_final_state_when_the_target_exits() {
     }
 }
 
-/// A target killed by a signal: the final screen says which.
+/// A target killed by a signal: the final screen says which. The target is `engine
+/// chat` ([`TargetInput`]), killed once its one reply is in its log: it is waiting for
+/// its next message then, so it is alive to be killed however fast it decoded.
 #[test]
 fn live_view_shows_a_target_killed_by_a_signal() {
     require_root!();
     if !require_tmux() {
         return;
     }
-    let (engine, _) = support::engine_and_model();
-    let model = big_model(engine);
+    let (engine, model) = support::engine_and_model();
     let trace = support::trace_path("live-killed");
+    let log = std::path::PathBuf::from(format!("{}.target.log", trace.display()));
+    let mut input = TargetInput::new("live-killed");
     let session = Session(format!("profinfer-live-killed-{}", std::process::id()));
     start_live(
         &session,
         &trace,
-        engine,
-        &format!("-m {} -p hi -n {TOKENS} -t 2 --ignore-eos", model.display()),
+        &chat_target(engine, model),
+        Some(input.path.as_path()),
     );
+    input.send();
     let s = wait_screen(&session.0, "a few tokens", |s| {
         decoded(s).is_some_and(|d| d >= 3)
     });
     let pid = pid_of(&s).expect("pid in the title");
+    wait_replies(&log, 1);
+    assert!(
+        alive(pid),
+        "the engine (pid {pid}) exited before its input ended"
+    );
     let killed = Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
         .expect("kill runs");
     assert!(killed.success(), "kill -KILL {pid}");
     check_final_screen(&session, &trace, "target killed by signal 9");
+    drop(input);
     let _ = std::fs::remove_file(&trace);
-    let _ = std::fs::remove_file(format!("{}.target.log", trace.display()));
+    let _ = std::fs::remove_file(&log);
 }

@@ -2,8 +2,8 @@
 //! Not root → each test prints a loud banner and returns.
 
 use std::{
-    collections::{HashMap, HashSet},
-    path::PathBuf,
+    collections::{BTreeMap, HashMap, HashSet},
+    path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
 };
@@ -29,7 +29,27 @@ fn record_tiny_model_two_threads() {
     // prefill graph) while the engine still runs, even on a busy machine. Statistics on
     // throughout: exact program run counts.
     let tokens = 32;
-    record(&out, &["--probe-stats-always"], tokens);
+    // The engine's own op spans too (`--self-profile`): the truth the analyzer's
+    // inferred starts are checked against below.
+    let self_profile = out.with_extension("selfprofile.jsonl");
+    let (_, model_file) = engine_and_model();
+    let n = tokens.to_string();
+    support::record_engine_with(
+        "basic",
+        model_file,
+        &["--probe-stats-always"],
+        &[
+            "--self-profile",
+            self_profile.to_str().expect("temp paths are UTF-8"),
+            "-p",
+            "hello world",
+            "-n",
+            &n,
+            "-t",
+            "2",
+            "--ignore-eos",
+        ],
+    );
     let r = TraceReader::open(&out).expect("trace opens");
     assert_eq!(r.truncated_at(), None);
     let footer = r.footer().expect("clean end has a footer").clone();
@@ -181,25 +201,9 @@ fn record_tiny_model_two_threads() {
         "{n_descs} descriptions for {graphs} graphs of ~{nodes_per_step} nodes"
     );
 
-    // The analyzer's slices: per graph and thread, in node order, each starting where
-    // the previous node's last thread ended (the barrier's release) and ending where the
-    // thread's own probe fired.
+    // The analyzer's slices and node spans against the engine's own op spans.
     let (model, _, _) = analyzer::ingest::load(&out, &analyzer::NoProgress).expect("loads");
-    for g in model.graphs() {
-        let node_spans = model.graph_node_spans(g);
-        assert_eq!(node_spans.len(), g.n_nodes as usize, "graph {}", g.graph_id);
-        let mut prev_end = None;
-        for ns in node_spans {
-            if let Some(prev) = prev_end {
-                assert_eq!(
-                    ns.start_ns, prev,
-                    "a node starts where the one before ended"
-                );
-            }
-            assert_eq!(ns.n_threads, 2);
-            prev_end = Some(ns.end_ns);
-        }
-    }
+    check_slices_against_self_profile(&model, &self_profile);
 
     // Scheduler level: only the engine's threads.
     let mut thread_set: HashSet<u32> = HashSet::from([pid]);
@@ -229,6 +233,132 @@ fn record_tiny_model_two_threads() {
     );
     check_op_params_and_leaves(&evs, &out);
     std::fs::remove_file(&out).ok();
+    std::fs::remove_file(&self_profile).ok();
+}
+
+/// The engine's op spans of a run (`--self-profile`, the trace's clock) by graph: the
+/// graph's own (start, end) and, per computed node in execution order, its index and
+/// each thread's body (tid → (start, end)).
+type EngineGraphs = HashMap<u64, ((u64, u64), BTreeMap<u32, HashMap<u32, (u64, u64)>>)>;
+
+/// Reads [`EngineGraphs`] from a self-profile; also returns its count of op records.
+fn engine_graphs(self_profile: &Path) -> (EngineGraphs, usize) {
+    let text = std::fs::read_to_string(self_profile).expect("self-profile written");
+    let mut graphs: EngineGraphs = HashMap::new();
+    let mut n_ops = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let num = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("`{k}` in {v}"));
+        let span = (num("start_ns"), num("end_ns"));
+        match v["level"].as_str() {
+            Some("graph") => graphs.entry(num("graph")).or_default().0 = span,
+            Some("op") => {
+                let nodes = &mut graphs.entry(num("graph")).or_default().1;
+                let threads = nodes.entry(num("node") as u32).or_default();
+                assert!(
+                    threads.insert(num("tid") as u32, span).is_none(),
+                    "one record per node and thread: {v}"
+                );
+                n_ops += 1;
+            }
+            _ => {}
+        }
+    }
+    (graphs, n_ops)
+}
+
+/// The analyzer's slices and node spans of a two-thread run against the engine's own
+/// spans (`--self-profile`). Only the nodes' ends are probed, so every slice's start is
+/// the analyzer's inference: the barrier's release after the node before (that node's
+/// latest end), or where the thread began the graph. The engine times each thread's
+/// body inside the node's entry point, takes the node's end after it, and its threads
+/// meet at a barrier between nodes. So each slice and each node span (first start to
+/// last end of its slices), per graph in node order:
+/// - contains the engine's body on its thread (every thread's, for the node span);
+/// - starts no earlier than the latest body end of the node before it on any thread (for
+///   a graph's first node, the engine's start of the graph): a start inferred from a node
+///   too early — the release before the previous node — fails here;
+/// - ends no later than the earliest body start of the node after it on any thread (for
+///   the last node, the engine's end of the graph): an end taken one node late fails
+///   here, a start inferred one node late fails the containment.
+///
+/// One slice per engine record, none left over either way.
+fn check_slices_against_self_profile(model: &analyzer::TraceModel, self_profile: &Path) {
+    let (engine, n_ops) = engine_graphs(self_profile);
+    let nodes = model.nodes();
+    let threads = model.threads();
+    let mut n_slices = 0;
+    for g in model.graphs() {
+        let node_spans = model.graph_node_spans(g);
+        assert_eq!(node_spans.len(), g.n_nodes as usize, "graph {}", g.graph_id);
+        let (graph_span, engine_nodes) = engine
+            .get(&g.graph_id)
+            .unwrap_or_else(|| panic!("graph {} is not in the self-profile", g.graph_id));
+        assert!(
+            graph_span.1 > 0,
+            "graph {}: the engine's graph record",
+            g.graph_id
+        );
+        assert_eq!(engine_nodes.len(), node_spans.len(), "graph {}", g.graph_id);
+        let order: Vec<(&u32, &HashMap<u32, (u64, u64)>)> = engine_nodes.iter().collect();
+        let latest_end = |k: usize| order[k].1.values().map(|s| s.1).max().unwrap_or(0);
+        let earliest_start = |k: usize| order[k].1.values().map(|s| s.0).min().unwrap_or(0);
+        for ns in node_spans {
+            let n = &nodes[ns.node as usize];
+            let what = format!("graph {} node {} ({})", g.graph_id, n.index, n.name);
+            let k = order
+                .binary_search_by_key(&n.index, |(i, _)| **i)
+                .unwrap_or_else(|_| panic!("{what}: not in the self-profile"));
+            let (before, before_is) = match k.checked_sub(1) {
+                Some(prev) => (latest_end(prev), "end of the node before"),
+                None => (graph_span.0, "start of the graph"),
+            };
+            let (after, after_is) = if k + 1 < order.len() {
+                (earliest_start(k + 1), "start of the node after")
+            } else {
+                (graph_span.1, "end of the graph")
+            };
+            assert_eq!(ns.n_threads, 2, "{what}");
+            let within = |label: String, (start, end): (u64, u64), body: (u64, u64)| {
+                assert!(
+                    before <= start,
+                    "{label}: starts at {start}, before the engine's {before_is} ({before})"
+                );
+                assert!(
+                    start <= body.0 && body.1 <= end,
+                    "{label}: [{start}, {end}] does not contain the engine's [{}, {}]",
+                    body.0,
+                    body.1
+                );
+                assert!(
+                    end <= after,
+                    "{label}: ends at {end}, after the engine's {after_is} ({after})"
+                );
+            };
+            within(
+                format!("{what}, node span"),
+                (ns.start_ns, ns.end_ns),
+                (earliest_start(k), latest_end(k)),
+            );
+            for sl in model.span_slices(ns) {
+                let tid = threads[sl.thread as usize].tid;
+                let body = *order[k]
+                    .1
+                    .get(&tid)
+                    .unwrap_or_else(|| panic!("{what}: no engine record on thread {tid}"));
+                within(
+                    format!("{what}, thread {tid}"),
+                    (sl.start_ns, sl.end_ns),
+                    body,
+                );
+                n_slices += 1;
+            }
+        }
+    }
+    assert_eq!(
+        n_slices, n_ops,
+        "one analyzer slice per op record of the engine"
+    );
 }
 
 /// `--pmc`: counters read at both bounds of every span (the entry point is probed too),

@@ -1,7 +1,8 @@
 //! Comparisons of the engine with llama.cpp on one model file: last-position logits
 //! within a tolerance, and greedy continuations identical up to near-ties checked both
-//! ways ([`TIE_REL`], at most [`MAX_TIES`]; after one the engine is fed llama.cpp's token
-//! and the comparison goes on).
+//! ways ([`tie_bound`]: [`TIE_REL`] on the oracle's instruction set, at most
+//! [`MAX_TIES`]; after one the engine is fed llama.cpp's token and the comparison goes
+//! on).
 
 use std::path::Path;
 
@@ -60,10 +61,30 @@ pub const TIE_REL: f32 = 1e-4;
 /// a run with more of them is a wrong engine that happens to stay close.
 pub const MAX_TIES: usize = 2;
 
-/// Whether logits `a` and `b` (one model's best two, in any order) are within
-/// [`TIE_REL`] of `scale`.
-fn near_tie(gap: f32, scale: f32) -> bool {
-    gap.abs() <= TIE_REL * scale
+/// Whether the engine runs the kernels of the oracle's instruction set. llama.cpp's
+/// oracle is the x86-64 wheel; an engine built for another architecture (aarch64 under
+/// qemu-user in CI) sums its dot products in NEON's order, not AVX2's, and is not
+/// 1e-5-exact to it: on the chaotic tiny models its logits drift from llama.cpp's by up
+/// to ~7e-3 of the largest one after 60 tokens (tiny-mixtral q8_0, measured under
+/// `qemu-aarch64 -cpu max`), within the dtype's logits tolerance.
+const SAME_ISA_AS_ORACLE: bool = cfg!(target_arch = "x86_64");
+
+/// Largest top-2 gap accepted as a near-tie for logits whose largest |logit| is `scale`,
+/// where the engine's and llama.cpp's logits for the same tokens differ by at most
+/// `drift`: [`TIE_REL`] of `scale` on the oracle's instruction set; elsewhere two logits
+/// can also swap by what the two sides measurably differ there, so twice `drift` is added
+/// (the drift is measured at that very position and printed).
+fn tie_bound(scale: f32, drift: f32) -> f32 {
+    if SAME_ISA_AS_ORACLE {
+        TIE_REL * scale
+    } else {
+        TIE_REL * scale + 2.0 * drift
+    }
+}
+
+/// Largest |a_i - b_i| of two logit rows.
+fn max_drift(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max)
 }
 
 /// Checks that where the engine's best token `ours` differs from llama.cpp's `theirs`,
@@ -74,6 +95,7 @@ fn assert_tie_both_ways(label: &str, ours_logits: &[f32], theirs_logits: &[f32])
     let (ours, ours_second) = top2(ours_logits);
     let (theirs, theirs_second) = top2(theirs_logits);
     let scale = theirs_logits.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let bound = tie_bound(scale, max_drift(ours_logits, theirs_logits));
     let their_gap = theirs_logits[theirs] - theirs_logits[theirs_second];
     let our_gap = ours_logits[ours] - ours_logits[ours_second];
     assert!(
@@ -82,10 +104,10 @@ fn assert_tie_both_ways(label: &str, ours_logits: &[f32], theirs_logits: &[f32])
          (runner-up {theirs_second}): not the same two tokens swapped"
     );
     assert!(
-        near_tie(their_gap, scale) && near_tie(our_gap, scale),
+        their_gap.abs() <= bound && our_gap.abs() <= bound,
         "{label}: the engine picks {ours}, llama.cpp {theirs}, with gaps {our_gap:.3e} \
-         (engine) and {their_gap:.3e} (llama.cpp), more than {TIE_REL:e} of the largest \
-         |logit| {scale:.3}"
+         (engine) and {their_gap:.3e} (llama.cpp), more than the tie bound {bound:.3e} \
+         ({TIE_REL:e} of the largest |logit| {scale:.3})"
     );
     eprintln!(
         "!! {label}: near-tie, the engine picks {ours}, llama.cpp {theirs}, gaps \
@@ -120,6 +142,18 @@ pub fn engine_logits(
     floats_of(&ours["logits"], "engine logits")
 }
 
+/// llama.cpp's last-position logits over `tokens` (the oracle's `logits`).
+fn oracle_logits(model: &Path, tokens: &[u32], threads: &str) -> Vec<f32> {
+    let tokens = token_arg(tokens);
+    let theirs = run_json(oracle("logits").arg("--model").arg(model).args([
+        "--tokens",
+        &tokens,
+        "--threads",
+        threads,
+    ]));
+    floats_of(&theirs["logits"], "llama.cpp logits")
+}
+
 /// [`check_logits`] with extra engine options (a graph split, say).
 pub fn check_logits_with(
     label: &str,
@@ -130,14 +164,7 @@ pub fn check_logits_with(
     engine_args: &[&str],
 ) {
     let ours = engine_logits(model, tokens, threads, engine_args);
-    let tokens = token_arg(tokens);
-    let theirs = run_json(oracle("logits").arg("--model").arg(model).args([
-        "--tokens",
-        &tokens,
-        "--threads",
-        threads,
-    ]));
-    let theirs = floats_of(&theirs["logits"], "llama.cpp logits");
+    let theirs = oracle_logits(model, tokens, threads);
     assert_eq!(ours.len(), theirs.len(), "{label}: vocabulary sizes differ");
     assert!(
         ours.iter().all(|x| x.is_finite()),
@@ -170,7 +197,7 @@ pub fn check_logits_with(
 }
 
 /// Checks that `n` greedy tokens after `tokens` are llama.cpp's; a divergence is accepted
-/// only at a near-tie checked both ways ([`TIE_REL`]): the engine's token is llama.cpp's
+/// only at a near-tie checked both ways ([`tie_bound`]): the engine's token is llama.cpp's
 /// runner-up with llama.cpp's top-2 gap within the bound, and the engine's own logits at
 /// that position have the same two tokens on top, as close. The comparison goes on after
 /// it: the engine is run again on the prompt plus llama.cpp's tokens up to and including
@@ -249,6 +276,22 @@ pub fn check_greedy_with(
              llama.cpp: {:?}",
             theirs.tokens
         );
+        // Both sides' logits at that position (prefills of the same tokens): the same
+        // two tokens on top (either order: a prefill of the prefix is not the decode step
+        // that chose, and the gap is within both paths' rounding), and how far apart the
+        // two rows are there (the drift [`tie_bound`] allows off the oracle's ISA).
+        prefix.extend_from_slice(&theirs.tokens[start..step]);
+        let logits = engine_logits(model, &prefix, threads, engine_args);
+        let oracle_logits = oracle_logits(model, &prefix, threads);
+        let drift = max_drift(&logits, &oracle_logits);
+        let pair = [our_token as usize, their_token as usize];
+        for (side, row) in [("engine", &logits), ("llama.cpp", &oracle_logits)] {
+            let (best, second) = top2(row);
+            assert!(
+                [best, second] == pair || [second, best] == pair,
+                "{context}\nthe {side}'s own top two there are {best} and {second}"
+            );
+        }
         // llama.cpp's side, from its own greedy run: the engine's token is its second,
         // and close.
         assert_eq!(
@@ -256,34 +299,30 @@ pub fn check_greedy_with(
             "{context}\nthe engine's token is not llama.cpp's runner-up ({})",
             theirs.runner_ups[step]
         );
+        let their_bound = tie_bound(theirs.scales[step], drift);
         assert!(
-            near_tie(theirs.margins[step], theirs.scales[step]),
-            "{context}\nllama.cpp's top-2 gap {:.3e} > {TIE_REL:e} of its largest |logit| {}",
+            theirs.margins[step].abs() <= their_bound,
+            "{context}\nllama.cpp's top-2 gap {:.3e} > the tie bound {their_bound:.3e} \
+             ({TIE_REL:e} of its largest |logit| {}, drift {drift:.3e})",
             theirs.margins[step],
             theirs.scales[step]
         );
-        // The engine's side, from its logits at the same position: the same two tokens on
-        // top, as close (either order: a prefill of the prefix is not the decode step
-        // that chose, and the gap is within both paths' rounding).
-        prefix.extend_from_slice(&theirs.tokens[start..step]);
-        let logits = engine_logits(model, &prefix, threads, engine_args);
+        // The engine's side, from its logits at the same position, as close.
         let (best, second) = top2(&logits);
         let scale = logits.iter().fold(0f32, |m, x| m.max(x.abs()));
-        assert!(
-            [best, second] == [our_token as usize, their_token as usize]
-                || [best, second] == [their_token as usize, our_token as usize],
-            "{context}\nthe engine's own top two there are {best} and {second}"
-        );
         let gap = logits[best] - logits[second];
+        let bound = tie_bound(scale, drift);
         assert!(
-            near_tie(gap, scale),
-            "{context}\nthe engine's top-2 gap {gap:.3e} > {TIE_REL:e} of its largest |logit| {scale}"
+            gap.abs() <= bound,
+            "{context}\nthe engine's top-2 gap {gap:.3e} > the tie bound {bound:.3e} \
+             ({TIE_REL:e} of its largest |logit| {scale}, drift {drift:.3e})"
         );
         eprintln!(
             "!! {label}: near-tie at step {step}: gaps {:.2e} (llama.cpp) and {:.2e} \
-             (engine) of the largest |logit|",
+             (engine) of the largest |logit|, the two rows {:.2e} apart",
             theirs.margins[step] / theirs.scales[step],
-            gap / scale
+            gap / scale,
+            drift / scale
         );
         ties.push(step);
         assert!(

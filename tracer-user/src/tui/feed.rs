@@ -199,6 +199,8 @@ pub fn aggregate(mut rx: mpsc::Receiver<FeedMsg>, out: mpsc::Sender<LiveUpdate>)
     let mut last = Instant::now();
     let mut last_written = 0u64;
     let mut drained_per_s = 0.0;
+    // Whether records came since the last status tick.
+    let mut fresh = false;
     let snapshot = |model: &Option<TraceModel>, status: &CollectorStatus, target: &str| {
         let mut s = model
             .as_ref()
@@ -222,8 +224,18 @@ pub fn aggregate(mut rx: mpsc::Receiver<FeedMsg>, out: mpsc::Sender<LiveUpdate>)
                         window.push(e, &mut apply);
                     }
                 }
+                fresh = true;
             }
             FeedMsg::Status(s, n) => {
+                // A tick that brought no records: the collector's drains found the
+                // buffers empty, so whatever comes later was recorded after what the
+                // window holds. Release it, or an idle target (a chat waiting for its
+                // next message, a server between requests) would never show its last
+                // records.
+                if !fresh && let Some(m) = model.as_mut() {
+                    window.finish(&mut |e: &Event| m.apply(e));
+                }
+                fresh = false;
                 status = s;
                 skipped = n;
                 let elapsed = last.elapsed();
@@ -353,6 +365,51 @@ mod tests {
             (records.len() as u64, records.len() as u64 + 2, 2),
             "the footer's totals, not the last tick's"
         );
+    }
+
+    /// A target that goes idle (a chat waiting for its next message) still shows its
+    /// last records: a tick that brings none releases what the reordering window holds,
+    /// before the recording ends.
+    #[test]
+    fn an_idle_target_shows_its_last_records_before_the_end() {
+        let spec = SynthSpec::sized(3, 4, 2);
+        let (tx, rx) = mpsc::channel(FEED_CAPACITY);
+        let (_ctl_tx, ctl_rx) = mpsc::channel(CONTROL_CAPACITY);
+        let (out_tx, mut out_rx) = mpsc::channel(SNAPSHOT_CAPACITY);
+        let agg = std::thread::spawn(move || aggregate(rx, out_tx));
+        let mut feed = LiveFeed::new(tx, ctl_rx);
+        let header = synth_header();
+        feed.on_start(&header);
+        let mut direct = TraceModel::new(&header);
+        generate(&spec, |rec| {
+            feed.on_record(rec);
+            direct.apply(&decode(rec).expect("decodes"));
+        });
+        direct.finish(None);
+        // The tick after the records, then idle ticks, each after a snapshot period.
+        for _ in 0..3 {
+            std::thread::sleep(SNAPSHOT_EVERY);
+            feed.on_tick(&CollectorStatus::default());
+        }
+        feed.finish(Err("stopped".into()));
+        let mut updates = Vec::new();
+        while let Some(u) = out_rx.blocking_recv() {
+            updates.push(u);
+        }
+        let expect = LiveSnapshot::build(&direct, &CollectorStatus::default());
+        let live: Vec<u64> = updates
+            .iter()
+            .filter_map(|u| match u {
+                LiveUpdate::Snapshot(s) => Some(s.events),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            live.contains(&expect.events),
+            "no snapshot before the end showed all {} records: {live:?}",
+            expect.events
+        );
+        agg.join().expect("aggregator");
     }
 
     #[test]
