@@ -84,7 +84,10 @@ fn tie_bound(scale: f32, drift: f32) -> f32 {
 
 /// Largest |a_i - b_i| of two logit rows.
 fn max_drift(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
 }
 
 /// Checks that where the engine's best token `ours` differs from llama.cpp's `theirs`,
