@@ -716,7 +716,7 @@ fn engine_sync_bounds(engine: &SelfProfile) -> Vec<(u32, u64, u64)> {
         n.1 = n.1.min(o.start);
         n.2 = n.2.max(o.end);
     }
-    let order: Vec<(&(u64, u32), &(&str, u64, u64))> = nodes.iter().collect();
+    let order: Vec<_> = nodes.iter().collect();
     let mut per_call = vec![(0u32, 0u64, 0u64); engine.tokens.len()];
     for (i, ((graph, _), (op, start, end))) in order.iter().enumerate() {
         if *op != sync {

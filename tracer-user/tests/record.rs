@@ -300,7 +300,7 @@ fn check_slices_against_self_profile(model: &analyzer::TraceModel, self_profile:
             g.graph_id
         );
         assert_eq!(engine_nodes.len(), node_spans.len(), "graph {}", g.graph_id);
-        let order: Vec<(&u32, &HashMap<u32, (u64, u64)>)> = engine_nodes.iter().collect();
+        let order: Vec<_> = engine_nodes.iter().collect();
         let latest_end = |k: usize| order[k].1.values().map(|s| s.1).max().unwrap_or(0);
         let earliest_start = |k: usize| order[k].1.values().map(|s| s.0).min().unwrap_or(0);
         for ns in node_spans {

@@ -71,6 +71,28 @@ pub struct Desc {
     pub has_op_params: bool,
 }
 
+impl Desc {
+    /// The description an operator record or a node description carries: its name up
+    /// to the first NUL, its structure and op params where `detail` says they were read.
+    fn read(
+        index: u32,
+        op: u32,
+        layer: i32,
+        name: &[u8],
+        detail: u32,
+        structure: OpStructure,
+    ) -> Desc {
+        Desc {
+            index,
+            op,
+            layer,
+            name: name_of(name),
+            structure: (detail & OP_DETAIL_STRUCTURE != 0).then_some(structure),
+            has_op_params: detail & OP_DETAIL_OP_PARAMS != 0,
+        }
+    }
+}
+
 /// One thread's share of one node in one graph computation.
 #[derive(Clone, Debug)]
 pub struct Op {
@@ -331,14 +353,7 @@ impl Pairing {
         match e {
             Event::Op(o) => {
                 Self::thread(raw, h.tid, Some(h.pid));
-                let desc = Desc {
-                    index: o.index,
-                    op: o.op,
-                    layer: o.layer,
-                    name: name_of(&o.name),
-                    structure: (o.detail & OP_DETAIL_STRUCTURE != 0).then_some(o.structure),
-                    has_op_params: o.detail & OP_DETAIL_OP_PARAMS != 0,
-                };
+                let desc = Desc::read(o.index, o.op, o.layer, &o.name, o.detail, o.structure);
                 let open = OpenOp {
                     graph: self.graph.expect("operators run inside a graph"),
                     desc,
@@ -377,14 +392,7 @@ impl Pairing {
                 Self::thread(raw, h.tid, Some(h.pid));
                 self.descs.insert(
                     d.node_addr,
-                    Desc {
-                        index: d.index,
-                        op: d.op,
-                        layer: d.layer,
-                        name: name_of(&d.name),
-                        structure: (d.detail & OP_DETAIL_STRUCTURE != 0).then_some(d.structure),
-                        has_op_params: d.detail & OP_DETAIL_OP_PARAMS != 0,
-                    },
+                    Desc::read(d.index, d.op, d.layer, &d.name, d.detail, d.structure),
                 );
             }
             Event::GraphThread(_) => {

@@ -288,23 +288,52 @@ mod tests {
     /// model built directly from the same records, including the records drained after
     /// the last tick (after the target exited); the final frame counts the footer's
     /// events, not the last tick's.
-    #[test]
-    fn feed_and_aggregator_reproduce_the_model() {
-        let spec = SynthSpec::sized(5, 4, 2);
+    /// A feed started on the synthetic header with its aggregator thread, and the run
+    /// `spec` generates: its records and the model built from them directly.
+    struct LiveRig {
+        feed: LiveFeed,
+        ctl_tx: mpsc::Sender<Control>,
+        out_rx: mpsc::Receiver<LiveUpdate>,
+        agg: std::thread::JoinHandle<()>,
+        direct: TraceModel,
+        records: Vec<Vec<u8>>,
+    }
+
+    fn live_rig(spec: &SynthSpec) -> LiveRig {
         let (tx, rx) = mpsc::channel(FEED_CAPACITY);
         let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_CAPACITY);
-        let (out_tx, mut out_rx) = mpsc::channel(SNAPSHOT_CAPACITY);
+        let (out_tx, out_rx) = mpsc::channel(SNAPSHOT_CAPACITY);
         let agg = std::thread::spawn(move || aggregate(rx, out_tx));
         let mut feed = LiveFeed::new(tx, ctl_rx);
         let header = synth_header();
         feed.on_start(&header);
         let mut direct = TraceModel::new(&header);
         let mut records = Vec::new();
-        generate(&spec, |rec| {
+        generate(spec, |rec| {
             records.push(rec.to_vec());
             direct.apply(&decode(rec).expect("decodes"));
         });
         direct.finish(None);
+        LiveRig {
+            feed,
+            ctl_tx,
+            out_rx,
+            agg,
+            direct,
+            records,
+        }
+    }
+
+    #[test]
+    fn feed_and_aggregator_reproduce_the_model() {
+        let LiveRig {
+            mut feed,
+            ctl_tx,
+            mut out_rx,
+            agg,
+            direct,
+            records,
+        } = live_rig(&SynthSpec::sized(5, 4, 2));
         let (before, after) = records.split_at(records.len() / 2);
         for r in before {
             feed.on_record(r);
@@ -345,7 +374,7 @@ mod tests {
         assert_eq!(
             updates.first(),
             Some(&LiveUpdate::Started {
-                pid: header.target.pid
+                pid: synth_header().target.pid
             })
         );
         let Some(LiveUpdate::Finished(snap, outcome)) = updates.last() else {
@@ -372,20 +401,17 @@ mod tests {
     /// before the recording ends.
     #[test]
     fn an_idle_target_shows_its_last_records_before_the_end() {
-        let spec = SynthSpec::sized(3, 4, 2);
-        let (tx, rx) = mpsc::channel(FEED_CAPACITY);
-        let (_ctl_tx, ctl_rx) = mpsc::channel(CONTROL_CAPACITY);
-        let (out_tx, mut out_rx) = mpsc::channel(SNAPSHOT_CAPACITY);
-        let agg = std::thread::spawn(move || aggregate(rx, out_tx));
-        let mut feed = LiveFeed::new(tx, ctl_rx);
-        let header = synth_header();
-        feed.on_start(&header);
-        let mut direct = TraceModel::new(&header);
-        generate(&spec, |rec| {
-            feed.on_record(rec);
-            direct.apply(&decode(rec).expect("decodes"));
-        });
-        direct.finish(None);
+        let LiveRig {
+            mut feed,
+            ctl_tx: _ctl_tx,
+            mut out_rx,
+            agg,
+            direct,
+            records,
+        } = live_rig(&SynthSpec::sized(3, 4, 2));
+        for r in &records {
+            feed.on_record(r);
+        }
         // The tick after the records, then idle ticks, each after a snapshot period.
         for _ in 0..3 {
             std::thread::sleep(SNAPSHOT_EVERY);
