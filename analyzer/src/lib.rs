@@ -32,6 +32,7 @@ mod run;
 pub mod run_timings;
 pub mod stats;
 pub mod synthetic;
+pub mod timeline;
 pub mod windows;
 
 pub use common::engine_abi::OpType;

@@ -557,6 +557,135 @@ pub fn split_model(calls: u32) -> crate::TraceModel {
     m
 }
 
+/// A model with every kind of element the timeline draws that [`model`] and
+/// [`split_model`] leave out: a llama.cpp-like decode call with a CPU split and a Vulkan
+/// split whose nodes carry GPU timestamps (the GPU's lane), the backend calls in it
+/// (copy, submission, fence waits, sync, download), a QoS switch, a loss record and a
+/// sampled window's two ends. For the encoders' agreement tests.
+pub fn timeline_kinds_model() -> crate::TraceModel {
+    use common::event::{
+        BackendSpanEvent, BackendSpanKind, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent, LossEvent,
+        OpWindowEvent, QosSwitchEvent,
+    };
+    use trace_format::Event;
+    let main = SYNTH_MAIN_TID;
+    let h = |kind, exit, ts| header(kind, exit, ts, main);
+    let vk = common::BackendKind::Vulkan as u32;
+    let cpu = common::BackendKind::Cpu as u32;
+    let decode = |exit, ts| {
+        Event::Decode(DecodeEvent {
+            header: h(EventKind::Decode, exit, ts),
+            n_tokens: 1,
+            pos: 5,
+            ..DecodeEvent::default()
+        })
+    };
+    let graph = |exit, ts, kind: u32, n_nodes| {
+        Event::Graph(GraphEvent {
+            header: h(EventKind::GraphCompute, exit, ts),
+            graph_addr: 0x100 + u64::from(kind),
+            n_nodes,
+            backend_kind: kind,
+            n_tokens: 1,
+            ..GraphEvent::default()
+        })
+    };
+    let desc = |addr: u64, index: u32, op: OpType, name: &str, kind: u32| {
+        let mut d = NodeDescEvent {
+            header: h(EventKind::NodeDesc, false, 0),
+            node_addr: addr,
+            op: op as u32,
+            index,
+            layer: -1,
+            nth: 1,
+            backend_kind: kind,
+            ..NodeDescEvent::zeroed()
+        };
+        d.name[..name.len()].copy_from_slice(name.as_bytes());
+        Event::NodeDesc(Box::new(d))
+    };
+    let span = |addr: u64, start: u64, end: u64, kind: u32| {
+        Event::OpSpan(OpSpanEvent::new(
+            main,
+            addr,
+            end,
+            end - start,
+            OpSpanEvent::flags_for(0, kind),
+        ))
+    };
+    let call = |what: BackendSpanKind, start: u64, end: u64, kind: u32, bytes: u64| {
+        Event::BackendSpan(BackendSpanEvent {
+            header: h(EventKind::BackendSpan, false, end),
+            start_ns: start,
+            what: what as u32,
+            backend_kind: kind,
+            bytes,
+            object: 0,
+        })
+    };
+    let mut ticks = [0u64; GPU_TIMESTAMPS_PER_EVENT];
+    ticks[..5].copy_from_slice(&[2_000, 2_300, 2_500, 2_600, 3_600]);
+    let stamps = Event::GpuTimestamps(Box::new(GpuTimestampsEvent {
+        header: h(EventKind::GpuTimestamps, false, 3_900),
+        first: 0,
+        count: 5,
+        total: 5,
+        chunk: 0,
+        ticks,
+    }));
+    let qos = Event::QosSwitch(QosSwitchEvent {
+        header: h(EventKind::QosSwitch, false, 4_200),
+        levels_before: 0xf,
+        levels_after: 0x7,
+        tps_milli: 12_500,
+        min_tps_milli: 20_000,
+    });
+    let window = |ts, traced| {
+        Event::OpWindow(OpWindowEvent {
+            header: h(EventKind::OpWindow, false, ts),
+            traced: u32::from(traced),
+            decode_steps: 1,
+            settled_ns: ts,
+        })
+    };
+    let loss = Event::Loss(LossEvent {
+        header: header(EventKind::Loss, false, 6_800, main),
+        lost: 17,
+    });
+    let mut m = crate::TraceModel::new(&synth_header());
+    for e in [
+        decode(false, 1_000),
+        graph(false, 1_100, cpu, 1),
+        desc(0xc0, 0, OpType::MulMat, "ffn_up-0", cpu),
+        span(0xc0, 1_110, 1_190, cpu),
+        graph(true, 1_200, cpu, 1),
+        call(BackendSpanKind::Copy, 1_300, 1_400, u32::MAX, 4096),
+        graph(false, 1_500, vk, 4),
+        call(BackendSpanKind::VkSubmit, 1_600, 1_650, vk, 1),
+        desc(0xa0, 0, OpType::Add, "l_out-0", vk),
+        span(0xa0, 1_510, 1_520, vk),
+        desc(0xa1, 1, OpType::RmsNorm, "norm-1", vk),
+        span(0xa1, 1_520, 1_540, vk),
+        desc(0xa3, 3, OpType::MulMat, "ffn_up-1", vk),
+        span(0xa3, 1_540, 1_560, vk),
+        call(BackendSpanKind::VkFenceWait, 1_700, 3_700, vk, 1),
+        stamps,
+        graph(true, 4_000, vk, 4),
+        qos,
+        call(BackendSpanKind::Sync, 4_050, 4_300, vk, 0),
+        call(BackendSpanKind::VkFenceWait, 4_100, 4_200, vk, 1),
+        call(BackendSpanKind::Download, 4_400, 4_500, vk, 196_608),
+        decode(true, 5_000),
+        window(5_500, false),
+        window(6_500, true),
+        loss,
+    ] {
+        m.apply(&e);
+    }
+    m.finish(Some(7_000));
+    m
+}
+
 /// Writes a synthetic trace file; returns the number of events.
 ///
 /// # Errors

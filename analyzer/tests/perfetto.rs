@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use analyzer::{
     TraceModel,
     export::{
-        chrome::{self, STATE_TID_BASE, SYNC_TID},
+        chrome::{self, GPU_TID_BASE, STATE_TID_BASE, SYNC_TID},
         perfetto::{self, PerfettoOptions},
     },
     synthetic::{self, SynthSpec},
@@ -38,6 +38,9 @@ struct Slice {
     args: String,
 }
 
+/// An instant: name, category, time, args.
+type Mark = (String, String, u64, String);
+
 /// A counter sample: track name, time, value.
 type Sample = (String, u64, f64);
 
@@ -46,7 +49,7 @@ type Sample = (String, u64, f64);
 struct Decoded {
     slices: Vec<Slice>,
     counters: Vec<Sample>,
-    instants: Vec<(String, u64)>,
+    instants: Vec<Mark>,
     flows_started: usize,
     thread_names: BTreeMap<u64, String>,
 }
@@ -198,7 +201,12 @@ fn decode(bytes: &[u8]) -> Decoded {
                             e.double_counter_value(),
                         ));
                     }
-                    EventType::TYPE_INSTANT => out.instants.push((name, ts)),
+                    EventType::TYPE_INSTANT => out.instants.push((
+                        name,
+                        cats.join(","),
+                        ts,
+                        Value::Object(args).to_string(),
+                    )),
                     kind => events.entry(track).or_default().push(Ev {
                         ts,
                         kind,
@@ -221,6 +229,10 @@ fn decode(bytes: &[u8]) -> Decoded {
             (Some(&tid), _) => tid,
             // The CPU's waits for the accel: Chrome's pseudo-thread for them.
             (None, _) if track == perfetto::SYNC_UUID => SYNC_TID,
+            // A GPU lane: Chrome's pseudo-thread for the backend kind.
+            (None, _) if track == perfetto::gpu_uuid(track as u32) => {
+                GPU_TID_BASE + u64::from(track as u32)
+            }
             (None, Some(parent)) => {
                 STATE_TID_BASE + thread_tracks.get(parent).copied().expect("thread parent")
             }
@@ -291,14 +303,15 @@ fn decode(bytes: &[u8]) -> Decoded {
     out
 }
 
-/// The `X` slices and `C` samples of the Chrome JSON.
-fn chrome_slices(model: &TraceModel) -> (Vec<Slice>, Vec<Sample>) {
+/// The `X` slices, `C` samples and `i` instants of the Chrome JSON.
+fn chrome_events(model: &TraceModel) -> (Vec<Slice>, Vec<Sample>, Vec<Mark>) {
     let mut buf = Vec::new();
     chrome::write(model, &chrome::ChromeOptions::default(), &mut buf).expect("write json");
     let doc: Value = serde_json::from_slice(&buf).expect("json");
     let ns = |v: &Value| (v.as_f64().expect("number") * 1000.0).round() as u64;
     let mut slices = Vec::new();
     let mut counters = Vec::new();
+    let mut instants = Vec::new();
     for e in doc["traceEvents"].as_array().expect("events") {
         match e["ph"].as_str() {
             Some("X") => slices.push(Slice {
@@ -318,10 +331,19 @@ fn chrome_slices(model: &TraceModel) -> (Vec<Slice>, Vec<Sample>) {
                     .expect("value");
                 counters.push((name, ns(&e["ts"]), v));
             }
+            Some("i") => instants.push((
+                e["name"].as_str().expect("name").to_owned(),
+                e["cat"].as_str().expect("cat").to_owned(),
+                ns(&e["ts"]),
+                e.get("args")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}))
+                    .to_string(),
+            )),
             _ => {}
         }
     }
-    (slices, counters)
+    (slices, counters, instants)
 }
 
 fn sorted<T: PartialOrd>(mut v: Vec<T>) -> Vec<T> {
@@ -337,7 +359,7 @@ fn check_same_as_chrome(model: &TraceModel, what: &str) -> Decoded {
     assert_eq!(stats.clamped, 0, "{what}: recorded slices nest");
     assert_eq!(stats.slices as usize, d.slices.len(), "{what}");
     assert_eq!(stats.flows as usize, d.flows_started, "{what}");
-    let (json_slices, json_counters) = chrome_slices(model);
+    let (json_slices, json_counters, json_instants) = chrome_events(model);
     assert!(!json_slices.is_empty(), "{what}: slices to compare");
     let (a, b) = (sorted(json_slices), sorted(d.slices.clone()));
     assert_eq!(a.len(), b.len(), "{what}: slice count");
@@ -351,6 +373,19 @@ fn check_same_as_chrome(model: &TraceModel, what: &str) -> Decoded {
             (x.tid, &x.name, &x.cat, x.start, x.dur, xa),
             (y.tid, &y.name, &y.cat, y.start, y.dur, ya),
             "{what}: slices differ"
+        );
+    }
+    let (a, b) = (sorted(json_instants), sorted(d.instants.clone()));
+    assert_eq!(a.len(), b.len(), "{what}: instants");
+    for (x, y) in a.iter().zip(&b) {
+        let (xa, ya): (Value, Value) = (
+            serde_json::from_str(&x.3).expect("json args"),
+            serde_json::from_str(&y.3).expect("pb args"),
+        );
+        assert_eq!(
+            (&x.0, &x.1, x.2, xa),
+            (&y.0, &y.1, y.2, ya),
+            "{what}: instants differ"
         );
     }
     let (a, b) = (sorted(json_counters), sorted(d.counters.clone()));
@@ -401,6 +436,38 @@ fn split_model_matches_chrome_json() {
     }
 }
 
+/// Every kind of element: a GPU lane, backend calls nested in a sync, QoS switches,
+/// loss records and sampled-window marks, the same in both formats.
+#[test]
+fn every_kind_of_element_matches_chrome_json() {
+    let model = synthetic::timeline_kinds_model();
+    let d = check_same_as_chrome(&model, "kinds");
+    let cats = |c: &str| d.slices.iter().filter(|s| s.cat == c).count();
+    assert_eq!(cats("gpu"), 3, "the GPU lane's nodes");
+    assert_eq!(cats("backend"), 6, "every backend call");
+    let marks: Vec<&str> = d.instants.iter().map(|i| i.1.as_str()).collect();
+    for cat in ["qos", "loss", "recording"] {
+        assert!(marks.contains(&cat), "{cat}: {marks:?}");
+    }
+    assert_eq!(
+        d.instants.len(),
+        5,
+        "a QoS switch, a loss, the mode and two windows"
+    );
+    let call: Value = serde_json::from_str(
+        &d.slices
+            .iter()
+            .find(|s| s.name == "download vulkan 196608 B")
+            .expect("the download")
+            .args,
+    )
+    .expect("args");
+    assert_eq!(
+        call,
+        json!({"kind": "download", "backend": "vulkan", "bytes": 196_608})
+    );
+}
+
 #[test]
 fn cut_synthetic_models_match_chrome_json() {
     // Cut anywhere: open decode calls, graphs and operators are left out of both.
@@ -411,7 +478,7 @@ fn cut_synthetic_models_match_chrome_json() {
         let mut buf = Vec::new();
         perfetto::write(&model, &PerfettoOptions::default(), &mut buf).expect("write");
         let d = decode(&buf);
-        let (json, _) = chrome_slices(&model);
+        let (json, _, _) = chrome_events(&model);
         assert_eq!(
             sorted(json).len(),
             d.slices.len(),

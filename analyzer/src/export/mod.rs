@@ -78,37 +78,6 @@ pub fn counter_value(counter: &str, v: f64) -> String {
     }
 }
 
-/// Each counter's rate over each decode call (counter sums over the call's node spans /
-/// the call's time, per second): `(call start ns, [rate or None per counter])` for the
-/// calls that ended and took time. `None` where no span of the call has the counter.
-/// The timeline exporters' counter tracks.
-pub fn counter_rates_per_call(
-    model: &crate::model::TraceModel,
-) -> impl Iterator<Item = (u64, Vec<Option<f64>>)> + '_ {
-    let n = model.counter_names().len();
-    model.tokens().iter().filter_map(move |t| {
-        let dur = t.end_ns?.saturating_sub(t.start_ns);
-        if dur == 0 || n == 0 {
-            return None;
-        }
-        let mut sums = vec![None::<u64>; n];
-        for g in model.token_graphs(t.index) {
-            for span in model.graph_node_spans(g) {
-                for (sum, &v) in sums.iter_mut().zip(&span.pmc) {
-                    if v != crate::model::PMC_MISSING {
-                        *sum = Some(sum.unwrap_or(0).saturating_add(v));
-                    }
-                }
-            }
-        }
-        let rates = sums
-            .into_iter()
-            .map(|s| s.map(|s| s as f64 * 1e9 / dur as f64))
-            .collect();
-        Some((t.start_ns, rates))
-    })
-}
-
 /// A string as a JSON string literal.
 pub fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())

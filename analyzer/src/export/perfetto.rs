@@ -1,43 +1,30 @@
 //! ProfTime in Perfetto's native format: a protobuf `Trace` of `TrackEvent` packets
-//! (`timeline.perfetto-trace`), with the same content as the Chrome JSON of
-//! [`crate::export::chrome`], which Perfetto calls a legacy format:
+//! (`timeline.perfetto-trace`), an encoder of the [`crate::timeline`] walk (the same
+//! tracks, slices, counters and instants as the Chrome JSON of
+//! [`crate::export::chrome`], which Perfetto calls a legacy format, plus the flows):
 //!
-//! - a process track (`engine (pid N)`) and one track per thread (a `ThreadDescriptor`
-//!   with pid, tid and the thread's name): token, graph and phase slices on the thread
-//!   that ran them (the main thread), operator slices on every thread, nested
-//!   op ⊂ graph ⊂ token, with their args as debug annotations (node name, op type,
-//!   layer, shape, index, graph, backend, counter deltas);
-//! - a `sched` track under each thread track with its scheduler states (`running cpu N`,
-//!   `runnable`, `sleeping`);
-//! - counter tracks (`CounterDescriptor`): decode tokens/s and each counter's rate per
-//!   decode call;
-//! - an instant track with QoS switches and loss records;
-//! - flows: from each graph slice to the first operator slice it ran on every thread,
-//!   then from operator to operator on that thread, ending at the thread's last
-//!   operator of the graph (`flow_ids`, `terminating_flow_ids`);
+//! - each process track is a `ProcessDescriptor`, each thread track a
+//!   `ThreadDescriptor` (pid, tid, the thread's name), the `sched`, GPU-lane, sync,
+//!   counter (`CounterDescriptor`) and instant tracks named children;
+//! - slices are `TYPE_SLICE_BEGIN`/`TYPE_SLICE_END` pairs with their args as debug
+//!   annotations, flows as `flow_ids` / `terminating_flow_ids`;
 //! - timestamps in ns relative to the first event (as the Chrome JSON's µs).
 //!
 //! Encoding: each track's events are written on their own packet sequence
 //! (`trusted_packet_sequence_id`), which opens with `SEQ_INCREMENTAL_STATE_CLEARED` and
 //! the track as `TrackEventDefaults::track_uuid`; event names that repeat (nodes,
-//! phases, states), categories, annotation names and repeated annotation strings are
-//! interned on the sequence (`interned_data` on the first packet that uses them,
+//! phases, states), categories, annotation names and annotation strings are interned
+//! on the sequence (`interned_data` on the first packet that uses them,
 //! `SEQ_NEEDS_INCREMENTAL_STATE` on every packet that relies on them); names unique to
-//! one slice (decode calls, graph computations, marks) are written inline. A track's events are written in time order, ends before begins
-//! at equal times, so slices nest however the reader orders equal timestamps.
+//! one slice (decode calls, graph computations, backend calls, marks) are written
+//! inline.
 //!
 //! Memory: packets are encoded one at a time into the writer (the `Trace` message is
-//! never built), so the encoder holds one packet, the interning tables of the current
-//! sequence (bounded by the distinct node names, op types and counter names, not by the
-//! trace's length) and, per track, the open-slice stack (a few entries) and the order of
-//! its phase calls (4 bytes per phase call). What is *not* bounded is the input: the
-//! [`TraceModel`] holds every slice of the trace (32 bytes per operator slice, see
-//! [`crate::model`]), so the analyzer as a whole is linear in the trace's length; the
-//! exporter adds nothing that grows with it except that phase order.
-//!
-//! A slice that overlaps the end of the slice it starts in (which the recorded events
-//! never produce: ops do not nest, graphs run inside decode calls) is cut at that end so
-//! the track still nests; [`PerfettoStats::clamped`] counts them.
+//! never built), so the encoder holds one packet and the interning tables of the
+//! current sequence (bounded by the distinct node names, op types and counter names,
+//! not by the trace's length); the walk adds its per-track state (see
+//! [`crate::timeline`]). What is *not* bounded is the input: the [`TraceModel`] holds
+//! every slice of the trace (32 bytes per operator slice, see [`crate::model`]).
 
 use std::{
     collections::HashMap,
@@ -61,7 +48,13 @@ use perfetto_protos::{
 };
 use protobuf::{CodedOutputStream, rt::WireType};
 
-use crate::model::{NONE_U32, PMC_MISSING, SchedState, ThreadInfo, TokenPhase, TraceModel};
+use crate::{
+    model::TraceModel,
+    timeline::{
+        self, Arg, ArgValue, Instant, Layout, Slice, SliceName, TimelineOptions, TimelineSink,
+        Track, TrackId,
+    },
+};
 
 /// Options of the Perfetto export.
 #[derive(Clone, Debug)]
@@ -93,7 +86,7 @@ pub struct PerfettoStats {
     pub packets: u64,
     /// Slices written.
     pub slices: u64,
-    /// Slices cut at the end of their enclosing slice (see the module doc).
+    /// Slices cut at the end of their enclosing slice (see [`crate::timeline`]).
     pub clamped: u64,
     /// Flows started (each ends at one operator slice).
     pub flows: u64,
@@ -133,11 +126,6 @@ pub fn state_uuid(tid: u32) -> u64 {
     (2 << 32) | u64::from(tid)
 }
 
-/// Flow id from graph `graph` to its operators on thread index `thread`.
-fn flow_id(graph: u32, thread: u32) -> u64 {
-    ((u64::from(graph) + 1) << 16) | u64::from(thread)
-}
-
 /// One interning table (iids from 1).
 #[derive(Default)]
 struct Interner {
@@ -156,22 +144,25 @@ impl Interner {
     }
 }
 
-/// Event name: interned (names that repeat) or inline (names unique to one slice).
-enum Name<'a> {
-    Interned(&'a str),
-    Iid(u64),
-    Inline(String),
-}
-
-/// The interned ids of one node on the current sequence: event name, category, and the
-/// string values of its `op`, `name` and `shape` args.
-#[derive(Clone, Copy)]
+/// The interned ids one node's slices share on the current sequence: name, category,
+/// and per argument the (name, string value) iids, each kept with the address of the
+/// text it was looked up for (a different text at that place is looked up anew).
 struct NodeIids {
     name: u64,
     cat: u64,
-    op: u64,
-    node_name: u64,
-    shape: u64,
+    args: Vec<ArgIids>,
+}
+
+/// One argument's iids and the texts they stand for.
+#[derive(Clone, Copy)]
+struct ArgIids {
+    name: (*const u8, usize, u64),
+    value: (*const u8, usize, u64),
+}
+
+/// The address and length of `s`, to recognise the same text.
+fn text_key(s: &str) -> (*const u8, usize) {
+    (s.as_ptr(), s.len())
 }
 
 /// The packet writer: one sequence at a time.
@@ -186,10 +177,13 @@ struct Writer<'w> {
     cats: Interner,
     ann_names: Interner,
     strings: Interner,
-    nodes: HashMap<u32, NodeIids>,
     pending: InternedData,
     has_pending: bool,
     packet: TracePacket,
+    /// Scratch annotations of the next event.
+    anns: Vec<DebugAnnotation>,
+    /// The iids of the nodes seen on the current sequence.
+    nodes: HashMap<u32, NodeIids>,
     stats: PerfettoStats,
 }
 
@@ -206,24 +200,6 @@ impl<'w> Writer<'w> {
         self.nodes.clear();
         self.pending = InternedData::new();
         self.has_pending = false;
-    }
-
-    /// The interned ids of node `node` (interned on first use on the sequence).
-    fn node_iids(&mut self, model: &TraceModel, node: u32) -> NodeIids {
-        if let Some(&ids) = self.nodes.get(&node) {
-            return ids;
-        }
-        let n = &model.nodes()[node as usize];
-        let op = n.op_name();
-        let ids = NodeIids {
-            name: self.name_iid(&n.name),
-            cat: self.cat_iid(&op),
-            op: self.string_iid(&op),
-            node_name: self.string_iid(&n.name),
-            shape: self.string_iid(&n.shape()),
-        };
-        self.nodes.insert(node, ids);
-        ids
     }
 
     fn rel(&self, ns: u64) -> u64 {
@@ -323,8 +299,8 @@ impl<'w> Writer<'w> {
         id
     }
 
-    /// A debug annotation named `name` (interned), value unset.
-    fn ann(&mut self, name: &str) -> DebugAnnotation {
+    /// The iid of annotation name `name`.
+    fn ann_name_iid(&mut self, name: &str) -> u64 {
         let (id, new) = self.ann_names.get(name);
         if new {
             let mut n = DebugAnnotationName::new();
@@ -333,26 +309,13 @@ impl<'w> Writer<'w> {
             self.has_pending = true;
             self.pending.debug_annotation_names.push(n);
         }
+        id
+    }
+
+    /// A debug annotation named `name` (interned), value unset.
+    fn ann(&mut self, name: &str) -> DebugAnnotation {
         let mut a = DebugAnnotation::new();
-        a.set_name_iid(id);
-        a
-    }
-
-    fn ann_int(&mut self, name: &str, v: i64) -> DebugAnnotation {
-        let mut a = self.ann(name);
-        a.set_int_value(v);
-        a
-    }
-
-    fn ann_uint(&mut self, name: &str, v: u64) -> DebugAnnotation {
-        let mut a = self.ann(name);
-        a.set_uint_value(v);
-        a
-    }
-
-    fn ann_double(&mut self, name: &str, v: f64) -> DebugAnnotation {
-        let mut a = self.ann(name);
-        a.set_double_value(v);
+        a.set_name_iid(self.ann_name_iid(name));
         a
     }
 
@@ -369,52 +332,117 @@ impl<'w> Writer<'w> {
         id
     }
 
-    /// A string annotation whose value repeats across slices (interned).
-    fn ann_str(&mut self, name: &str, v: &str) -> DebugAnnotation {
-        let id = self.string_iid(v);
-        self.ann_str_iid(name, id)
+    /// `args` as debug annotations into the scratch list (names and string values
+    /// interned: the strings of slice args repeat across slices).
+    fn annotations(&mut self, args: &[Arg<'_>]) {
+        let mut anns = std::mem::take(&mut self.anns);
+        anns.clear();
+        for arg in args {
+            let mut a = self.ann(&arg.name);
+            match arg.value {
+                ArgValue::Uint(v) => a.set_uint_value(v),
+                ArgValue::Int(v) => a.set_int_value(v),
+                ArgValue::Double(v) => a.set_double_value(v),
+                ArgValue::Str(v) => a.set_string_value_iid(self.string_iid(v)),
+            }
+            anns.push(a);
+        }
+        self.anns = anns;
     }
 
-    /// A string annotation with an interned value.
-    fn ann_str_iid(&mut self, name: &str, iid: u64) -> DebugAnnotation {
-        let mut a = self.ann(name);
-        a.set_string_value_iid(iid);
-        a
-    }
-
-    fn slice_begin(
-        &mut self,
-        ts: u64,
-        name: Name<'_>,
-        cat: Name<'_>,
-        args: Vec<DebugAnnotation>,
-        flows: (Vec<u64>, Vec<u64>),
-    ) -> io::Result<()> {
-        let name = match name {
-            Name::Interned(n) => Name::Iid(self.name_iid(n)),
-            other => other,
+    /// [`Writer::annotations`] for a slice of node `node`, through the node's cached
+    /// iids; returns the slice's name and category iids.
+    fn node_annotations(&mut self, node: u32, s: &Slice<'_>) -> (u64, u64) {
+        // The texts are the walk's, alive until it ends: an address seen again is the
+        // same text (an owned name, which could be freed, is never cached).
+        let mut ids = match self.nodes.remove(&node) {
+            Some(ids) => ids,
+            None => NodeIids {
+                name: self.name_iid(s.name.as_str()),
+                cat: self.cat_iid(s.category),
+                args: Vec::new(),
+            },
         };
-        let cat = match cat {
-            Name::Interned(c) => Name::Iid(self.cat_iid(c)),
-            other => other,
+        let mut anns = std::mem::take(&mut self.anns);
+        anns.clear();
+        for (k, arg) in s.args.iter().enumerate() {
+            let cached = ids
+                .args
+                .get(k)
+                .copied()
+                .filter(|_| matches!(arg.name, std::borrow::Cow::Borrowed(_)));
+            let name_iid = match cached {
+                Some(c) if (c.name.0, c.name.1) == text_key(&arg.name) => c.name.2,
+                _ => self.ann_name_iid(&arg.name),
+            };
+            let mut a = DebugAnnotation::new();
+            a.set_name_iid(name_iid);
+            let mut value = (std::ptr::null(), 0, 0);
+            match arg.value {
+                ArgValue::Uint(v) => a.set_uint_value(v),
+                ArgValue::Int(v) => a.set_int_value(v),
+                ArgValue::Double(v) => a.set_double_value(v),
+                ArgValue::Str(v) => {
+                    let iid = match cached {
+                        Some(c) if (c.value.0, c.value.1) == text_key(v) => c.value.2,
+                        _ => self.string_iid(v),
+                    };
+                    value = (v.as_ptr(), v.len(), iid);
+                    a.set_string_value_iid(iid);
+                }
+            }
+            let (p, l) = text_key(&arg.name);
+            let entry = ArgIids {
+                name: (p, l, name_iid),
+                value,
+            };
+            match ids.args.get_mut(k) {
+                Some(slot) => *slot = entry,
+                None => ids.args.push(entry),
+            }
+            anns.push(a);
+        }
+        self.anns = anns;
+        let out = (ids.name, ids.cat);
+        self.nodes.insert(node, ids);
+        out
+    }
+
+    /// Moves the scratch annotations into the packet's event (keeping both lists'
+    /// capacity).
+    fn take_annotations(&mut self) {
+        let e = self.packet.mut_track_event();
+        std::mem::swap(&mut e.debug_annotations, &mut self.anns);
+    }
+
+    fn slice_begin(&mut self, s: &Slice<'_>) -> io::Result<()> {
+        let (name, cat) = match s.node {
+            Some(node) => {
+                let (name, cat) = self.node_annotations(node, s);
+                (Some(name), cat)
+            }
+            None => {
+                self.annotations(s.args);
+                let name = match &s.name {
+                    SliceName::Shared(n) => Some(self.name_iid(n)),
+                    SliceName::Unique(_) => None,
+                };
+                (name, self.cat_iid(s.category))
+            }
         };
         let e = self.fresh_event();
         e.set_type(EventType::TYPE_SLICE_BEGIN);
-        match name {
-            Name::Iid(id) => e.set_name_iid(id),
-            Name::Inline(n) => e.set_name(n),
-            Name::Interned(_) => {}
+        match (name, &s.name) {
+            (Some(id), _) => e.set_name_iid(id),
+            (None, n) => e.set_name(n.as_str().to_owned()),
         }
-        match cat {
-            Name::Iid(id) => e.category_iids.push(id),
-            Name::Inline(c) => e.categories.push(c),
-            Name::Interned(_) => {}
-        }
-        e.debug_annotations = args;
-        e.flow_ids = flows.0;
-        e.terminating_flow_ids = flows.1;
+        e.category_iids.push(cat);
+        e.flow_ids.extend_from_slice(s.flows);
+        e.terminating_flow_ids
+            .extend_from_slice(s.terminating_flows);
+        self.take_annotations();
         self.stats.slices += 1;
-        self.event(ts)
+        self.event(s.start_ns)
     }
 
     fn slice_end(&mut self, ts: u64) -> io::Result<()> {
@@ -422,20 +450,15 @@ impl<'w> Writer<'w> {
         self.event(ts)
     }
 
-    fn instant(
-        &mut self,
-        ts: u64,
-        name: String,
-        cat: &str,
-        args: Vec<DebugAnnotation>,
-    ) -> io::Result<()> {
-        let cat = self.cat_iid(cat);
+    fn instant(&mut self, i: &Instant<'_>) -> io::Result<()> {
+        self.annotations(i.args);
+        let cat = self.cat_iid(i.category);
         let e = self.fresh_event();
         e.set_type(EventType::TYPE_INSTANT);
-        e.set_name(name);
+        e.set_name(i.name.clone());
         e.category_iids.push(cat);
-        e.debug_annotations = args;
-        self.event(ts)
+        self.take_annotations();
+        self.event(i.ts_ns)
     }
 
     fn counter(&mut self, ts: u64, track: u64, v: f64) -> io::Result<()> {
@@ -450,42 +473,83 @@ impl<'w> Writer<'w> {
     }
 }
 
-/// What a slice of a thread track is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Item {
-    Token(u32),
-    Graph(u32),
-    Phase(u32),
-    Backend(u32),
-    Op(u32),
-}
-
-/// A slice to write: its interval and, at equal intervals, its depth (outer first).
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    start: u64,
-    end: u64,
-    rank: u8,
-    item: Item,
-}
-
-impl Span {
-    fn key(&self) -> (u64, std::cmp::Reverse<u64>, u8) {
-        (self.start, std::cmp::Reverse(self.end), self.rank)
+/// The track uuid of `track`.
+fn uuid(track: TrackId) -> u64 {
+    match track {
+        TrackId::Process => PROCESS_UUID,
+        TrackId::BackendProcess(kind) => backend_process_uuid(kind),
+        TrackId::Thread(tid) => thread_uuid(tid),
+        TrackId::Sched(tid) => state_uuid(tid),
+        TrackId::GpuLane(kind) => gpu_uuid(kind),
+        TrackId::SyncWaits => SYNC_UUID,
+        TrackId::TokensPerSecond => TOKENS_PER_S_UUID,
+        TrackId::Counter(i) => counter_uuid(i),
+        TrackId::Instants => INSTANTS_UUID,
     }
 }
 
-/// The thread label the Chrome JSON uses too.
-fn thread_label(th: &ThreadInfo) -> String {
-    let label = if th.comm.is_empty() {
-        format!("tid {}", th.tid)
-    } else {
-        format!("{} ({})", th.comm, th.tid)
-    };
-    if th.is_main {
-        format!("{label} main")
-    } else {
-        label
+/// The descriptor of `t`.
+fn descriptor(t: &Track) -> TrackDescriptor {
+    let mut d = TrackDescriptor::new();
+    d.set_uuid(uuid(t.id));
+    if let Some(parent) = t.parent {
+        d.set_parent_uuid(uuid(parent));
+    }
+    match t.id {
+        TrackId::Process | TrackId::BackendProcess(_) => {
+            let mut pd = ProcessDescriptor::new();
+            pd.set_pid(t.pid as i32);
+            pd.set_process_name(t.name.clone());
+            d.process = Some(pd).into();
+        }
+        TrackId::Thread(tid) => {
+            let mut td = ThreadDescriptor::new();
+            td.set_pid(t.pid as i32);
+            td.set_tid(tid as i32);
+            td.set_thread_name(t.name.clone());
+            d.thread = Some(td).into();
+        }
+        _ => {
+            d.set_name(t.name.clone());
+            if let Some(unit) = t.counter_unit {
+                let mut c = CounterDescriptor::new();
+                c.set_unit_name(unit.to_owned());
+                d.counter = Some(c).into();
+            }
+        }
+    }
+    d
+}
+
+impl TimelineSink for Writer<'_> {
+    fn tracks(&mut self, layout: &Layout) -> io::Result<()> {
+        // Track descriptors, on a sequence of their own.
+        self.sequence(0);
+        for t in &layout.tracks {
+            self.descriptor(descriptor(t))?;
+        }
+        Ok(())
+    }
+
+    fn sequence(&mut self, track: TrackId) -> io::Result<()> {
+        Writer::sequence(self, uuid(track));
+        Ok(())
+    }
+
+    fn begin(&mut self, slice: &Slice<'_>) -> io::Result<()> {
+        self.slice_begin(slice)
+    }
+
+    fn end(&mut self, ts_ns: u64) -> io::Result<()> {
+        self.slice_end(ts_ns)
+    }
+
+    fn counter(&mut self, track: TrackId, ts_ns: u64, value: f64) -> io::Result<()> {
+        Writer::counter(self, ts_ns, uuid(track), value)
+    }
+
+    fn instant(&mut self, instant: &Instant<'_>) -> io::Result<()> {
+        Writer::instant(self, instant)
     }
 }
 
@@ -509,594 +573,22 @@ pub fn write(
             cats: Interner::default(),
             ann_names: Interner::default(),
             strings: Interner::default(),
-            nodes: HashMap::new(),
             pending: InternedData::new(),
             has_pending: false,
             packet: TracePacket::new(),
+            anns: Vec::new(),
+            nodes: HashMap::new(),
             stats: PerfettoStats::default(),
         };
-        write_all(model, opts, &mut wr)?;
+        let opts = TimelineOptions::new(opts.ops, opts.states, opts.flows);
+        let walked = timeline::walk(model, &opts, &mut wr)?;
         wr.os.flush().map_err(io::Error::from)?;
-        wr.stats
+        PerfettoStats {
+            clamped: walked.clamped,
+            flows: walked.flows,
+            ..wr.stats
+        }
     };
     w.flush()?;
     Ok(stats)
-}
-
-/// The threads that get a track: the target's, and any other that ran a decode call,
-/// graph or phase.
-fn track_threads(model: &TraceModel) -> Vec<(usize, &ThreadInfo)> {
-    let mut with_spans: Vec<u32> = model
-        .tokens()
-        .iter()
-        .map(|t| t.tid)
-        .chain(model.graphs().iter().map(|g| g.tid))
-        .chain(model.phases().iter().map(|p| p.tid))
-        .chain(model.backend_calls().iter().map(|c| c.tid))
-        .collect();
-    with_spans.sort_unstable();
-    with_spans.dedup();
-    let mut v: Vec<(usize, &ThreadInfo)> = model
-        .threads()
-        .iter()
-        .enumerate()
-        .filter(|(_, th)| model.is_target_thread(th) || with_spans.binary_search(&th.tid).is_ok())
-        .collect();
-    v.sort_by_key(|(_, th)| th.tid);
-    v
-}
-
-fn write_all(model: &TraceModel, opts: &PerfettoOptions, wr: &mut Writer<'_>) -> io::Result<()> {
-    let pid = model.target_pid();
-    let threads = track_threads(model);
-    let counters = model.counter_names();
-    // Track descriptors, on a sequence of their own.
-    wr.sequence(0);
-    // A split pass: one track group (process) per backend.
-    let backend_of = crate::backends::thread_backends(model);
-    let gpu = crate::backends::gpu_lanes(model);
-    let mut kinds: Vec<u32> = backend_of
-        .values()
-        .copied()
-        .chain(gpu.kinds.iter().copied())
-        .collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    let mut d = TrackDescriptor::new();
-    d.set_uuid(PROCESS_UUID);
-    let mut pd = ProcessDescriptor::new();
-    pd.set_pid(pid as i32);
-    pd.set_process_name(if kinds.is_empty() {
-        format!("engine (pid {pid})")
-    } else {
-        format!("engine (pid {pid}): cpu backend")
-    });
-    d.process = Some(pd).into();
-    wr.descriptor(d)?;
-    for &kind in &kinds {
-        let mut d = TrackDescriptor::new();
-        d.set_uuid(backend_process_uuid(kind));
-        let mut pd = ProcessDescriptor::new();
-        pd.set_pid(crate::backends::backend_group_pid(pid, kind) as i32);
-        pd.set_process_name(format!(
-            "engine (pid {pid}): {} backend",
-            crate::model::backend_name(kind)
-        ));
-        d.process = Some(pd).into();
-        wr.descriptor(d)?;
-    }
-    for &kind in &gpu.kinds {
-        let mut d = TrackDescriptor::new();
-        d.set_uuid(gpu_uuid(kind));
-        d.set_parent_uuid(backend_process_uuid(kind));
-        d.set_name("GPU (node timestamps)".to_owned());
-        wr.descriptor(d)?;
-    }
-    for (_, th) in &threads {
-        let label = thread_label(th);
-        let mut d = TrackDescriptor::new();
-        d.set_uuid(thread_uuid(th.tid));
-        let mut td = ThreadDescriptor::new();
-        let tpid = match backend_of.get(&th.tid) {
-            Some(&kind) => crate::backends::backend_group_pid(pid, kind),
-            None => th.pid.unwrap_or(pid),
-        };
-        td.set_pid(tpid as i32);
-        td.set_tid(th.tid as i32);
-        td.set_thread_name(label.clone());
-        d.thread = Some(td).into();
-        wr.descriptor(d)?;
-        if opts.states && model.is_target_thread(th) {
-            let mut d = TrackDescriptor::new();
-            d.set_uuid(state_uuid(th.tid));
-            d.set_parent_uuid(thread_uuid(th.tid));
-            d.set_name(format!("{label} sched"));
-            wr.descriptor(d)?;
-        }
-    }
-    let counter_track = |uuid: u64, name: String, unit: &str| {
-        let mut d = TrackDescriptor::new();
-        d.set_uuid(uuid);
-        d.set_parent_uuid(PROCESS_UUID);
-        d.set_name(name);
-        let mut c = CounterDescriptor::new();
-        c.set_unit_name(unit.to_owned());
-        d.counter = Some(c).into();
-        d
-    };
-    wr.descriptor(counter_track(
-        TOKENS_PER_S_UUID,
-        "tokens/s".to_owned(),
-        "tokens/s",
-    ))?;
-    for (i, name) in counters.iter().enumerate() {
-        wr.descriptor(counter_track(counter_uuid(i), format!("{name}/s"), "1/s"))?;
-    }
-    let mut d = TrackDescriptor::new();
-    d.set_uuid(INSTANTS_UUID);
-    d.set_parent_uuid(PROCESS_UUID);
-    d.set_name("QoS and losses".to_owned());
-    wr.descriptor(d)?;
-    let waits = crate::backends::sync_waits(model);
-    if !waits.is_empty() {
-        let total: u64 = waits.iter().map(|w| w.1.saturating_sub(w.0)).sum();
-        let mut d = TrackDescriptor::new();
-        d.set_uuid(SYNC_UUID);
-        d.set_parent_uuid(PROCESS_UUID);
-        d.set_name(format!(
-            "CPU waits for accel ({} syncs, {} in all)",
-            waits.len(),
-            crate::export::dot::fmt_ns(total)
-        ));
-        wr.descriptor(d)?;
-    }
-
-    // A split pass: each token slice carries its time split (as in the Chrome JSON).
-    let split = Some(crate::backends::compute(model)).filter(|b| b.is_interesting());
-    let token_splits = split.as_ref().map_or(&[][..], |b| &b.tokens[..]);
-    for &(t, th) in &threads {
-        write_thread(model, opts, wr, t as u32, th.tid, token_splits)?;
-    }
-    if opts.states {
-        for (_, th) in &threads {
-            if !model.is_target_thread(th) {
-                continue;
-            }
-            wr.sequence(state_uuid(th.tid));
-            for s in th.states.slices() {
-                let name = match s.state {
-                    SchedState::Running => format!("running cpu {}", s.cpu),
-                    st => st.name().to_owned(),
-                };
-                let args = vec![wr.ann_int("cpu", i64::from(s.cpu as i32))];
-                wr.slice_begin(
-                    s.start_ns,
-                    Name::Interned(&name),
-                    Name::Interned("sched"),
-                    args,
-                    Default::default(),
-                )?;
-                wr.slice_end(s.end_ns.max(s.start_ns))?;
-            }
-        }
-    }
-    for &kind in &gpu.kinds {
-        wr.sequence(gpu_uuid(kind));
-        for g in gpu.slices.iter().filter(|g| g.backend_kind == kind) {
-            let args = vec![wr.ann_str("op", &g.op)];
-            wr.slice_begin(
-                g.start_ns,
-                Name::Interned(g.name),
-                Name::Interned("gpu"),
-                args,
-                Default::default(),
-            )?;
-            wr.slice_end(g.end_ns)?;
-        }
-    }
-    if !waits.is_empty() {
-        wr.sequence(SYNC_UUID);
-        for &(start, end, name) in &waits {
-            let args = vec![wr.ann_str("node", name)];
-            wr.slice_begin(
-                start,
-                Name::Interned("wait for accel"),
-                Name::Interned("sync"),
-                args,
-                Default::default(),
-            )?;
-            wr.slice_end(end.max(start))?;
-        }
-    }
-    // Counter tracks.
-    wr.sequence(TOKENS_PER_S_UUID);
-    let mut prev_produced: Option<u64> = None;
-    for t in model.tokens() {
-        let p = t.produced_ns();
-        if t.phase == TokenPhase::Decode
-            && let (Some(a), Some(b)) = (prev_produced, p)
-            && b > a
-        {
-            wr.counter(b, TOKENS_PER_S_UUID, 1e9 / (b - a) as f64)?;
-        }
-        prev_produced = p;
-    }
-    if !counters.is_empty() {
-        wr.sequence(counter_uuid(0));
-        for (start, rates) in crate::export::counter_rates_per_call(model) {
-            for (i, rate) in rates.into_iter().enumerate() {
-                if let Some(rate) = rate {
-                    wr.counter(start, counter_uuid(i), rate)?;
-                }
-            }
-        }
-    }
-    // Instants.
-    wr.sequence(INSTANTS_UUID);
-    for q in model.qos_switches() {
-        let args = vec![
-            wr.ann_double("tps", q.tps_milli as f64 / 1e3),
-            wr.ann_double("min_tps", q.min_tps_milli as f64 / 1e3),
-        ];
-        wr.instant(
-            q.ts_ns,
-            format!("QoS levels {:#x} -> {:#x}", q.levels_before, q.levels_after),
-            "qos",
-            args,
-        )?;
-    }
-    for l in model.losses() {
-        let args = vec![
-            wr.ann_uint("cpu", u64::from(l.cpu)),
-            wr.ann_uint("lost", l.lost),
-        ];
-        wr.instant(
-            l.ts_ns,
-            format!("lost {} events on cpu {}", l.lost, l.cpu),
-            "loss",
-            args,
-        )?;
-    }
-    for (ts_ns, name) in crate::recording_mode::timeline_marks(model) {
-        wr.instant(ts_ns, name, "recording", Vec::new())?;
-    }
-    Ok(())
-}
-
-/// The thread indices that ran operators of graph `g` (in its node spans), if the
-/// graph's slice is written (it ended).
-fn graph_threads(model: &TraceModel, g: u32) -> Vec<u32> {
-    let Some(graph) = model.graphs().get(g as usize) else {
-        return Vec::new();
-    };
-    if graph.end_ns.is_none() {
-        return Vec::new();
-    }
-    let mut v: Vec<u32> = model
-        .graph_node_spans(graph)
-        .iter()
-        .flat_map(|span| model.span_slices(span).map(|s| s.thread))
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
-/// Writes the slices of one thread's track, in time order, on a sequence of its own;
-/// token slices get the time split of `token_splits` (empty for a one-backend run).
-fn write_thread(
-    model: &TraceModel,
-    opts: &PerfettoOptions,
-    wr: &mut Writer<'_>,
-    thread: u32,
-    tid: u32,
-    token_splits: &[crate::backends::TokenSplit],
-) -> io::Result<()> {
-    let mut tokens = model
-        .tokens()
-        .iter()
-        .filter(move |t| t.tid == tid)
-        .filter_map(|t| {
-            Some(Span {
-                start: t.start_ns,
-                end: t.end_ns?,
-                rank: 0,
-                item: Item::Token(t.index),
-            })
-        })
-        .peekable();
-    let mut graphs = model
-        .graphs()
-        .iter()
-        .filter(move |g| g.tid == tid)
-        .filter_map(|g| {
-            Some(Span {
-                start: g.start_ns,
-                end: g.end_ns?,
-                rank: 1,
-                item: Item::Graph(g.index),
-            })
-        })
-        .peekable();
-    // Phases are kept in exit order: sort this thread's by start.
-    let mut phase_ids: Vec<u32> = (0..model.phases().len() as u32)
-        .filter(|&i| model.phases()[i as usize].tid == tid)
-        .collect();
-    phase_ids.sort_by_key(|&i| {
-        let p = &model.phases()[i as usize];
-        (p.start_ns, std::cmp::Reverse(p.end_ns), i)
-    });
-    let mut phases = phase_ids
-        .iter()
-        .map(|&i| {
-            let p = &model.phases()[i as usize];
-            Span {
-                start: p.start_ns,
-                end: p.end_ns.max(p.start_ns),
-                rank: 1,
-                item: Item::Phase(i),
-            }
-        })
-        .peekable();
-    // Backend calls too (a fence wait returns inside its sync).
-    let calls = model.backend_calls();
-    let mut call_ids: Vec<u32> = (0..calls.len() as u32)
-        .filter(|&i| calls[i as usize].tid == tid)
-        .collect();
-    call_ids.sort_by_key(|&i| {
-        let c = &calls[i as usize];
-        (c.start_ns, std::cmp::Reverse(c.end_ns), i)
-    });
-    let mut backend_calls = call_ids
-        .iter()
-        .map(|&i| {
-            let c = &calls[i as usize];
-            Span {
-                start: c.start_ns,
-                end: c.end_ns,
-                rank: 2,
-                item: Item::Backend(i),
-            }
-        })
-        .peekable();
-    // Operators do not nest on a thread: exit order is start order.
-    let mut ops = model
-        .slices()
-        .iter()
-        .enumerate()
-        // A span without a node (dropped over a limit) is not drawn.
-        .filter(move |(_, s)| opts.ops && s.thread == thread && s.node != NONE_U32)
-        .map(|(i, s)| Span {
-            start: s.start_ns,
-            end: s.end_ns,
-            rank: 2,
-            item: Item::Op(i as u32),
-        })
-        .peekable();
-
-    wr.sequence(thread_uuid(tid));
-    let nodes = model.nodes();
-    let split_pass = model.graphs().iter().any(|g| g.backend_kind != 0);
-    // Open slices: their (clamped) ends.
-    let mut stack: Vec<u64> = Vec::new();
-    // Flow bookkeeping: the graph whose thread set is cached.
-    let mut flow_graph: Option<(u32, Vec<u32>)> = None;
-    // The interned backend name of the last graph seen.
-    let mut backend: Option<(u32, u64)> = None;
-    loop {
-        let mut best: Option<(Span, u8)> = None;
-        for (k, s) in [
-            (0u8, tokens.peek()),
-            (1, graphs.peek()),
-            (2, phases.peek()),
-            (3, backend_calls.peek()),
-            (4, ops.peek()),
-        ] {
-            if let Some(s) = s
-                && best.is_none_or(|(b, _)| s.key() < b.key())
-            {
-                best = Some((*s, k));
-            }
-        }
-        let Some((mut span, k)) = best else { break };
-        match k {
-            0 => tokens.next(),
-            1 => graphs.next(),
-            2 => phases.next(),
-            3 => backend_calls.next(),
-            _ => ops.next(),
-        };
-        while let Some(&end) = stack.last()
-            && end <= span.start
-        {
-            wr.slice_end(end)?;
-            stack.pop();
-        }
-        if let Some(&end) = stack.last()
-            && span.end > end
-        {
-            span.end = end;
-            wr.stats.clamped += 1;
-        }
-        match span.item {
-            Item::Token(i) => {
-                let t = &model.tokens()[i as usize];
-                let name = t.label();
-                let mut args = vec![
-                    wr.ann_uint("index", u64::from(t.index)),
-                    wr.ann_uint("n_tokens", u64::from(t.n_tokens)),
-                    wr.ann_uint("pos", u64::from(t.pos)),
-                    wr.ann_str("phase", t.phase.name()),
-                    wr.ann_int("ret", i64::from(t.ret)),
-                ];
-                if t.seqs.known() {
-                    // How many sequences the batch carries (llama-server's slots), and
-                    // which of ids 0..8.
-                    args.extend([
-                        wr.ann_uint("n_seqs", u64::from(t.seqs.n)),
-                        wr.ann_uint("seq_mask", u64::from(t.seqs.mask)),
-                    ]);
-                    if t.seqs.lower_bound {
-                        args.push(wr.ann_uint("n_seqs_lower_bound", 1));
-                    }
-                }
-                if let Some(ts) = token_splits.get(t.index as usize) {
-                    args.extend([
-                        wr.ann_uint("sync_wait_ns", ts.sync_ns),
-                        wr.ann_uint("copy_ns", ts.copy_ns),
-                        wr.ann_uint("kv_io_ns", ts.kv_io_ns),
-                        wr.ann_uint("kv_bytes_out", ts.kv_bytes_out),
-                        wr.ann_uint("kv_bytes_in", ts.kv_bytes_in),
-                    ]);
-                    for (b, &ns) in &ts.compute_ns {
-                        args.push(wr.ann_uint(&format!("{b}_compute_ns"), ns));
-                    }
-                }
-                wr.slice_begin(
-                    span.start,
-                    Name::Inline(name),
-                    Name::Interned("token"),
-                    args,
-                    Default::default(),
-                )?;
-            }
-            Item::Graph(i) => {
-                let g = &model.graphs()[i as usize];
-                let backend = g.backend_name();
-                let args = vec![
-                    wr.ann_uint("graph_id", g.graph_id),
-                    wr.ann_uint("n_nodes", u64::from(g.n_nodes)),
-                    wr.ann_str("backend", &backend),
-                    wr.ann_int("backend_id", i64::from(g.backend_id)),
-                    wr.ann_uint("n_tokens", u64::from(g.n_tokens)),
-                    wr.ann_uint("pos", u64::from(g.pos)),
-                ];
-                let name = if split_pass {
-                    format!(
-                        "graph {} ({backend} split, {} nodes)",
-                        g.graph_id, g.n_nodes
-                    )
-                } else {
-                    format!("graph {} ({backend})", g.graph_id)
-                };
-                let flows = if opts.flows && opts.ops {
-                    let ids: Vec<u64> = graph_threads(model, i)
-                        .into_iter()
-                        .map(|t| flow_id(i, t))
-                        .collect();
-                    wr.stats.flows += ids.len() as u64;
-                    (ids, Vec::new())
-                } else {
-                    Default::default()
-                };
-                // Graph ids number the computations: the name is unique, not interned.
-                wr.slice_begin(
-                    span.start,
-                    Name::Inline(name),
-                    Name::Interned("graph"),
-                    args,
-                    flows,
-                )?;
-            }
-            Item::Phase(i) => {
-                let p = &model.phases()[i as usize];
-                let args = vec![
-                    wr.ann_uint("arg", u64::from(p.arg)),
-                    wr.ann_int("ret", i64::from(p.ret)),
-                ];
-                wr.slice_begin(
-                    span.start,
-                    Name::Interned(p.kind.name()),
-                    Name::Interned("phase"),
-                    args,
-                    Default::default(),
-                )?;
-            }
-            Item::Backend(i) => {
-                let c = &calls[i as usize];
-                let args = vec![
-                    wr.ann_uint("bytes", c.bytes),
-                    wr.ann_uint(
-                        "backend_kind",
-                        u64::from(c.backend_kind.unwrap_or(u32::MAX)),
-                    ),
-                ];
-                wr.slice_begin(
-                    span.start,
-                    Name::Inline(c.label()),
-                    Name::Interned("backend"),
-                    args,
-                    Default::default(),
-                )?;
-            }
-            Item::Op(i) => {
-                let s = &model.slices()[i as usize];
-                let n = &nodes[s.node as usize];
-                let ids = wr.node_iids(model, s.node);
-                let mut args = vec![
-                    wr.ann_str_iid("op", ids.op),
-                    wr.ann_str_iid("name", ids.node_name),
-                    wr.ann_int("layer", i64::from(n.layer)),
-                    wr.ann_str_iid("shape", ids.shape),
-                    wr.ann_uint("index", u64::from(n.index)),
-                ];
-                if s.graph != NONE_U32 {
-                    args.push(wr.ann_uint("graph", u64::from(s.graph)));
-                    if backend.is_none_or(|(g, _)| g != s.graph) {
-                        let name = model
-                            .graphs()
-                            .get(s.graph as usize)
-                            .map_or_else(|| "?".to_owned(), |g| g.backend_name());
-                        backend = Some((s.graph, wr.string_iid(&name)));
-                    }
-                    if let Some((_, iid)) = backend {
-                        args.push(wr.ann_str_iid("backend", iid));
-                    }
-                }
-                if let Some(deltas) = model.slice_pmc(s) {
-                    for (name, &v) in model.counter_names().iter().zip(deltas) {
-                        if v != PMC_MISSING {
-                            args.push(wr.ann_uint(name, v));
-                        }
-                    }
-                }
-                let flows = if opts.flows && s.graph != NONE_U32 {
-                    if flow_graph.as_ref().is_none_or(|(g, _)| *g != s.graph) {
-                        flow_graph = Some((s.graph, graph_threads(model, s.graph)));
-                    }
-                    let in_flow = flow_graph
-                        .as_ref()
-                        .is_some_and(|(_, ts)| ts.binary_search(&thread).is_ok());
-                    if in_flow {
-                        let id = flow_id(s.graph, thread);
-                        let next_same = ops.peek().is_some_and(|next| {
-                            matches!(next.item, Item::Op(j)
-                                if model.slices()[j as usize].graph == s.graph)
-                        });
-                        if next_same {
-                            (vec![id], Vec::new())
-                        } else {
-                            (Vec::new(), vec![id])
-                        }
-                    } else {
-                        Default::default()
-                    }
-                } else {
-                    Default::default()
-                };
-                wr.slice_begin(
-                    span.start,
-                    Name::Iid(ids.name),
-                    Name::Iid(ids.cat),
-                    args,
-                    flows,
-                )?;
-            }
-        }
-        stack.push(span.end);
-    }
-    while let Some(end) = stack.pop() {
-        wr.slice_end(end)?;
-    }
-    Ok(())
 }

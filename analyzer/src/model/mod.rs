@@ -28,8 +28,9 @@ use std::collections::HashMap;
 
 pub use backend_call::BackendCall;
 use common::event::{
-    EventKind, MAX_PMC, NodeDescEvent, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent, OpExitEvent,
-    PmcReading,
+    BackendSpanEvent, DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GpuTimestampsEvent,
+    GraphEvent, LeafNodeEvent, MAX_PMC, NodeDescEvent, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent,
+    OpExitEvent, PhaseEvent, PmcReading, SchedSwitchEvent, TaskEvent,
 };
 pub use expert::LayerRoute;
 pub use graph::{GraphSpan, backend_name};
@@ -175,112 +176,8 @@ impl TraceModel {
         let h = event.header();
         self.note_time(h.ts_ns);
         match event {
-            Event::Decode(e) => {
-                self.counts.decode += 1;
-                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
-                    return;
-                };
-                self.threads[t].is_main = true;
-                if self.target_pid == 0 {
-                    self.target_pid = h.pid;
-                }
-                if !h.is_exit() {
-                    if self.pairing[t].token.take().is_some() {
-                        self.unpaired.token_enter += 1;
-                    }
-                    let index = self.tokens.len() as u32;
-                    let seqs = SeqCount::of(e);
-                    let phase = TokenPhase::of(e.n_tokens, e.pos, seqs.n);
-                    let (run, new_run) = self.runs.push_call(index, e.pos);
-                    // A prefill call right after another one of its run continues its
-                    // prompt.
-                    let chunk = (phase == TokenPhase::Prefill).then(|| {
-                        self.tokens
-                            .last()
-                            .filter(|_| !new_run)
-                            .and_then(|p| p.chunk.map(|c| c + 1))
-                            .unwrap_or(0)
-                    });
-                    self.tokens.push(TokenSpan {
-                        index,
-                        tid: h.tid,
-                        n_tokens: e.n_tokens,
-                        pos: e.pos,
-                        run,
-                        phase,
-                        chunk,
-                        start_ns: h.ts_ns,
-                        end_ns: None,
-                        ret: 0,
-                        seqs,
-                        sampled_ns: None,
-                        op_type_ns: vec![0; OP_TYPE_SLOTS],
-                    });
-                    self.pairing[t].token = Some(index);
-                } else if let Some(i) = self.pairing[t].token.take() {
-                    let tok = &mut self.tokens[i as usize];
-                    tok.end_ns = Some(h.ts_ns);
-                    tok.ret = e.ret;
-                } else {
-                    self.unpaired.token_exit += 1;
-                }
-            }
-            Event::Graph(e) => {
-                self.counts.graph += 1;
-                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
-                    return;
-                };
-                if !h.is_exit() {
-                    if let Some(open) = self.pairing[t].graph.take() {
-                        self.unpaired.graph_enter += 1;
-                        self.finish_graph(open, None);
-                    }
-                    let index = self.graphs.len() as u32;
-                    let at = self.node_spans.len() as u32;
-                    // An accel split runs on the accel's driver thread, inside the decode
-                    // call open on the decode thread.
-                    let token = self.pairing[t].token.or_else(|| {
-                        self.tokens
-                            .last()
-                            .filter(|tok| tok.end_ns.is_none())
-                            .map(|tok| tok.index)
-                    });
-                    self.graphs.push(GraphSpan {
-                        index,
-                        token,
-                        tid: h.tid,
-                        graph_id: e.graph_id,
-                        graph_addr: e.graph_addr,
-                        n_nodes: e.n_nodes,
-                        backend_id: e.backend_id,
-                        backend_kind: e.backend_kind,
-                        n_tokens: e.n_tokens,
-                        pos: e.pos,
-                        start_ns: h.ts_ns,
-                        end_ns: None,
-                        nodes: at..at,
-                    });
-                    self.pairing[t].graph = Some(index);
-                    if let Some(prev) = self.open_graph(e.backend_kind) {
-                        // Another thread's graph of this backend is still open: close it
-                        // (one graph at a time per backend in this engine).
-                        self.unpaired.graph_enter += 1;
-                        self.finish_graph(prev, None);
-                    }
-                    let slices = self.spare_slices.pop().unwrap_or_default();
-                    self.open_graphs.push(OpenGraph {
-                        backend_kind: e.backend_kind,
-                        graph: index,
-                        slices,
-                        pending: Vec::new(),
-                        gpu: gpu_time::SplitTimestamps::default(),
-                    });
-                } else if let Some(i) = self.pairing[t].graph.take() {
-                    self.finish_graph(i, Some(h.ts_ns));
-                } else {
-                    self.unpaired.graph_exit += 1;
-                }
-            }
+            Event::Decode(e) => self.apply_decode(&h, e),
+            Event::Graph(e) => self.apply_graph(&h, e),
             Event::Op(e) => {
                 self.counts.op += 1;
                 // An exit built the format-1/2 way (readers convert those on reading).
@@ -300,123 +197,21 @@ impl TraceModel {
                     self.pairing[t].graph_begin = Some(h.ts_ns);
                 }
             }
-            Event::BackendSpan(e) => {
-                self.counts.graph += 1;
-                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
-                    return;
-                };
-                let token = self.pairing[t].token.or_else(|| {
-                    self.tokens
-                        .last()
-                        .filter(|tok| tok.end_ns.is_none())
-                        .map(|tok| tok.index)
-                });
-                if let Some(call) = BackendCall::from_event(e, token) {
-                    self.backend_calls.push(call);
-                }
-            }
-            Event::GpuTimestamps(e) => {
-                self.counts.op += 1;
-                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
-                    return;
-                };
-                let graph = self.pairing[t].graph;
-                match self.open_graphs.iter_mut().find(|g| Some(g.graph) == graph) {
-                    Some(g) => g.gpu.add(e),
-                    None => self.counts.gpu_timestamps_outside_graph += 1,
-                }
-            }
+            Event::BackendSpan(e) => self.apply_backend_span(&h, e),
+            Event::GpuTimestamps(e) => self.apply_gpu_timestamps(&h, e),
             Event::OpSpan(e) => self.apply_op_span(e, None),
             Event::OpSpanPmc(e) => self.apply_op_span(&e.span, Some((e.pmc_ok, &e.delta))),
             Event::NodeDesc(d) => self.apply_node_desc(d),
-            Event::ExpertRoute(e) => {
-                self.counts.op += 1;
-                // Routes are read at CPU operator entries.
-                let graph = self.open_graph(0).unwrap_or(NONE_U32);
-                match self.route_index.entry((graph, e.ids_addr)) {
-                    std::collections::hash_map::Entry::Occupied(o) => {
-                        self.routes[*o.get() as usize].add(e);
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(self.routes.len() as u32);
-                        self.routes.push(LayerRoute::from_event(e, graph));
-                    }
-                }
-            }
-            Event::Phase(e) => {
-                self.counts.phase += 1;
-                let Some(kind) = EventKind::from_u32(h.kind).and_then(PhaseKind::from_event_kind)
-                else {
-                    return;
-                };
-                let Some(t) = self.thread(h.tid, Some(h.pid)) else {
-                    return;
-                };
-                let slot = &mut self.pairing[t].phase[kind as usize];
-                if !h.is_exit() {
-                    if slot.replace((h.ts_ns, e.arg)).is_some() {
-                        self.unpaired.phase_enter += 1;
-                    }
-                } else if let Some((start, arg)) = slot.take() {
-                    let token = self.pairing[t]
-                        .token
-                        .or_else(|| self.tokens.len().checked_sub(1).map(|i| i as u32));
-                    if kind == PhaseKind::Sample
-                        && let Some(tok) = token.and_then(|i| self.tokens.get_mut(i as usize))
-                        && tok.sampled_ns.is_none()
-                    {
-                        tok.sampled_ns = Some(h.ts_ns);
-                    }
-                    self.phases.push(PhaseSpan {
-                        kind,
-                        tid: h.tid,
-                        start_ns: start,
-                        end_ns: h.ts_ns,
-                        arg,
-                        ret: e.ret,
-                        token,
-                    });
-                } else {
-                    self.unpaired.phase_exit += 1;
-                }
-            }
-            Event::SchedSwitch(e) => {
-                self.counts.sched += 1;
-                if e.prev_tid != 0
-                    && let Some(t) = self.thread(e.prev_tid, Some(h.pid))
-                {
-                    let state = if e.prev_state == 0 {
-                        SchedState::Runnable
-                    } else {
-                        SchedState::Sleeping
-                    };
-                    let th = &mut self.threads[t];
-                    th.states.transition(h.ts_ns, state, h.cpu);
-                    set_comm(&mut th.comm, &e.prev_comm);
-                }
-                if e.next_tid != 0
-                    && let Some(t) = self.thread(e.next_tid, None)
-                {
-                    let th = &mut self.threads[t];
-                    th.states.transition(h.ts_ns, SchedState::Running, h.cpu);
-                    set_comm(&mut th.comm, &e.next_comm);
-                }
-            }
+            Event::ExpertRoute(e) => self.apply_expert_route(e),
+            Event::Phase(e) => self.apply_phase(&h, e),
+            Event::SchedSwitch(e) => self.apply_sched_switch(&h, e),
             Event::SchedWakeup(e) => {
                 self.counts.sched += 1;
                 if let Some(t) = self.thread(e.target_tid, None) {
                     self.threads[t].states.wakeup(h.ts_ns, e.target_cpu);
                 }
             }
-            Event::Task(e) => {
-                self.counts.sched += 1;
-                if h.kind == EventKind::TaskNew as u32 {
-                    self.forked.push(e.child_tid);
-                    let _ = self.thread(e.child_tid, None);
-                } else if let Some(&t) = self.thread_idx.get(&e.child_tid) {
-                    self.threads[t as usize].states.close(h.ts_ns);
-                }
-            }
+            Event::Task(e) => self.apply_task(&h, e),
             Event::QosSwitch(e) => {
                 self.counts.collector += 1;
                 self.qos.push(QosMark {
@@ -445,23 +240,247 @@ impl TraceModel {
                 });
             }
             Event::PmcOpen(_) => self.counts.collector += 1,
-            Event::LeafNode(e) => {
-                self.counts.collector += 1;
-                let leaf = LeafInfo::from_event(e);
-                // One record per address is expected; of several, the earliest read
-                // (then the smaller name) wins, whatever order they arrive in.
-                match self.leaves.entry(e.node_addr) {
-                    std::collections::hash_map::Entry::Occupied(mut o) => {
-                        if (leaf.ts_ns, &leaf.name) < (o.get().ts_ns, &o.get().name) {
-                            o.insert(leaf);
-                        }
-                    }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(leaf);
-                    }
+            Event::LeafNode(e) => self.apply_leaf_node(e),
+            Event::Unknown { .. } => self.counts.unknown += 1,
+        }
+    }
+
+    /// A decode call's entry (a new token span) or exit.
+    fn apply_decode(&mut self, h: &EventHeader, e: &DecodeEvent) {
+        self.counts.decode += 1;
+        let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+            return;
+        };
+        self.threads[t].is_main = true;
+        if self.target_pid == 0 {
+            self.target_pid = h.pid;
+        }
+        if !h.is_exit() {
+            if self.pairing[t].token.take().is_some() {
+                self.unpaired.token_enter += 1;
+            }
+            let index = self.tokens.len() as u32;
+            let seqs = SeqCount::of(e);
+            let phase = TokenPhase::of(e.n_tokens, e.pos, seqs.n);
+            let (run, new_run) = self.runs.push_call(index, e.pos);
+            // A prefill call right after another one of its run continues its
+            // prompt.
+            let chunk = (phase == TokenPhase::Prefill).then(|| {
+                self.tokens
+                    .last()
+                    .filter(|_| !new_run)
+                    .and_then(|p| p.chunk.map(|c| c + 1))
+                    .unwrap_or(0)
+            });
+            self.tokens.push(TokenSpan {
+                index,
+                tid: h.tid,
+                n_tokens: e.n_tokens,
+                pos: e.pos,
+                run,
+                phase,
+                chunk,
+                start_ns: h.ts_ns,
+                end_ns: None,
+                ret: 0,
+                seqs,
+                sampled_ns: None,
+                op_type_ns: vec![0; OP_TYPE_SLOTS],
+            });
+            self.pairing[t].token = Some(index);
+        } else if let Some(i) = self.pairing[t].token.take() {
+            let tok = &mut self.tokens[i as usize];
+            tok.end_ns = Some(h.ts_ns);
+            tok.ret = e.ret;
+        } else {
+            self.unpaired.token_exit += 1;
+        }
+    }
+    /// A graph computation's entry (a new graph span, closing any left open) or exit.
+    fn apply_graph(&mut self, h: &EventHeader, e: &GraphEvent) {
+        self.counts.graph += 1;
+        let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+            return;
+        };
+        if !h.is_exit() {
+            if let Some(open) = self.pairing[t].graph.take() {
+                self.unpaired.graph_enter += 1;
+                self.finish_graph(open, None);
+            }
+            let index = self.graphs.len() as u32;
+            let at = self.node_spans.len() as u32;
+            // An accel split runs on the accel's driver thread, inside the decode
+            // call open on the decode thread.
+            let token = self.pairing[t].token.or_else(|| {
+                self.tokens
+                    .last()
+                    .filter(|tok| tok.end_ns.is_none())
+                    .map(|tok| tok.index)
+            });
+            self.graphs.push(GraphSpan {
+                index,
+                token,
+                tid: h.tid,
+                graph_id: e.graph_id,
+                graph_addr: e.graph_addr,
+                n_nodes: e.n_nodes,
+                backend_id: e.backend_id,
+                backend_kind: e.backend_kind,
+                n_tokens: e.n_tokens,
+                pos: e.pos,
+                start_ns: h.ts_ns,
+                end_ns: None,
+                nodes: at..at,
+            });
+            self.pairing[t].graph = Some(index);
+            if let Some(prev) = self.open_graph(e.backend_kind) {
+                // Another thread's graph of this backend is still open: close it
+                // (one graph at a time per backend in this engine).
+                self.unpaired.graph_enter += 1;
+                self.finish_graph(prev, None);
+            }
+            let slices = self.spare_slices.pop().unwrap_or_default();
+            self.open_graphs.push(OpenGraph {
+                backend_kind: e.backend_kind,
+                graph: index,
+                slices,
+                pending: Vec::new(),
+                gpu: gpu_time::SplitTimestamps::default(),
+            });
+        } else if let Some(i) = self.pairing[t].graph.take() {
+            self.finish_graph(i, Some(h.ts_ns));
+        } else {
+            self.unpaired.graph_exit += 1;
+        }
+    }
+    /// A backend call (sync, copy, transfer, GPU submission, fence wait).
+    fn apply_backend_span(&mut self, h: &EventHeader, e: &BackendSpanEvent) {
+        self.counts.graph += 1;
+        let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+            return;
+        };
+        let token = self.pairing[t].token.or_else(|| {
+            self.tokens
+                .last()
+                .filter(|tok| tok.end_ns.is_none())
+                .map(|tok| tok.index)
+        });
+        if let Some(call) = BackendCall::from_event(e, token) {
+            self.backend_calls.push(call);
+        }
+    }
+    /// GPU timestamps of the open split on the recording thread.
+    fn apply_gpu_timestamps(&mut self, h: &EventHeader, e: &GpuTimestampsEvent) {
+        self.counts.op += 1;
+        let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+            return;
+        };
+        let graph = self.pairing[t].graph;
+        match self.open_graphs.iter_mut().find(|g| Some(g.graph) == graph) {
+            Some(g) => g.gpu.add(e),
+            None => self.counts.gpu_timestamps_outside_graph += 1,
+        }
+    }
+    /// An MoE layer's expert routing, merged per graph and ids tensor.
+    fn apply_expert_route(&mut self, e: &ExpertRouteEvent) {
+        self.counts.op += 1;
+        // Routes are read at CPU operator entries.
+        let graph = self.open_graph(0).unwrap_or(NONE_U32);
+        match self.route_index.entry((graph, e.ids_addr)) {
+            std::collections::hash_map::Entry::Occupied(o) => {
+                self.routes[*o.get() as usize].add(e);
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(self.routes.len() as u32);
+                self.routes.push(LayerRoute::from_event(e, graph));
+            }
+        }
+    }
+    /// A phase's entry or exit (a phase span at the exit).
+    fn apply_phase(&mut self, h: &EventHeader, e: &PhaseEvent) {
+        self.counts.phase += 1;
+        let Some(kind) = EventKind::from_u32(h.kind).and_then(PhaseKind::from_event_kind) else {
+            return;
+        };
+        let Some(t) = self.thread(h.tid, Some(h.pid)) else {
+            return;
+        };
+        let slot = &mut self.pairing[t].phase[kind as usize];
+        if !h.is_exit() {
+            if slot.replace((h.ts_ns, e.arg)).is_some() {
+                self.unpaired.phase_enter += 1;
+            }
+        } else if let Some((start, arg)) = slot.take() {
+            let token = self.pairing[t]
+                .token
+                .or_else(|| self.tokens.len().checked_sub(1).map(|i| i as u32));
+            if kind == PhaseKind::Sample
+                && let Some(tok) = token.and_then(|i| self.tokens.get_mut(i as usize))
+                && tok.sampled_ns.is_none()
+            {
+                tok.sampled_ns = Some(h.ts_ns);
+            }
+            self.phases.push(PhaseSpan {
+                kind,
+                tid: h.tid,
+                start_ns: start,
+                end_ns: h.ts_ns,
+                arg,
+                ret: e.ret,
+                token,
+            });
+        } else {
+            self.unpaired.phase_exit += 1;
+        }
+    }
+    /// A context switch: the previous thread's state and the next one running.
+    fn apply_sched_switch(&mut self, h: &EventHeader, e: &SchedSwitchEvent) {
+        self.counts.sched += 1;
+        if e.prev_tid != 0
+            && let Some(t) = self.thread(e.prev_tid, Some(h.pid))
+        {
+            let state = if e.prev_state == 0 {
+                SchedState::Runnable
+            } else {
+                SchedState::Sleeping
+            };
+            let th = &mut self.threads[t];
+            th.states.transition(h.ts_ns, state, h.cpu);
+            set_comm(&mut th.comm, &e.prev_comm);
+        }
+        if e.next_tid != 0
+            && let Some(t) = self.thread(e.next_tid, None)
+        {
+            let th = &mut self.threads[t];
+            th.states.transition(h.ts_ns, SchedState::Running, h.cpu);
+            set_comm(&mut th.comm, &e.next_comm);
+        }
+    }
+    /// A thread forked or exited.
+    fn apply_task(&mut self, h: &EventHeader, e: &TaskEvent) {
+        self.counts.sched += 1;
+        if h.kind == EventKind::TaskNew as u32 {
+            self.forked.push(e.child_tid);
+            let _ = self.thread(e.child_tid, None);
+        } else if let Some(&t) = self.thread_idx.get(&e.child_tid) {
+            self.threads[t as usize].states.close(h.ts_ns);
+        }
+    }
+    /// A graph leaf (weight) read from the target's memory.
+    fn apply_leaf_node(&mut self, e: &LeafNodeEvent) {
+        self.counts.collector += 1;
+        let leaf = LeafInfo::from_event(e);
+        // One record per address is expected; of several, the earliest read
+        // (then the smaller name) wins, whatever order they arrive in.
+        match self.leaves.entry(e.node_addr) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                if (leaf.ts_ns, &leaf.name) < (o.get().ts_ns, &o.get().name) {
+                    o.insert(leaf);
                 }
             }
-            Event::Unknown { .. } => self.counts.unknown += 1,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(leaf);
+            }
         }
     }
 
