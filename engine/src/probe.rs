@@ -78,61 +78,31 @@ mod tests {
     fn entry_points_start_with_a_five_byte_nop() {
         use crate::backend::{accel, node_ends, pool};
         use crate::kv_cache::swap;
-        use crate::{backend, context, ops, sampler};
+        use crate::{backend, context, ops, probe, sampler};
 
+        // (symbol name, first byte) of `module::symbol`.
+        macro_rules! entry {
+            ($module:ident :: $name:ident) => {
+                (stringify!($name), $module::$name as *const u8)
+            };
+        }
         let entries: [(&str, *const u8); 16] = [
-            ("engine_op_done", pool::engine_op_done as *const u8),
-            ("engine_op_times", node_ends::engine_op_times as *const u8),
-            (
-                "engine_graph_thread",
-                pool::engine_graph_thread as *const u8,
-            ),
-            ("engine_decode", context::engine_decode as *const u8),
-            (
-                "engine_graph_compute",
-                backend::engine_graph_compute as *const u8,
-            ),
-            ("engine_op_compute", ops::engine_op_compute as *const u8),
-            (
-                "engine_accel_op_compute",
-                accel::engine_accel_op_compute as *const u8,
-            ),
-            (
-                "engine_phase_embed",
-                context::engine_phase_embed as *const u8,
-            ),
-            (
-                "engine_phase_copy_logits",
-                sampler::engine_phase_copy_logits as *const u8,
-            ),
-            (
-                "engine_phase_softmax",
-                sampler::engine_phase_softmax as *const u8,
-            ),
-            (
-                "engine_phase_sample",
-                sampler::engine_phase_sample as *const u8,
-            ),
-            (
-                "engine_probe_ref_nop",
-                super::engine_probe_ref_nop as *const u8,
-            ),
-            (
-                "engine_phase_kv_compress",
-                swap::engine_phase_kv_compress as *const u8,
-            ),
-            (
-                "engine_phase_kv_swap_out",
-                swap::engine_phase_kv_swap_out as *const u8,
-            ),
-            (
-                "engine_phase_kv_swap_in",
-                swap::engine_phase_kv_swap_in as *const u8,
-            ),
-            (
-                "engine_phase_kv_decompress",
-                swap::engine_phase_kv_decompress as *const u8,
-            ),
+            entry!(pool::engine_op_done),
+            entry!(node_ends::engine_op_times),
+            entry!(pool::engine_graph_thread),
+            entry!(context::engine_decode),
+            entry!(backend::engine_graph_compute),
+            entry!(ops::engine_op_compute),
+            entry!(accel::engine_accel_op_compute),
+            entry!(context::engine_phase_embed),
+            entry!(sampler::engine_phase_copy_logits),
+            entry!(sampler::engine_phase_softmax),
+            entry!(sampler::engine_phase_sample),
+            entry!(probe::engine_probe_ref_nop),
+            entry!(swap::engine_phase_kv_compress),
+            entry!(swap::engine_phase_kv_swap_out),
+            entry!(swap::engine_phase_kv_swap_in),
+            entry!(swap::engine_phase_kv_decompress),
         ];
         for (name, p) in entries {
             // SAFETY: reading the first 5 bytes of a function's machine code, which is
