@@ -263,78 +263,42 @@ pub unsafe fn matmul_packed_with(
     if n_range.is_empty() || m == 0 {
         return Ok(());
     }
-    check_packed_operands(wtype, w, k, x, x_stride, m, &n_range)?;
-    let backend = if backend.is_supported() {
-        backend
-    } else {
-        Backend::Generic
-    };
     let product = PackedProduct {
+        wtype,
+        k,
         w,
-        nb: k / block_elems(wtype),
-        gb: group_block_bytes(wtype).unwrap_or(0),
         x,
         x_stride,
         m,
         y,
         y_stride,
     };
+    product.check(&n_range)?;
+    let backend = if backend.is_supported() {
+        backend
+    } else {
+        Backend::Generic
+    };
     let groups = n_range.start / PACK_ROWS..n_range.end / PACK_ROWS;
-    // SAFETY: operands checked above; the outputs are the caller's (forwarded contract).
+    // SAFETY: the operands passed `check`; the outputs are the caller's (forwarded
+    // contract).
     unsafe {
         if wtype == DType::Q4_K {
             product.q4_k_groups(backend, groups);
         } else {
-            product.legacy_groups(backend, wtype, groups);
+            product.legacy_groups(backend, groups);
         }
     }
     Ok(())
 }
 
-/// The checks of [`matmul_packed_with`]'s operands: packable rows up to `n_range.end`
-/// with `n_range` starting on a group, weights of that size, `m` activation rows.
-fn check_packed_operands(
-    wtype: DType,
-    w: &[u8],
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    n_range: &Range<usize>,
-) -> Result<(), KernelError> {
-    if !can_pack(wtype, k, n_range.end) || !n_range.start.is_multiple_of(PACK_ROWS) {
-        return Err(KernelError::NotPackable {
-            dtype: wtype,
-            k,
-            n: n_range.end,
-        });
-    }
-    let needed = packed_len(wtype, k, n_range.end)?;
-    if w.len() < needed {
-        return Err(KernelError::BufferTooSmall {
-            what: "packed weights",
-            required: needed,
-            actual: w.len(),
-        });
-    }
-    check_matrix(
-        "matmul activations",
-        crate::dot::vec_dot_type(wtype),
-        k,
-        x,
-        x_stride,
-        m,
-    )?;
-    Ok(())
-}
-
-/// A packed product whose operands [`check_packed_operands`] accepted: groups of
-/// [`PACK_ROWS`] weight rows (`nb` blocks of `gb` bytes per row's share), `m` activation
-/// rows, outputs at `y` with rows `y_stride` apart.
+/// The operands of [`matmul_packed_with`]: weights of `wtype` packed in groups of
+/// [`PACK_ROWS`] rows of `k` elements, `m` activation rows, outputs at `y` with rows
+/// `y_stride` apart.
 struct PackedProduct<'a> {
+    wtype: DType,
+    k: usize,
     w: &'a [u8],
-    nb: usize,
-    gb: usize,
     x: &'a [u8],
     x_stride: usize,
     m: usize,
@@ -343,9 +307,43 @@ struct PackedProduct<'a> {
 }
 
 impl PackedProduct<'_> {
+    /// Checks the operands for output rows `n_range`: packable rows up to its end, a
+    /// start on a group, weights of that size, `m` activation rows.
+    fn check(&self, n_range: &Range<usize>) -> Result<(), KernelError> {
+        let (wtype, k) = (self.wtype, self.k);
+        if !can_pack(wtype, k, n_range.end) || !n_range.start.is_multiple_of(PACK_ROWS) {
+            return Err(KernelError::NotPackable {
+                dtype: wtype,
+                k,
+                n: n_range.end,
+            });
+        }
+        let needed = packed_len(wtype, k, n_range.end)?;
+        if self.w.len() < needed {
+            return Err(KernelError::BufferTooSmall {
+                what: "packed weights",
+                required: needed,
+                actual: self.w.len(),
+            });
+        }
+        let vdt = crate::dot::vec_dot_type(wtype);
+        check_matrix("matmul activations", vdt, k, self.x, self.x_stride, self.m)?;
+        Ok(())
+    }
+
+    /// Blocks per row.
+    fn nb(&self) -> usize {
+        self.k / block_elems(self.wtype)
+    }
+
+    /// Bytes of one block of a group (its 8 rows' share).
+    fn gb(&self) -> usize {
+        group_block_bytes(self.wtype).unwrap_or(0)
+    }
+
     /// Group `g`'s packed weights and its first output.
     fn group(&self, g: usize) -> (&[u8], *mut f32) {
-        let (nb, gb) = (self.nb, self.gb);
+        let (nb, gb) = (self.nb(), self.gb());
         (
             &self.w[g * nb * gb..(g + 1) * nb * gb],
             self.y.wrapping_add(g * PACK_ROWS),
@@ -355,11 +353,11 @@ impl PackedProduct<'_> {
     /// Q4_K groups `groups` on `backend` (a supported one).
     ///
     /// # Safety
-    /// Outputs of rows `8g..8g+8` for every `i < m` and every group are writable and the
-    /// caller's.
+    /// The operands passed [`Self::check`]; outputs of rows `8g..8g+8` for every `i < m`
+    /// and every group are writable and the caller's.
     unsafe fn q4_k_groups(&self, backend: Backend, groups: Range<usize>) {
-        let (nb, x, x_stride, m, y_stride) =
-            (self.nb, self.x, self.x_stride, self.m, self.y_stride);
+        let nb = self.nb();
+        let (x, x_stride, m, y_stride) = (self.x, self.x_stride, self.m, self.y_stride);
         // llama.cpp's repacked MUL_MAT: gemm for the first m − m % 4 rows, gemv for the
         // rest (`forward_mul_mat_one_chunk` in ggml-cpu/repack.cpp).
         #[cfg(not(target_arch = "aarch64"))]
@@ -369,8 +367,8 @@ impl PackedProduct<'_> {
             match backend {
                 #[cfg(target_arch = "x86_64")]
                 Backend::Avx2 => {
-                    // SAFETY: AVX2 supported; group and activation rows checked above;
-                    // outputs of rows 8g..8g+8 for every i are the caller's.
+                    // SAFETY: AVX2 supported; group and activation rows checked
+                    // (`Self::check`); outputs of rows 8g..8g+8 for every i are the caller's.
                     unsafe {
                         q4_k_x86::group_rows(
                             nb,
@@ -413,13 +411,13 @@ impl PackedProduct<'_> {
         }
     }
 
-    /// Q4_0 or Q8_0 (`wtype`) groups `groups` on `backend` (a supported one).
+    /// Q4_0 or Q8_0 groups `groups` on `backend` (a supported one).
     ///
     /// # Safety
     /// As [`Self::q4_k_groups`].
-    unsafe fn legacy_groups(&self, backend: Backend, wtype: DType, groups: Range<usize>) {
-        let (nb, x, x_stride, m, y_stride) =
-            (self.nb, self.x, self.x_stride, self.m, self.y_stride);
+    unsafe fn legacy_groups(&self, backend: Backend, groups: Range<usize>) {
+        let (wtype, nb) = (self.wtype, self.nb());
+        let (x, x_stride, m, y_stride) = (self.x, self.x_stride, self.m, self.y_stride);
         #[cfg(target_arch = "x86_64")]
         let bias = if backend == Backend::Avx2 && wtype == DType::Q4_0 {
             nibble_bias(x, x_stride, m, nb)
@@ -437,9 +435,9 @@ impl PackedProduct<'_> {
             match backend {
                 #[cfg(target_arch = "x86_64")]
                 Backend::Avx2 => {
-                    // SAFETY: AVX2 supported; group and activation rows checked above, biases
-                    // of every row and block computed above; outputs of rows 8g..8g+8 for every
-                    // i are the caller's.
+                    // SAFETY: AVX2 supported; group and activation rows checked
+                    // (`Self::check`), biases of every row and block computed above; outputs
+                    // of rows 8g..8g+8 for every i are the caller's.
                     unsafe { x86::group_rows(wtype, nb, wg.as_ptr(), &acts, m, yg, y_stride) }
                 }
                 #[cfg(target_arch = "aarch64")]
@@ -468,9 +466,9 @@ impl PackedProduct<'_> {
                         (false, false) => aarch64::legacy_group_rows::<false, false>,
                     };
                     // SAFETY: NEON (and dotprod, i8mm for the backends that have them)
-                    // supported; group and activation rows checked above; outputs of rows
-                    // 8g..8g+8 are the caller's.
-                    unsafe { f(nb, self.gb, wg, xp, x_stride, m, yg, y_stride) }
+                    // supported; group and activation rows checked (`Self::check`); outputs
+                    // of rows 8g..8g+8 are the caller's.
+                    unsafe { f(nb, self.gb(), wg, xp, x_stride, m, yg, y_stride) }
                 }
                 _ => {
                     // SAFETY: as above.
