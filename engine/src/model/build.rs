@@ -240,15 +240,8 @@ impl Batch<'_> {
     ) -> Result<(NodeAddr, NodeAddr, NodeAddr), EngineError> {
         let (e, t) = (self.cfg.n_embd, self.t);
         let (eq, ekv) = (self.cfg.n_embd_q(), self.cfg.n_embd_kv());
-        let cur = l.f32(g, OpType::RmsNorm, "norm", ne(e, t), &[inp], &[self.eps])?;
-        let cur = l.f32(
-            g,
-            OpType::Mul,
-            "attn_norm",
-            ne(e, t),
-            &[cur, lw.attn_norm],
-            &[],
-        )?;
+        let names = ["norm", "attn_norm"];
+        let cur = weighted_rms_norm(g, l, inp, lw.attn_norm, self.eps, names, ne(e, t))?;
         let project = |g: &mut Graph, name: &str, w: NodeAddr, width: usize| {
             l.f32(g, OpType::MulMat, name, ne(width, t), &[w, cur], &mm(t, e))
         };
@@ -512,22 +505,8 @@ impl Batch<'_> {
     ) -> Result<NodeAddr, EngineError> {
         let l = Layer::of(il);
         let e = self.cfg.n_embd;
-        let cur = l.f32(
-            g,
-            OpType::RmsNorm,
-            "norm_ffn",
-            ne(e, rows),
-            &[ffn_inp],
-            &[self.eps],
-        )?;
-        let cur = l.f32(
-            g,
-            OpType::Mul,
-            "ffn_norm",
-            ne(e, rows),
-            &[cur, lw.ffn_norm],
-            &[],
-        )?;
+        let names = ["norm_ffn", "ffn_norm"];
+        let cur = weighted_rms_norm(g, l, ffn_inp, lw.ffn_norm, self.eps, names, ne(e, rows))?;
         let x = FfnInput {
             cur,
             n_embd: e,
@@ -558,22 +537,8 @@ impl Batch<'_> {
         n_out: usize,
     ) -> Result<NodeAddr, EngineError> {
         let (e, w, l) = (self.cfg.n_embd, self.weights, Layer::NONE);
-        let cur = l.f32(
-            g,
-            OpType::RmsNorm,
-            "norm",
-            ne(e, n_out),
-            &[inp],
-            &[self.eps],
-        )?;
-        let cur = l.f32(
-            g,
-            OpType::Mul,
-            "result_norm",
-            ne(e, n_out),
-            &[cur, w.output_norm],
-            &[],
-        )?;
+        let names = ["norm", "result_norm"];
+        let cur = weighted_rms_norm(g, l, inp, w.output_norm, self.eps, names, ne(e, n_out))?;
         let shape = ne(self.cfg.n_vocab, n_out);
         let out_params = mm(n_out, e);
         let logits = l.f32(
@@ -620,7 +585,8 @@ fn softcap(
     l.f32(g, OpType::Scale, names[2], shape, &[tanh], &[cap.to_bits()])
 }
 
-/// `rms_norm(x) · weight` as two nodes of layer `l` named `names` (Gemma 2's post-norms).
+/// `rms_norm(x) · weight` as two nodes of layer `l` named `names` (every norm of the
+/// graph: before attention, before the FFN, Gemma 2's post-norms, before the output).
 fn weighted_rms_norm(
     g: &mut Graph,
     l: Layer,
