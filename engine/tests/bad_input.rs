@@ -270,9 +270,12 @@ fn with_keys(preset: &str, file: &str, edits: &[(&str, Value)]) -> PathBuf {
     dst
 }
 
+/// A preset, the keys to set in it, and what the error then says.
+type BadKeys<'a> = (&'a str, &'a [(&'a str, Value)], &'a str);
+
 #[test]
 fn bad_hyper_parameters_are_named_with_what_is_wrong() {
-    let cases: [(&str, &[(&str, Value)], &str); 8] = [
+    let cases: [BadKeys; 8] = [
         (
             "tiny-llama",
             &[("llama.block_count", Value::from(0u32))],
