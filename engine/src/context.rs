@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use crate::backend::accel::{self, AccelBackend, AccelConfig};
 use crate::backend::cpu::CpuBackend;
+use crate::backend::engine_graph_compute;
 use crate::error::EngineError;
 use crate::graph::{Graph, Placement};
 use crate::kv_cache::{KvCache, KvSwapConfig};
 use crate::model::Model;
 use crate::model::build::{MAX_LEAFS_PER_LAYER, MAX_NODES_PER_LAYER, build_graph};
-use crate::probe;
+use crate::probe::probe_entry;
+use crate::sampler;
 use crate::self_profile::Span;
 use crate::sync::WaitMode;
 
@@ -115,13 +117,15 @@ impl Context {
             .max(1);
         let kv = KvCache::new(cfg.n_layer, n_ctx, cfg.n_embd_kv(), params.kv_swap.as_ref())?;
         let mut backend =
-            CpuBackend::new(0, params.n_threads).map_err(|source| EngineError::Io {
-                what: "starting the CPU backend's threads".into(),
-                source,
+            CpuBackend::new(0, params.n_threads, engine_graph_compute).map_err(|source| {
+                EngineError::Io {
+                    what: "starting the CPU backend's threads".into(),
+                    source,
+                }
             })?;
         let offload = params.offload.as_ref().filter(|o| o.is_active());
         let accel = offload
-            .map(|o| AccelBackend::new(1, &o.accel))
+            .map(|o| AccelBackend::new(1, &o.accel, engine_graph_compute))
             .transpose()
             .map_err(|source| EngineError::Io {
                 what: "starting the accel backend's threads".into(),
@@ -253,7 +257,7 @@ impl Context {
         );
         // SAFETY: `self` is a live context and `tokens` holds `len` ids for the call.
         let code = unsafe {
-            probe::engine_decode(
+            engine_decode(
                 self as *mut Context as *mut c_void,
                 tokens.len() as u32,
                 self.n_past as u32,
@@ -284,7 +288,7 @@ impl Context {
         let embd = self.graph.input_mut::<f32>(nodes.inp_embd).as_mut_ptr();
         // SAFETY: the model outlives the call; `embd` has room for n rows of n_embd.
         unsafe {
-            probe::engine_phase_embed(
+            engine_phase_embed(
                 Arc::as_ptr(&self.model) as *const c_void,
                 tokens.as_ptr(),
                 n as u32,
@@ -310,7 +314,11 @@ impl Context {
             .resize(nodes.n_out * self.model.config.n_vocab, 0.0);
         // SAFETY: the output node holds n_out × n_vocab f32s, `self.logits` as many.
         unsafe {
-            probe::engine_phase_copy_logits(self.logits.as_mut_ptr(), out, self.logits.len() as u32)
+            sampler::engine_phase_copy_logits(
+                self.logits.as_mut_ptr(),
+                out,
+                self.logits.len() as u32,
+            )
         };
         self.n_past = pos + n;
         Ok(())
@@ -360,6 +368,13 @@ impl Context {
     }
 }
 
+probe_entry! {
+    /// Token level: decode one batch of `n_tokens` tokens starting at position `pos`.
+    /// `ctx` is the engine's `Context`. Returns 0 on success, a negative code on error.
+    fn engine_decode(ctx: *mut c_void, n_tokens: u32, pos: u32, tokens: *const i32) -> i32
+        => decode_entry
+}
+
 /// Body of `engine_decode`.
 pub(crate) extern "C" fn decode_entry(
     ctx: *mut c_void,
@@ -385,6 +400,12 @@ pub(crate) extern "C" fn decode_entry(
             -2
         }
     }
+}
+
+probe_entry! {
+    /// Phase: look up the embeddings of `n_tokens` tokens into `out` (`n_embd` floats each).
+    fn engine_phase_embed(ctx: *const c_void, tokens: *const i32, n_tokens: u32, out: *mut f32)
+        => embed_entry
 }
 
 /// Body of `engine_phase_embed`: dequantizes the embedding rows of `tokens`.

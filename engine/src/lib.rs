@@ -2,8 +2,8 @@
 //!
 //! A forward pass is a graph of [`common::engine_abi::EngineNode`]s computed by a CPU
 //! thread pool ([`backend::cpu`]); the token, graph, operator and phase entry points are
-//! exported `extern "C"` symbols ([`probe`]) whose arguments a uprobe can read. The
-//! engine knows nothing about the tracer.
+//! exported `extern "C"` symbols whose arguments a uprobe can read, each declared beside
+//! the body it marks with [`probe`]'s macro. The engine knows nothing about the tracer.
 //!
 //! Layout: [`model`] (hyper-parameters, weights, architectures, graph building),
 //! [`graph`] (nodes and activation memory), [`ops`] (one module per operator),

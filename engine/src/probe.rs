@@ -1,19 +1,22 @@
-//! The probe ABI: exported `extern "C"` entry points, one per level (token, graph,
-//! operator, phase), that the engine really calls to do its work. A tracer attaches
-//! uprobes/uretprobes to these symbols; see `docs/probe-abi.md`.
+//! The probe ABI's mechanism: `probe_entry!` makes the exported `extern "C"` entry
+//! points, one per level (token, graph, operator, phase), that the engine really calls
+//! to do its work. A tracer attaches uprobes/uretprobes to these symbols; see
+//! `docs/probe-abi.md`. Each entry point is declared beside the body it marks:
+//! `engine_decode` and `engine_phase_embed` in [`crate::context`], `engine_graph_compute`
+//! in [`crate::backend`], `engine_op_compute` in [`crate::ops`],
+//! `engine_accel_op_compute` in [`crate::backend::accel`], `engine_op_done` and
+//! `engine_graph_thread` in [`crate::backend::pool`], `engine_op_times` in
+//! [`crate::backend::node_ends`], the sampling phases in [`crate::sampler`] and the KV
+//! swap phases in [`crate::kv_cache::swap`].
 //!
 //! # Cheap to probe
 //! A uprobe on a function whose first instruction the kernel must single-step costs
 //! ~6 µs per hit; one on a 5-byte `nop` ~0.35 µs (`shared/reference.md`). Compilers put
-//! whatever prologue they like first, so every entry point here is a *naked* trampoline
+//! whatever prologue they like first, so every entry point is a *naked* trampoline
 //! whose first instruction is a 5-byte `nop` (x86-64: `0f 1f 44 00 00`, the same
 //! instruction `-fpatchable-function-entry` emits) followed by a tail jump to the real
 //! body. The tail jump keeps uretprobes exact: the return address they hook at entry is
 //! the one the body returns through.
-
-use core::ffi::c_void;
-
-use common::engine_abi::{EngineGraph, EngineNode, EngineOpTimes};
 
 /// Emits a naked trampoline `$name` with the given C signature that starts with a 5-byte
 /// nop and tail-jumps to `$imp`.
@@ -42,112 +45,7 @@ macro_rules! probe_entry {
         }
     };
 }
-
-probe_entry! {
-    /// Token level: decode one batch of `n_tokens` tokens starting at position `pos`.
-    /// `ctx` is the engine's `Context`. Returns 0 on success, a negative code on error.
-    fn engine_decode(ctx: *mut c_void, n_tokens: u32, pos: u32, tokens: *const i32) -> i32
-        => crate::context::decode_entry
-}
-
-probe_entry! {
-    /// Graph level: compute `graph` (of `n_nodes` nodes) on backend `backend_id` of kind
-    /// `backend_kind`; `backend` is the backend object. Returns 0 on success.
-    fn engine_graph_compute(graph: *const EngineGraph, backend_id: u32, backend_kind: u32, n_nodes: u32, backend: *const c_void) -> i32
-        => crate::backend::graph_compute_entry
-}
-
-probe_entry! {
-    /// Operator level: thread `ith` of `nth` computes its share of `node`. `params` is the
-    /// backend's per-thread compute state.
-    fn engine_op_compute(node: *const EngineNode, ith: u32, nth: u32, params: *mut c_void)
-        => crate::ops::op_compute_entry
-}
-
-probe_entry! {
-    /// Operator level on the accel backend: thread `ith` of `nth` of the accel's pool
-    /// computes its share of `node`. `params` is the accel's per-thread compute state.
-    fn engine_accel_op_compute(node: *const EngineNode, ith: u32, nth: u32, params: *mut c_void)
-        => crate::backend::accel::op_compute_entry
-}
-
-probe_entry! {
-    /// Operator level: thread `ith` of `nth` of a backend of kind `backend_kind` has
-    /// finished its share of `node` and goes on to wait at the barrier for the others.
-    /// A tracer takes the node's end on this thread here (one uprobe on a 5-byte nop),
-    /// and its next node's start where the last thread arrives.
-    fn engine_op_done(node: *const EngineNode, ith: u32, nth: u32, backend_kind: u32)
-        => crate::backend::pool::op_done_entry
-}
-
-probe_entry! {
-    /// Operator level: thread `ith` of `nth` begins its walk over `graph` (a worker that
-    /// slept between graphs starts here, after its wake-up): the start of its first
-    /// node. Every later node starts when the barrier after the one before releases.
-    fn engine_graph_thread(graph: *const EngineGraph, ith: u32, nth: u32)
-        => crate::backend::pool::graph_thread_entry
-}
-
-probe_entry! {
-    /// Operator level, batched: thread `ith` of `nth` of a backend of kind `backend_kind`
-    /// hands over when its share of each of up to 32 nodes ended (`times`, in execution
-    /// order; `backend::node_ends` says when). Called only while
-    /// `engine_op_times_semaphore` is nonzero, i.e. while a tracer attached here with it
-    /// as the uprobe's reference counter.
-    fn engine_op_times(times: *const EngineOpTimes, ith: u32, nth: u32, backend_kind: u32)
-        => crate::backend::pool::op_times_entry
-}
-
-probe_entry! {
-    /// Phase: look up the embeddings of `n_tokens` tokens into `out` (`n_embd` floats each).
-    fn engine_phase_embed(ctx: *const c_void, tokens: *const i32, n_tokens: u32, out: *mut f32)
-        => crate::context::embed_entry
-}
-
-probe_entry! {
-    /// Phase: copy `n` logits out of the graph's output tensor.
-    fn engine_phase_copy_logits(dst: *mut f32, src: *const f32, n: u32)
-        => crate::sampler::copy_logits_entry
-}
-
-probe_entry! {
-    /// Phase: `probs = softmax(logits / temp)` over the vocabulary.
-    fn engine_phase_softmax(logits: *const f32, probs: *mut f32, n_vocab: u32, temp: f32)
-        => crate::sampler::softmax_entry
-}
-
-probe_entry! {
-    /// Phase: draw the next token from `probs` with `sampler`. Returns the token id.
-    fn engine_phase_sample(sampler: *mut c_void, probs: *const f32, n_vocab: u32) -> i32
-        => crate::sampler::sample_entry
-}
-
-probe_entry! {
-    /// Phase: quantize chunk `chunk` of layer `layer`'s KV cache into `bytes` bytes
-    /// before it is swapped out (`--kv-compress`). `swap` is the cache's swap state.
-    fn engine_phase_kv_compress(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32)
-        => crate::kv_cache::swap::compress_entry
-}
-
-probe_entry! {
-    /// Phase: write `bytes` bytes of chunk `chunk` of layer `layer`'s KV cache to its
-    /// swap file. Returns 0 or `-errno`.
-    fn engine_phase_kv_swap_out(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) -> i32
-        => crate::kv_cache::swap::swap_out_entry
-}
-
-probe_entry! {
-    /// Phase: read `bytes` bytes of chunk `chunk` of layer `layer`'s KV cache back from
-    /// its swap file. Returns 0 or `-errno`.
-    fn engine_phase_kv_swap_in(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) -> i32
-        => crate::kv_cache::swap::swap_in_entry
-}
-
-probe_entry! {
-    /// Phase: dequantize a chunk read back into `bytes` bytes of f16 K/V.
-    fn engine_phase_kv_decompress(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32)
-        => crate::kv_cache::swap::decompress_entry
-}
+pub(crate) use probe_entry;
 
 /// Reference point for the probe-cost benchmark: starts with the same 5-byte nop and
 /// does nothing.
@@ -171,49 +69,40 @@ pub extern "C" fn engine_probe_ref_singlestep() {
     core::arch::naked_asm!("adr x9, .", "ret");
 }
 
-// x86-64 only: its entry points begin with the 5-byte nop the kernel optimizes.
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(test)]
 mod tests {
-    use super::*;
-
+    // x86-64 only: its entry points begin with the 5-byte nop the kernel optimizes.
     /// The first bytes of every entry point are the 5-byte nop.
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn entry_points_start_with_a_five_byte_nop() {
+        use crate::backend::{accel, node_ends, pool};
+        use crate::kv_cache::swap;
+        use crate::{backend, context, ops, probe, sampler};
+
+        // (symbol name, first byte) of `module::symbol`.
+        macro_rules! entry {
+            ($module:ident :: $name:ident) => {
+                (stringify!($name), $module::$name as *const u8)
+            };
+        }
         let entries: [(&str, *const u8); 16] = [
-            ("engine_op_done", engine_op_done as *const u8),
-            ("engine_op_times", engine_op_times as *const u8),
-            ("engine_graph_thread", engine_graph_thread as *const u8),
-            ("engine_decode", engine_decode as *const u8),
-            ("engine_graph_compute", engine_graph_compute as *const u8),
-            ("engine_op_compute", engine_op_compute as *const u8),
-            (
-                "engine_accel_op_compute",
-                engine_accel_op_compute as *const u8,
-            ),
-            ("engine_phase_embed", engine_phase_embed as *const u8),
-            (
-                "engine_phase_copy_logits",
-                engine_phase_copy_logits as *const u8,
-            ),
-            ("engine_phase_softmax", engine_phase_softmax as *const u8),
-            ("engine_phase_sample", engine_phase_sample as *const u8),
-            ("engine_probe_ref_nop", engine_probe_ref_nop as *const u8),
-            (
-                "engine_phase_kv_compress",
-                engine_phase_kv_compress as *const u8,
-            ),
-            (
-                "engine_phase_kv_swap_out",
-                engine_phase_kv_swap_out as *const u8,
-            ),
-            (
-                "engine_phase_kv_swap_in",
-                engine_phase_kv_swap_in as *const u8,
-            ),
-            (
-                "engine_phase_kv_decompress",
-                engine_phase_kv_decompress as *const u8,
-            ),
+            entry!(pool::engine_op_done),
+            entry!(node_ends::engine_op_times),
+            entry!(pool::engine_graph_thread),
+            entry!(context::engine_decode),
+            entry!(backend::engine_graph_compute),
+            entry!(ops::engine_op_compute),
+            entry!(accel::engine_accel_op_compute),
+            entry!(context::engine_phase_embed),
+            entry!(sampler::engine_phase_copy_logits),
+            entry!(sampler::engine_phase_softmax),
+            entry!(sampler::engine_phase_sample),
+            entry!(probe::engine_probe_ref_nop),
+            entry!(swap::engine_phase_kv_compress),
+            entry!(swap::engine_phase_kv_swap_out),
+            entry!(swap::engine_phase_kv_swap_in),
+            entry!(swap::engine_phase_kv_decompress),
         ];
         for (name, p) in entries {
             // SAFETY: reading the first 5 bytes of a function's machine code, which is

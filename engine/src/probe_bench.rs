@@ -11,10 +11,11 @@ use std::time::Instant;
 use common::engine_abi::EngineNode;
 use serde::Serialize;
 
-use crate::ops::ComputeParams;
-use crate::probe;
-use crate::sampler::{Sampler, SamplerParams};
+use crate::backend::{self, pool};
+use crate::ops::{self, ComputeParams};
+use crate::sampler::{self, Sampler, SamplerParams};
 use crate::sync::SpinBarrier;
+use crate::{context, probe};
 
 /// Nanoseconds per call of one entry point.
 #[derive(Clone, Debug, Serialize)]
@@ -75,35 +76,35 @@ pub fn run(calls: u64) -> Vec<ProbeCost> {
         time("engine_decode", calls, || {
             // SAFETY: a null context is refused before any dereference.
             black_box(unsafe {
-                probe::engine_decode(std::ptr::null_mut(), 0, 0, std::ptr::null())
+                context::engine_decode(std::ptr::null_mut(), 0, 0, std::ptr::null())
             });
         }),
         time("engine_graph_compute", calls, || {
             // SAFETY: a null graph is refused before any dereference.
             black_box(unsafe {
-                probe::engine_graph_compute(std::ptr::null(), 0, 0, 0, std::ptr::null())
+                backend::engine_graph_compute(std::ptr::null(), 0, 0, 0, std::ptr::null())
             });
         }),
         time("engine_op_compute", calls, || {
             // SAFETY: a live NONE node (nothing to compute) and live single-thread params.
-            unsafe { probe::engine_op_compute(black_box(np), 0, 1, pp) }
+            unsafe { ops::engine_op_compute(black_box(np), 0, 1, pp) }
         }),
         time("engine_op_done", calls, || {
             // SAFETY: the body reads nothing.
-            unsafe { probe::engine_op_done(black_box(np), 0, 1, 0) }
+            unsafe { pool::engine_op_done(black_box(np), 0, 1, 0) }
         }),
         // A node as the pool runs it: its start, then its end on this thread.
         time("engine_op_compute+done", calls, || {
             // SAFETY: as above.
             unsafe {
-                probe::engine_op_compute(black_box(np), 0, 1, pp);
-                probe::engine_op_done(black_box(np), 0, 1, 0);
+                ops::engine_op_compute(black_box(np), 0, 1, pp);
+                pool::engine_op_done(black_box(np), 0, 1, 0);
             }
         }),
         time("engine_phase_embed", calls, || {
             // SAFETY: a null model and zero tokens return before any dereference.
             unsafe {
-                probe::engine_phase_embed(
+                context::engine_phase_embed(
                     std::ptr::null(),
                     std::ptr::null(),
                     0,
@@ -113,15 +114,15 @@ pub fn run(calls: u64) -> Vec<ProbeCost> {
         }),
         time("engine_phase_copy_logits", calls, || {
             // SAFETY: two live buffers, zero elements copied.
-            unsafe { probe::engine_phase_copy_logits(buf.as_mut_ptr(), src.as_ptr(), 0) }
+            unsafe { sampler::engine_phase_copy_logits(buf.as_mut_ptr(), src.as_ptr(), 0) }
         }),
         time("engine_phase_softmax", calls, || {
             // SAFETY: two live buffers, zero elements read or written.
-            unsafe { probe::engine_phase_softmax(src.as_ptr(), buf.as_mut_ptr(), 0, 1.0) }
+            unsafe { sampler::engine_phase_softmax(src.as_ptr(), buf.as_mut_ptr(), 0, 1.0) }
         }),
         time("engine_phase_sample", calls, || {
             // SAFETY: a live sampler and an empty probability vector.
-            black_box(unsafe { probe::engine_phase_sample(sp, src.as_ptr(), 0) });
+            black_box(unsafe { sampler::engine_phase_sample(sp, src.as_ptr(), 0) });
         }),
     ]
 }

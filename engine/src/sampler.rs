@@ -7,7 +7,7 @@ use core::ffi::c_void;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::probe;
+use crate::probe::probe_entry;
 use crate::self_profile::Span;
 
 /// Sampling settings.
@@ -72,7 +72,7 @@ impl Sampler {
         };
         // SAFETY: both buffers hold `len` floats.
         unsafe {
-            probe::engine_phase_softmax(
+            engine_phase_softmax(
                 logits.as_ptr(),
                 self.probs.as_mut_ptr(),
                 logits.len() as u32,
@@ -82,7 +82,7 @@ impl Sampler {
         let probs = std::mem::take(&mut self.probs);
         // SAFETY: `self` is live for the call and `probs` holds `len` floats.
         let token = unsafe {
-            probe::engine_phase_sample(
+            engine_phase_sample(
                 self as *mut Sampler as *mut c_void,
                 probs.as_ptr(),
                 probs.len() as u32,
@@ -155,11 +155,23 @@ pub fn softmax(logits: &[f32], probs: &mut [f32], temp: f32) {
     }
 }
 
+probe_entry! {
+    /// Phase: copy `n` logits out of the graph's output tensor.
+    fn engine_phase_copy_logits(dst: *mut f32, src: *const f32, n: u32)
+        => copy_logits_entry
+}
+
 /// Body of `engine_phase_copy_logits`.
 pub(crate) extern "C" fn copy_logits_entry(dst: *mut f32, src: *const f32, n: u32) {
     let _span = Span::phase("copy_logits");
     // SAFETY: the context passes two distinct buffers of n floats.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, n as usize) };
+}
+
+probe_entry! {
+    /// Phase: `probs = softmax(logits / temp)` over the vocabulary.
+    fn engine_phase_softmax(logits: *const f32, probs: *mut f32, n_vocab: u32, temp: f32)
+        => softmax_entry
 }
 
 /// Body of `engine_phase_softmax`.
@@ -178,6 +190,12 @@ pub(crate) extern "C" fn softmax_entry(
         )
     };
     softmax(logits, probs, temp);
+}
+
+probe_entry! {
+    /// Phase: draw the next token from `probs` with `sampler`. Returns the token id.
+    fn engine_phase_sample(sampler: *mut c_void, probs: *const f32, n_vocab: u32) -> i32
+        => sample_entry
 }
 
 /// Body of `engine_phase_sample`.

@@ -1,6 +1,6 @@
 //! Bad input gets a clear one-line error, never a panic: corrupt and truncated GGUF
 //! files, unknown architectures, missing tensors, unsupported tensor types, prompts
-//! longer than the context.
+//! longer than the context, hyper-parameters out of range or inconsistent.
 
 mod common;
 
@@ -251,4 +251,90 @@ fn a_bpe_vocabulary_without_merges_is_a_clear_error() {
     );
     let (code, err) = run_engine(&dst, &[]);
     assert_clear_error(code, &err, "no merges (tokenizer.ggml.merges)");
+}
+
+/// `preset`'s q8_0 file with the keys `edits` set to new values (the first of several
+/// problems is the one reported: keys are checked in a fixed order).
+fn with_keys(preset: &str, file: &str, edits: &[(&str, Value)]) -> PathBuf {
+    let src = common::model(preset, "q8_0");
+    let dst = scratch(file);
+    rewrite(
+        &src,
+        &dst,
+        |k, v| {
+            let edit = edits.iter().find(|(key, _)| *key == k);
+            Some(edit.map_or_else(|| v.clone(), |(_, new)| new.clone()))
+        },
+        |_, ty, d| Some((ty, d.to_vec())),
+    );
+    dst
+}
+
+/// A preset, the keys to set in it, and what the error then says.
+type BadKeys<'a> = (&'a str, &'a [(&'a str, Value)], &'a str);
+
+#[test]
+fn bad_hyper_parameters_are_named_with_what_is_wrong() {
+    let cases: [BadKeys; 8] = [
+        (
+            "tiny-llama",
+            &[("llama.block_count", Value::from(0u32))],
+            "invalid hyper-parameter llama.block_count: 0 is not in 1..=1024",
+        ),
+        (
+            "tiny-llama",
+            &[
+                ("llama.attention.head_count_kv", Value::from(3u32)),
+                ("llama.rope.dimension_count", Value::from(33u32)),
+            ],
+            "invalid hyper-parameter llama.attention.head_count: 128 hidden, 4 heads and 3 \
+             KV heads do not divide evenly",
+        ),
+        (
+            "tiny-llama",
+            &[
+                ("llama.rope.dimension_count", Value::from(33u32)),
+                ("llama.context_length", Value::from(0u32)),
+            ],
+            "invalid hyper-parameter llama.context_length: 0 is not in 1..=4294967295",
+        ),
+        (
+            "tiny-llama",
+            &[("llama.rope.dimension_count", Value::from(33u32))],
+            "invalid hyper-parameter llama.rope.dimension_count: 33 must be even and at most \
+             the head size 32",
+        ),
+        (
+            "tiny-gemma2",
+            &[
+                ("gemma2.attention.value_length", Value::from(64u32)),
+                ("gemma2.attention.sliding_window", Value::from(0u32)),
+            ],
+            "invalid hyper-parameter gemma2.attention.value_length: 64 differs from the key \
+             length 128 (not supported)",
+        ),
+        (
+            "tiny-gemma2",
+            &[
+                ("gemma2.attention.sliding_window", Value::from(0u32)),
+                ("gemma2.attn_logit_softcapping", Value::from(-1.0f32)),
+            ],
+            "invalid hyper-parameter gemma2.attention.sliding_window: 0 would mask every key",
+        ),
+        (
+            "tiny-gemma2",
+            &[("gemma2.final_logit_softcapping", Value::from(0.0f32))],
+            "invalid hyper-parameter gemma2.final_logit_softcapping: 0 must be positive",
+        ),
+        (
+            "tiny-mixtral",
+            &[("llama.expert_used_count", Value::from(9u32))],
+            "invalid hyper-parameter llama.expert_used_count: 9 is not in 1..=4",
+        ),
+    ];
+    for (i, (preset, edits, needle)) in cases.iter().enumerate() {
+        let dst = with_keys(preset, &format!("hyper-parameter-{i}.gguf"), edits);
+        let (code, err) = run_engine(&dst, &[]);
+        assert_clear_error(code, &err, needle);
+    }
 }

@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use common::engine_abi::{BackendKind, EngineGraph, EngineNode, OpType};
 
-use super::pool::{PoolConfig, ThreadPool};
+use super::pool::{GraphEntry, PoolConfig, ThreadPool};
 use crate::ops::ComputeParams;
-use crate::probe;
+use crate::probe::probe_entry;
 use crate::sync::{Fence, WaitMode};
 
 /// How long the idle driver polls for the next split before it sleeps: a launch soon
@@ -78,6 +78,8 @@ impl Default for AccelConfig {
 pub struct AccelShared {
     id: u32,
     pool: ThreadPool,
+    /// The graph entry point the driver computes splits through.
+    graph_entry: GraphEntry,
     /// Submitted splits (addresses of `EngineGraph`s), oldest first.
     queue: Mutex<VecDeque<usize>>,
     /// Splits submitted so far (what the idle driver polls).
@@ -119,8 +121,13 @@ pub struct AccelBackend {
 }
 
 impl AccelBackend {
-    /// Starts the backend (its driver and pool threads) with backend id `id`.
-    pub fn new(id: u32, config: &AccelConfig) -> std::io::Result<AccelBackend> {
+    /// Starts the backend (its driver and pool threads) with backend id `id`; the driver
+    /// computes splits through `graph_entry`.
+    pub fn new(
+        id: u32,
+        config: &AccelConfig,
+        graph_entry: GraphEntry,
+    ) -> std::io::Result<AccelBackend> {
         // The accel's threads inherit the pinning from their birth on.
         let _pinned = config.cpus.as_deref().map(InheritedAffinity::set);
         let speed = if config.speed.is_finite() && config.speed > 0.0 {
@@ -131,12 +138,13 @@ impl AccelBackend {
         let pool = ThreadPool::new(PoolConfig {
             n_threads: config.n_threads,
             name: "accel",
-            op_entry: probe::engine_accel_op_compute,
+            op_entry: engine_accel_op_compute,
             slowdown: 1.0 / speed,
         })?;
         let shared = Arc::new(AccelShared {
             id,
             pool,
+            graph_entry,
             queue: Mutex::new(VecDeque::new()),
             queued: AtomicU64::new(0),
             ready: Condvar::new(),
@@ -242,7 +250,7 @@ fn driver_loop(s: &Arc<AccelShared>) {
         let n_nodes = unsafe { (*graph).n_nodes };
         // SAFETY: as above; `s` is the live shared state the dispatcher casts back.
         unsafe {
-            probe::engine_graph_compute(
+            (s.graph_entry)(
                 graph,
                 s.id,
                 BackendKind::Accel as u32,
@@ -252,6 +260,13 @@ fn driver_loop(s: &Arc<AccelShared>) {
         };
         s.fence.complete();
     }
+}
+
+probe_entry! {
+    /// Operator level on the accel backend: thread `ith` of `nth` of the accel's pool
+    /// computes its share of `node`. `params` is the accel's per-thread compute state.
+    fn engine_accel_op_compute(node: *const EngineNode, ith: u32, nth: u32, params: *mut c_void)
+        => op_compute_entry
 }
 
 /// Body of `engine_accel_op_compute`: the op (as at the CPU's entry point), stretched

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use common::engine_abi::{BackendKind, EngineGraph};
 
-use super::pool::{PoolConfig, ThreadPool};
-use crate::probe;
+use super::pool::{GraphEntry, PoolConfig, ThreadPool};
 use crate::sync::Fence;
 
 /// The CPU thread-pool backend.
@@ -15,6 +14,8 @@ use crate::sync::Fence;
 pub struct CpuBackend {
     id: u32,
     pool: ThreadPool,
+    /// The graph entry point `compute` goes through.
+    graph_entry: GraphEntry,
     /// Scratch buffer shared by the threads (as u64s for alignment).
     work: Vec<u64>,
     /// The accel backend's fence, which `BACKEND_SYNC` nodes wait on.
@@ -23,17 +24,19 @@ pub struct CpuBackend {
 }
 
 impl CpuBackend {
-    /// Starts a backend with `n_threads` threads (the caller's thread counts as one).
-    pub fn new(id: u32, n_threads: u32) -> std::io::Result<CpuBackend> {
+    /// Starts a backend with `n_threads` threads (the caller's thread counts as one) that
+    /// computes its graphs through `graph_entry`.
+    pub fn new(id: u32, n_threads: u32, graph_entry: GraphEntry) -> std::io::Result<CpuBackend> {
         let pool = ThreadPool::new(PoolConfig {
             n_threads,
             name: "engine",
-            op_entry: probe::engine_op_compute,
+            op_entry: crate::ops::engine_op_compute,
             slowdown: 1.0,
         })?;
         Ok(CpuBackend {
             id,
             pool,
+            graph_entry,
             work: Vec::new(),
             fence: None,
             graphs_computed: 0,
@@ -68,9 +71,10 @@ impl CpuBackend {
             self.work.resize(words, 0);
         }
         self.graphs_computed += 1;
-        // SAFETY: `graph` and its nodes are valid for the call; `self` is a live backend.
+        // SAFETY: `graph` and its nodes are valid for the call; `self` is a live backend,
+        // what `graph_entry` (`engine_graph_compute`) takes for a CPU graph.
         unsafe {
-            probe::engine_graph_compute(
+            (self.graph_entry)(
                 graph,
                 self.id,
                 BackendKind::Cpu as u32,

@@ -17,6 +17,8 @@ use common::engine_abi::{
     ENGINE_ABI_VERSION, EngineNode, EngineOpTime, EngineOpTimes, OP_TIMES_CHUNK, OpType,
 };
 
+use crate::probe::probe_entry;
+
 /// Is-enabled flag of `engine_op_times` (a USDT-style semaphore: a tracer that attaches
 /// to `engine_op_times` with this variable's file offset as the uprobe's reference
 /// counter makes the kernel count it up while attached, and down when the tracer's
@@ -102,11 +104,29 @@ impl NodeEnds {
         }
         // SAFETY: the probe point's body reads nothing; a tracer reads the table during
         // the call, while it is alive.
-        unsafe {
-            crate::probe::engine_op_times(&self.table, self.ith, self.nth, self.backend_kind)
-        };
+        unsafe { engine_op_times(&self.table, self.ith, self.nth, self.backend_kind) };
         self.table.n = 0;
     }
+}
+
+probe_entry! {
+    /// Operator level, batched: thread `ith` of `nth` of a backend of kind `backend_kind`
+    /// hands over when its share of each of up to 32 nodes ended (`times`, in execution
+    /// order; `backend::node_ends` says when). Called only while
+    /// `engine_op_times_semaphore` is nonzero, i.e. while a tracer attached here with it
+    /// as the uprobe's reference counter.
+    fn engine_op_times(times: *const EngineOpTimes, ith: u32, nth: u32, backend_kind: u32)
+        => op_times_entry
+}
+
+/// Body of `engine_op_times`: nothing to do; the call hands a tracer a table of a
+/// thread's node ends (this module's [`NodeEnds`]).
+pub(crate) extern "C" fn op_times_entry(
+    _times: *const EngineOpTimes,
+    _ith: u32,
+    _nth: u32,
+    _backend_kind: u32,
+) {
 }
 
 #[cfg(test)]

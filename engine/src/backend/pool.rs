@@ -11,17 +11,24 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::engine_abi::{EngineGraph, EngineNode, EngineOpTimes, OpType};
+use common::engine_abi::{EngineGraph, EngineNode, OpType};
 
 use super::node_ends::{self, NodeEnds};
 use crate::ops::ComputeParams;
+use crate::probe::probe_entry;
 use crate::sync::{Fence, SpinBarrier};
 
 /// How long idle workers poll for the next graph before they sleep.
 const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(200);
 
-/// A backend's operator entry point (a probe point of `crate::probe`).
+/// A backend's operator entry point (a probe point: `crate::ops::engine_op_compute`, or
+/// the accel's `engine_accel_op_compute`).
 pub type OpEntry = unsafe extern "C" fn(*const EngineNode, u32, u32, *mut c_void);
+
+/// A backend's graph entry point, `crate::backend::engine_graph_compute` (graph,
+/// backend id, backend kind, node count, backend object), handed to a backend when it is
+/// made: the module that declares it dispatches to the backends, so they do not name it.
+pub type GraphEntry = unsafe extern "C" fn(*const EngineGraph, u32, u32, u32, *const c_void) -> i32;
 
 /// How a pool computes: its entry point and what its threads share.
 #[derive(Clone, Copy, Debug)]
@@ -173,6 +180,15 @@ fn worker_loop(s: &Shared, ith: u32) {
     }
 }
 
+probe_entry! {
+    /// Operator level: thread `ith` of `nth` of a backend of kind `backend_kind` has
+    /// finished its share of `node` and goes on to wait at the barrier for the others.
+    /// A tracer takes the node's end on this thread here (one uprobe on a 5-byte nop),
+    /// and its next node's start where the last thread arrives.
+    fn engine_op_done(node: *const EngineNode, ith: u32, nth: u32, backend_kind: u32)
+        => op_done_entry
+}
+
 /// Body of `engine_op_done`: nothing to do; the call marks where a thread's share of a
 /// node ends and its wait at the barrier begins.
 pub(crate) extern "C" fn op_done_entry(
@@ -183,14 +199,12 @@ pub(crate) extern "C" fn op_done_entry(
 ) {
 }
 
-/// Body of `engine_op_times`: nothing to do; the call hands a tracer a table of a
-/// thread's node ends (`node_ends`).
-pub(crate) extern "C" fn op_times_entry(
-    _times: *const EngineOpTimes,
-    _ith: u32,
-    _nth: u32,
-    _backend_kind: u32,
-) {
+probe_entry! {
+    /// Operator level: thread `ith` of `nth` begins its walk over `graph` (a worker that
+    /// slept between graphs starts here, after its wake-up): the start of its first
+    /// node. Every later node starts when the barrier after the one before releases.
+    fn engine_graph_thread(graph: *const EngineGraph, ith: u32, nth: u32)
+        => graph_thread_entry
 }
 
 /// Body of `engine_graph_thread`: nothing to do; the call marks where a thread begins
@@ -221,7 +235,7 @@ fn compute_thread(
     };
     let backend_kind = graph.backend_kind;
     // SAFETY: the probe point's body reads nothing.
-    unsafe { crate::probe::engine_graph_thread(graph, ith, s.config.n_threads) };
+    unsafe { engine_graph_thread(graph, ith, s.config.n_threads) };
     let nodes = graph.nodes as *const EngineNode;
     // Nothing to compute, like ggml's empty ops.
     let empty = |i: usize| {
@@ -254,7 +268,7 @@ fn compute_thread(
             )
         };
         // SAFETY: the probe point's body reads nothing.
-        unsafe { crate::probe::engine_op_done(node, ith, s.config.n_threads, backend_kind) };
+        unsafe { engine_op_done(node, ith, s.config.n_threads, backend_kind) };
         if let Some(ends) = ends.as_mut() {
             ends.node_done(node, op);
             if Some(i) == last {

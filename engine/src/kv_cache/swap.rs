@@ -27,7 +27,7 @@ use half::f16;
 use serde::Serialize;
 
 use crate::error::EngineError;
-use crate::probe;
+use crate::probe::probe_entry;
 
 /// Positions per chunk.
 pub const CHUNK_TOKENS: usize = 64;
@@ -203,14 +203,13 @@ impl SwapState {
                     .row_bytes(self.chunk_bytes() / 2)
                     .unwrap_or(self.chunk_bytes());
                 // SAFETY: `this` is this state, exclusively borrowed for the call.
-                unsafe { probe::engine_phase_kv_compress(this, l as u32, c as u32, n as u32) };
+                unsafe { engine_phase_kv_compress(this, l as u32, c as u32, n as u32) };
                 n
             }
             None => self.chunk_bytes(),
         };
         // SAFETY: as above.
-        let code =
-            unsafe { probe::engine_phase_kv_swap_out(this, l as u32, c as u32, bytes as u32) };
+        let code = unsafe { engine_phase_kv_swap_out(this, l as u32, c as u32, bytes as u32) };
         self.check(code, l, "writing")?;
         self.chunks[l][c] = Chunk::Swapped(bytes as u32);
         self.resident -= self.chunk_bytes() as u64;
@@ -224,12 +223,12 @@ impl SwapState {
     fn swap_in(&mut self, l: usize, c: usize, bytes: u32) -> Result<(), EngineError> {
         let this = self as *mut SwapState as *mut c_void;
         // SAFETY: `this` is this state, exclusively borrowed for the call.
-        let code = unsafe { probe::engine_phase_kv_swap_in(this, l as u32, c as u32, bytes) };
+        let code = unsafe { engine_phase_kv_swap_in(this, l as u32, c as u32, bytes) };
         self.check(code, l, "reading")?;
         if self.compress.is_some() {
             let raw = self.chunk_bytes() as u32;
             // SAFETY: as above.
-            unsafe { probe::engine_phase_kv_decompress(this, l as u32, c as u32, raw) };
+            unsafe { engine_phase_kv_decompress(this, l as u32, c as u32, raw) };
         }
         self.chunks[l][c] = Chunk::Resident;
         self.resident += self.chunk_bytes() as u64;
@@ -414,6 +413,13 @@ unsafe fn state<'a>(swap: *mut c_void) -> &'a mut SwapState {
     unsafe { &mut *(swap as *mut SwapState) }
 }
 
+probe_entry! {
+    /// Phase: quantize chunk `chunk` of layer `layer`'s KV cache into `bytes` bytes
+    /// before it is swapped out (`--kv-compress`). `swap` is the cache's swap state.
+    fn engine_phase_kv_compress(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32)
+        => compress_entry
+}
+
 /// Body of `engine_phase_kv_compress`: gathers chunk `chunk` of `layer` and quantizes it
 /// into `bytes` bytes.
 pub(crate) extern "C" fn compress_entry(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) {
@@ -431,6 +437,12 @@ pub(crate) extern "C" fn compress_entry(swap: *mut c_void, layer: u32, chunk: u3
         .expect("chunks are whole q8_0/q4_0 blocks");
 }
 
+probe_entry! {
+    /// Phase: dequantize a chunk read back into `bytes` bytes of f16 K/V.
+    fn engine_phase_kv_decompress(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32)
+        => decompress_entry
+}
+
 /// Body of `engine_phase_kv_decompress`: dequantizes the chunk read back into `bytes`
 /// raw bytes and scatters it into the cache.
 pub(crate) extern "C" fn decompress_entry(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) {
@@ -445,6 +457,13 @@ pub(crate) extern "C" fn decompress_entry(swap: *mut c_void, layer: u32, chunk: 
         o.copy_from_slice(&f16::from_f32(v).to_le_bytes());
     }
     s.scatter(layer as usize, chunk as usize);
+}
+
+probe_entry! {
+    /// Phase: write `bytes` bytes of chunk `chunk` of layer `layer`'s KV cache to its
+    /// swap file. Returns 0 or `-errno`.
+    fn engine_phase_kv_swap_out(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) -> i32
+        => swap_out_entry
 }
 
 /// Body of `engine_phase_kv_swap_out`: writes `bytes` bytes of chunk `chunk` of `layer`
@@ -471,6 +490,13 @@ pub(crate) extern "C" fn swap_out_entry(
         Ok(()) => 0,
         Err(e) => -e.raw_os_error().unwrap_or(libc::EIO),
     }
+}
+
+probe_entry! {
+    /// Phase: read `bytes` bytes of chunk `chunk` of layer `layer`'s KV cache back from
+    /// its swap file. Returns 0 or `-errno`.
+    fn engine_phase_kv_swap_in(swap: *mut c_void, layer: u32, chunk: u32, bytes: u32) -> i32
+        => swap_in_entry
 }
 
 /// Body of `engine_phase_kv_swap_in`: reads `bytes` bytes of chunk `chunk` of `layer`

@@ -8,23 +8,10 @@ use common::DType;
 use common::engine_abi::{GET_ROWS_PER_TOKEN, OpType, SOFT_MAX_UNMASKED};
 
 use super::config::ExpertConfig;
+use super::nodes::{Layer, mm, ne, ne3};
 use super::weights::{ExpertWeights, GatedFfn};
 use crate::error::EngineError;
 use crate::graph::{Graph, NodeAddr};
-use crate::ops::mul_mat::LAYOUT_ROWS;
-
-fn ne(a: usize, b: usize) -> [i64; 4] {
-    [a as i64, b as i64, 1, 1]
-}
-
-fn ne3(a: usize, b: usize, c: usize) -> [i64; 4] {
-    [a as i64, b as i64, c as i64, 1]
-}
-
-/// `MUL_MAT` op params for `rows` rows of `k` (see `ops::mul_mat`).
-fn mm(rows: usize, k: usize) -> [u32; 5] {
-    [LAYOUT_ROWS, LAYOUT_ROWS, rows as u32, 1, k as u32]
-}
 
 /// A block's FFN input and where its nodes go.
 #[derive(Clone, Copy, Debug)]
@@ -50,24 +37,22 @@ pub fn gated_ffn(
     act: OpType,
     suffix: &str,
 ) -> Result<NodeAddr, EngineError> {
-    let (e, rows, il) = (x.n_embd, x.rows, x.layer);
-    let l = il as i32;
-    let name = |s: &str| format!("{s}{suffix}-{il}");
-    let gate = g.op(
+    let (e, rows, l) = (x.n_embd, x.rows, Layer::of(x.layer));
+    let name = |s: &str| format!("{s}{suffix}");
+    let inner = ne(n_ff, rows);
+    let gate = l.f32(
+        g,
         OpType::MulMat,
         &name("ffn_gate"),
-        l,
-        DType::F32,
-        ne(n_ff, rows),
+        inner,
         &[w.gate, x.cur],
         &mm(rows, e),
     )?;
-    let up = g.op(
+    let up = l.f32(
+        g,
         OpType::MulMat,
         &name("ffn_up"),
-        l,
-        DType::F32,
-        ne(n_ff, rows),
+        inner,
         &[w.up, x.cur],
         &mm(rows, e),
     )?;
@@ -76,25 +61,16 @@ pub fn gated_ffn(
     } else {
         "ffn_swiglu"
     };
-    let act = g.op(
-        act,
-        &name(act_name),
-        l,
-        DType::F32,
-        ne(n_ff, rows),
-        &[gate, up],
-        &[],
-    )?;
+    let act = l.f32(g, act, &name(act_name), inner, &[gate, up], &[])?;
     let down_name = if suffix.is_empty() {
         name("ffn_out")
     } else {
         name("ffn_down")
     };
-    g.op(
+    l.f32(
+        g,
         OpType::MulMat,
         &down_name,
-        l,
-        DType::F32,
         ne(e, rows),
         &[w.down, act],
         &mm(rows, n_ff),
@@ -109,182 +85,200 @@ pub fn moe_ffn(
     w: ExpertWeights,
     cfg: &ExpertConfig,
 ) -> Result<NodeAddr, EngineError> {
-    let (e, t, il) = (x.n_embd, x.rows, x.layer);
-    let l = il as i32;
-    let (n_expert, k, ff) = (cfg.n_expert, cfg.n_used, cfg.n_ff_exp);
-    let name = |s: &str| format!("{s}-{il}");
-    let logits = g.op(
+    let route = route(g, x, w.router, cfg)?;
+    let moe_out = experts(g, x, &w, cfg, route)?;
+    let Some((shared, gate_inp)) = w.shared else {
+        return Ok(moe_out);
+    };
+    let shexp_out = shared_expert(g, x, shared, gate_inp, cfg.n_ff_shexp)?;
+    let shape = ne(x.n_embd, x.rows);
+    let l = Layer::of(x.layer);
+    l.f32(g, OpType::Add, "ffn_out", shape, &[moe_out, shexp_out], &[])
+}
+
+/// Which experts each token goes to, and with what weight.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    /// `ffn_moe_topk` `[n_used, rows]` i32: the selected experts.
+    topk: NodeAddr,
+    /// `[n_used, rows]` f32: their weights.
+    weights: NodeAddr,
+}
+
+/// The router: logits, softmax, the top `n_used` experts and their probabilities as
+/// weights (divided by their sum where the architecture renormalises them).
+fn route(
+    g: &mut Graph,
+    x: FfnInput,
+    router: NodeAddr,
+    cfg: &ExpertConfig,
+) -> Result<Route, EngineError> {
+    let (e, t, l) = (x.n_embd, x.rows, Layer::of(x.layer));
+    let (n_expert, k) = (cfg.n_expert, cfg.n_used);
+    let all = ne(n_expert, t);
+    let logits = l.f32(
+        g,
         OpType::MulMat,
-        &name("ffn_moe_logits"),
-        l,
-        DType::F32,
-        ne(n_expert, t),
-        &[w.router, x.cur],
+        "ffn_moe_logits",
+        all,
+        &[router, x.cur],
         &mm(t, e),
     )?;
-    let probs = g.op(
+    let softmax = [1.0f32.to_bits(), 0, SOFT_MAX_UNMASKED];
+    let probs = l.f32(
+        g,
         OpType::SoftMax,
-        &name("ffn_moe_probs"),
-        l,
-        DType::F32,
-        ne(n_expert, t),
+        "ffn_moe_probs",
+        all,
         &[logits],
-        &[1.0f32.to_bits(), 0, SOFT_MAX_UNMASKED],
+        &softmax,
     )?;
     let topk = g.op(
         OpType::TopK,
-        &name("ffn_moe_topk"),
-        l,
+        &l.name("ffn_moe_topk"),
+        l.index(),
         DType::I32,
         ne(k, t),
         &[probs],
         &[],
     )?;
-    let mut weights = g.op(
+    let per_token = [GET_ROWS_PER_TOKEN];
+    let mut weights = l.f32(
+        g,
         OpType::GetRows,
-        &name("ffn_moe_weights"),
-        l,
-        DType::F32,
+        "ffn_moe_weights",
         ne(k, t),
         &[probs, topk],
-        &[GET_ROWS_PER_TOKEN],
+        &per_token,
     )?;
     if cfg.normalize_weights {
-        let sum = g.op(
+        let sum = l.f32(
+            g,
             OpType::SumRows,
-            &name("ffn_moe_weights_sum"),
-            l,
-            DType::F32,
+            "ffn_moe_weights_sum",
             ne(1, t),
             &[weights],
             &[],
         )?;
         // llama.cpp: "avoid division by zero, clamp to smallest number representable by F16".
-        let sum = g.op(
+        let clamp = [6.103_515_6e-5_f32.to_bits(), f32::INFINITY.to_bits()];
+        let sum = l.f32(
+            g,
             OpType::Clamp,
-            &name("ffn_moe_weights_sum_clamped"),
-            l,
-            DType::F32,
+            "ffn_moe_weights_sum_clamped",
             ne(1, t),
             &[sum],
-            &[6.103_515_6e-5_f32.to_bits(), f32::INFINITY.to_bits()],
+            &clamp,
         )?;
-        weights = g.op(
+        weights = l.f32(
+            g,
             OpType::Div,
-            &name("ffn_moe_weights_norm"),
-            l,
-            DType::F32,
+            "ffn_moe_weights_norm",
             ne(k, t),
             &[weights, sum],
             &[],
         )?;
     }
+    Ok(Route { topk, weights })
+}
+
+/// The routed experts: expert-indexed gate/up products, SwiGLU, the down product,
+/// weighting and the sum over the selected experts (`ffn_moe_out` `[n_embd, rows]`).
+fn experts(
+    g: &mut Graph,
+    x: FfnInput,
+    w: &ExpertWeights,
+    cfg: &ExpertConfig,
+    r: Route,
+) -> Result<NodeAddr, EngineError> {
+    let (e, t, l) = (x.n_embd, x.rows, Layer::of(x.layer));
+    let (n_expert, k, ff) = (cfg.n_expert, cfg.n_used, cfg.n_ff_exp);
     // MUL_MAT_ID op params: S, k, T, E, K (see ops::mul_mat_id).
     let id_params =
         |s: usize, inner: usize| [s as u32, k as u32, t as u32, n_expert as u32, inner as u32];
-    let up = g.op(
+    let inner = ne3(ff, k, t);
+    let up_srcs = [w.up_exps, x.cur, r.topk, r.weights];
+    let up = l.f32(
+        g,
         OpType::MulMatId,
-        &name("ffn_moe_up"),
-        l,
-        DType::F32,
-        ne3(ff, k, t),
-        &[w.up_exps, x.cur, topk, weights],
+        "ffn_moe_up",
+        inner,
+        &up_srcs,
         &id_params(1, e),
     )?;
-    let gate = g.op(
+    let gate_srcs = [w.gate_exps, x.cur, r.topk, r.weights];
+    let gate = l.f32(
+        g,
         OpType::MulMatId,
-        &name("ffn_moe_gate"),
-        l,
-        DType::F32,
-        ne3(ff, k, t),
-        &[w.gate_exps, x.cur, topk, weights],
+        "ffn_moe_gate",
+        inner,
+        &gate_srcs,
         &id_params(1, e),
     )?;
-    let act = g.op(
-        OpType::SwiGlu,
-        &name("ffn_moe_swiglu"),
-        l,
-        DType::F32,
-        ne3(ff, k, t),
-        &[gate, up],
-        &[],
-    )?;
-    let down = g.op(
+    let act = l.f32(g, OpType::SwiGlu, "ffn_moe_swiglu", inner, &[gate, up], &[])?;
+    let per_expert = ne3(e, k, t);
+    let down_srcs = [w.down_exps, act, r.topk, r.weights];
+    let down = l.f32(
+        g,
         OpType::MulMatId,
-        &name("ffn_moe_down"),
-        l,
-        DType::F32,
-        ne3(e, k, t),
-        &[w.down_exps, act, topk, weights],
+        "ffn_moe_down",
+        per_expert,
+        &down_srcs,
         &id_params(k, ff),
     )?;
-    let weighted = g.op(
+    let weighted = l.f32(
+        g,
         OpType::Mul,
-        &name("ffn_moe_weighted"),
-        l,
-        DType::F32,
-        ne3(e, k, t),
-        &[down, weights],
+        "ffn_moe_weighted",
+        per_expert,
+        &[down, r.weights],
         &[],
     )?;
-    let moe_out = g.op(
-        OpType::MoeSum,
-        &name("ffn_moe_out"),
-        l,
-        DType::F32,
-        ne(e, t),
-        &[weighted],
-        &[],
-    )?;
-    let Some((shared, gate_inp)) = w.shared else {
-        return Ok(moe_out);
-    };
-    // The shared expert, scaled by sigmoid(gate_inp · x), which llama.cpp computes as
-    // silu(v) / v.
-    let gate_logit = g.op(
+    l.f32(g, OpType::MoeSum, "ffn_moe_out", ne(e, t), &[weighted], &[])
+}
+
+/// Qwen-MoE's shared expert, `n_ff` wide, scaled by `sigmoid(gate_inp · x)`, which
+/// llama.cpp computes as `silu(v) / v` (`ffn_shexp_out` `[n_embd, rows]`).
+fn shared_expert(
+    g: &mut Graph,
+    x: FfnInput,
+    shared: GatedFfn,
+    gate_inp: NodeAddr,
+    n_ff: usize,
+) -> Result<NodeAddr, EngineError> {
+    let (e, t, l) = (x.n_embd, x.rows, Layer::of(x.layer));
+    let one = ne(1, t);
+    let gate_logit = l.f32(
+        g,
         OpType::MulMat,
-        &name("ffn_shexp_gate_inp"),
-        l,
-        DType::F32,
-        ne(1, t),
+        "ffn_shexp_gate_inp",
+        one,
         &[gate_inp, x.cur],
         &mm(t, e),
     )?;
-    let silu = g.op(
+    let silu = l.f32(
+        g,
         OpType::Silu,
-        &name("ffn_shexp_gate_silu"),
-        l,
-        DType::F32,
-        ne(1, t),
+        "ffn_shexp_gate_silu",
+        one,
         &[gate_logit],
         &[],
     )?;
-    let sigmoid = g.op(
+    let sigmoid = l.f32(
+        g,
         OpType::Div,
-        &name("ffn_shexp_gate"),
-        l,
-        DType::F32,
-        ne(1, t),
+        "ffn_shexp_gate",
+        one,
         &[silu, gate_logit],
         &[],
     )?;
-    let shexp = gated_ffn(g, x, shared, cfg.n_ff_shexp, OpType::SwiGlu, "_shexp")?;
-    let shexp_out = g.op(
+    let shexp = gated_ffn(g, x, shared, n_ff, OpType::SwiGlu, "_shexp")?;
+    l.f32(
+        g,
         OpType::Mul,
-        &name("ffn_shexp_out"),
-        l,
-        DType::F32,
+        "ffn_shexp_out",
         ne(e, t),
         &[shexp, sigmoid],
-        &[],
-    )?;
-    g.op(
-        OpType::Add,
-        &name("ffn_out"),
-        l,
-        DType::F32,
-        ne(e, t),
-        &[moe_out, shexp_out],
         &[],
     )
 }

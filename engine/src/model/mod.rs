@@ -5,6 +5,7 @@ pub mod arch;
 pub mod build;
 pub mod config;
 pub mod ffn;
+mod nodes;
 pub mod tensors;
 pub mod vocab;
 pub mod weights;

@@ -17,7 +17,7 @@ use common::engine_abi::{EngineNode, NODE_FLAG_PACKED, NODE_FLAG_PACKED_ORDER, N
 use engine_gguf::GgufFile;
 
 use super::config::ModelConfig;
-use super::tensors::{ExpertShapes, TensorKind, TensorShapes, tensor_specs};
+use super::tensors::{ExpertShapes, TensorKind, TensorShapes, TensorSpec, tensor_specs};
 use crate::error::EngineError;
 use crate::graph::{NodeAddr, contiguous_strides};
 
@@ -134,72 +134,14 @@ impl Weights {
         path: &Path,
         repack: Repack,
     ) -> Result<Weights, EngineError> {
-        let wanted = tensor_specs(
-            cfg.arch,
-            TensorShapes {
-                n_embd: cfg.n_embd as u64,
-                n_embd_q: cfg.n_embd_q() as u64,
-                n_embd_kv: cfg.n_embd_kv() as u64,
-                n_ff: cfg.n_ff as u64,
-                n_vocab: cfg.n_vocab as u64,
-                n_layer: cfg.n_layer as u32,
-                experts: cfg.experts.map(|x| ExpertShapes {
-                    n_expert: x.n_expert as u64,
-                    n_ff_exp: x.n_ff_exp as u64,
-                    n_ff_shexp: x.n_ff_shexp as u64,
-                }),
-            },
-        );
+        let wanted = tensor_specs(cfg.arch, tensor_shapes(cfg));
         let mut nodes = Vec::with_capacity(wanted.len());
         let mut names = Vec::with_capacity(wanted.len());
         for w in &wanted {
-            let Some(t) = file.tensor(&w.name) else {
-                if w.optional {
-                    continue;
-                }
-                return Err(EngineError::MissingTensor {
-                    name: w.name.clone(),
-                });
-            };
-            let dtype = DType::from_u32(t.ggml_type as u32)
-                .filter(|&d| match w.kind {
-                    TensorKind::Matrix | TensorKind::Router => engine_kernels::has_kernels(d),
-                    TensorKind::Vector => d == DType::F32,
-                })
-                .ok_or_else(|| EngineError::UnsupportedTensorType {
-                    name: w.name.clone(),
-                    ty: t.ggml_type.name().to_owned(),
-                    supported: match w.kind {
-                        TensorKind::Matrix | TensorKind::Router => engine_kernels::weight_types()
-                            .map(DType::name)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        _ => DType::F32.name().to_owned(),
-                    },
-                })?;
-            let mut dims = t.dims.clone();
-            while dims.len() > w.dims.len() && dims.last() == Some(&1) {
-                dims.pop();
+            if let Some(node) = leaf(file, w)? {
+                nodes.push(node);
+                names.push(w.name.clone());
             }
-            if dims != w.dims {
-                return Err(EngineError::TensorShape {
-                    name: w.name.clone(),
-                    found: t.dims.clone(),
-                    expected: w.dims.clone(),
-                });
-            }
-            let mut node = EngineNode::empty();
-            node.set_name(&w.name);
-            node.dtype = dtype as u32;
-            node.flags = NODE_FLAG_WEIGHT;
-            node.layer = w.layer;
-            for (i, d) in w.dims.iter().enumerate() {
-                node.ne[i] = *d as i64;
-            }
-            node.nb = contiguous_strides(dtype, node.ne);
-            node.data = file.tensor_data(t).as_ptr() as u64;
-            nodes.push(node);
-            names.push(w.name.clone());
         }
         let _ = path;
         // Repacking gives a tied output product its own copy; token_embd stays the
@@ -215,71 +157,22 @@ impl Weights {
         let mut packed = Vec::new();
         if repack == Repack::On {
             packed = pack_matrices(&mut nodes, &names)?;
-            for n in nodes.iter_mut().filter(|n| n.ne[2] > 1) {
-                let dtype = n.dtype().unwrap_or(DType::F32);
-                let (k, rows) = (n.ne[0] as usize, n.ne[1] as usize);
-                if engine_kernels::packed::llama_cpp_repacks(dtype)
-                    && engine_kernels::packed::can_pack(dtype, k, rows)
-                {
-                    n.flags |= NODE_FLAG_PACKED_ORDER;
-                }
-            }
+            flag_packed_order(&mut nodes);
         }
         let nodes = nodes.into_boxed_slice();
-        let addr = |name: &str| -> Option<NodeAddr> {
-            names
-                .iter()
-                .position(|n| n == name)
-                .map(|i| &nodes[i] as *const EngineNode as NodeAddr)
+        let by_name = ByName {
+            nodes: &nodes,
+            names: &names,
         };
-        let must = |name: String| addr(&name).ok_or(EngineError::MissingTensor { name });
-        let token_embd = must("token_embd.weight".into())?;
-        let output = addr("output.weight")
-            .or_else(|| addr(TIED_OUTPUT))
+        let token_embd = by_name.must("token_embd.weight".into())?;
+        let output = by_name
+            .addr("output.weight")
+            .or_else(|| by_name.addr(TIED_OUTPUT))
             .unwrap_or(token_embd);
-        let output_norm = must("output_norm.weight".into())?;
-        let mut layers = Vec::with_capacity(cfg.n_layer);
-        for il in 0..cfg.n_layer {
-            let b = |s: &str| format!("blk.{il}.{s}");
-            layers.push(LayerWeights {
-                attn_norm: must(b("attn_norm.weight"))?,
-                wq: must(b("attn_q.weight"))?,
-                wk: must(b("attn_k.weight"))?,
-                wv: must(b("attn_v.weight"))?,
-                wo: must(b("attn_output.weight"))?,
-                bq: addr(&b("attn_q.bias")),
-                bk: addr(&b("attn_k.bias")),
-                bv: addr(&b("attn_v.bias")),
-                ffn_norm: must(b("ffn_norm.weight"))?,
-                post_attn_norm: addr(&b("post_attention_norm.weight")),
-                post_ffw_norm: addr(&b("post_ffw_norm.weight")),
-                ffn: match cfg.experts {
-                    None => FfnWeights::Dense(GatedFfn {
-                        gate: must(b("ffn_gate.weight"))?,
-                        up: must(b("ffn_up.weight"))?,
-                        down: must(b("ffn_down.weight"))?,
-                    }),
-                    Some(x) => FfnWeights::Experts(ExpertWeights {
-                        router: must(b("ffn_gate_inp.weight"))?,
-                        gate_exps: must(b("ffn_gate_exps.weight"))?,
-                        up_exps: must(b("ffn_up_exps.weight"))?,
-                        down_exps: must(b("ffn_down_exps.weight"))?,
-                        shared: if x.n_ff_shexp > 0 {
-                            Some((
-                                GatedFfn {
-                                    gate: must(b("ffn_gate_shexp.weight"))?,
-                                    up: must(b("ffn_up_shexp.weight"))?,
-                                    down: must(b("ffn_down_shexp.weight"))?,
-                                },
-                                must(b("ffn_gate_inp_shexp.weight"))?,
-                            ))
-                        } else {
-                            None
-                        },
-                    }),
-                },
-            });
-        }
+        let output_norm = by_name.must("output_norm.weight".into())?;
+        let layers = (0..cfg.n_layer)
+            .map(|il| by_name.layer(il, cfg))
+            .collect::<Result<Vec<_>, EngineError>>()?;
         Ok(Weights {
             token_embd,
             output_norm,
@@ -351,6 +244,154 @@ impl Weights {
             ranges.push((n.data as usize, bytes));
         }
         ranges
+    }
+}
+
+/// The shapes of the tensors `cfg` needs.
+fn tensor_shapes(cfg: &ModelConfig) -> TensorShapes {
+    TensorShapes {
+        n_embd: cfg.n_embd as u64,
+        n_embd_q: cfg.n_embd_q() as u64,
+        n_embd_kv: cfg.n_embd_kv() as u64,
+        n_ff: cfg.n_ff as u64,
+        n_vocab: cfg.n_vocab as u64,
+        n_layer: cfg.n_layer as u32,
+        experts: cfg.experts.map(|x| ExpertShapes {
+            n_expert: x.n_expert as u64,
+            n_ff_exp: x.n_ff_exp as u64,
+            n_ff_shexp: x.n_ff_shexp as u64,
+        }),
+    }
+}
+
+/// The leaf node of tensor `w` of `file` (over the mapped data), checked for presence, a
+/// type the engine computes with for its kind and the expected shape; `None` for an
+/// optional tensor the file does not have.
+fn leaf(file: &GgufFile, w: &TensorSpec) -> Result<Option<EngineNode>, EngineError> {
+    let Some(t) = file.tensor(&w.name) else {
+        if w.optional {
+            return Ok(None);
+        }
+        return Err(EngineError::MissingTensor {
+            name: w.name.clone(),
+        });
+    };
+    let dtype = DType::from_u32(t.ggml_type as u32)
+        .filter(|&d| match w.kind {
+            TensorKind::Matrix | TensorKind::Router => engine_kernels::has_kernels(d),
+            TensorKind::Vector => d == DType::F32,
+        })
+        .ok_or_else(|| EngineError::UnsupportedTensorType {
+            name: w.name.clone(),
+            ty: t.ggml_type.name().to_owned(),
+            supported: match w.kind {
+                TensorKind::Matrix | TensorKind::Router => engine_kernels::weight_types()
+                    .map(DType::name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => DType::F32.name().to_owned(),
+            },
+        })?;
+    let mut dims = t.dims.clone();
+    while dims.len() > w.dims.len() && dims.last() == Some(&1) {
+        dims.pop();
+    }
+    if dims != w.dims {
+        return Err(EngineError::TensorShape {
+            name: w.name.clone(),
+            found: t.dims.clone(),
+            expected: w.dims.clone(),
+        });
+    }
+    let mut node = EngineNode::empty();
+    node.set_name(&w.name);
+    node.dtype = dtype as u32;
+    node.flags = NODE_FLAG_WEIGHT;
+    node.layer = w.layer;
+    for (i, d) in w.dims.iter().enumerate() {
+        node.ne[i] = *d as i64;
+    }
+    node.nb = contiguous_strides(dtype, node.ne);
+    node.data = file.tensor_data(t).as_ptr() as u64;
+    Ok(Some(node))
+}
+
+/// Flags the expert tensors (3-D, left in the mapped file) that llama.cpp would repack
+/// with [`NODE_FLAG_PACKED_ORDER`], so that their products round like its repacked ones.
+fn flag_packed_order(nodes: &mut [EngineNode]) {
+    for n in nodes.iter_mut().filter(|n| n.ne[2] > 1) {
+        let dtype = n.dtype().unwrap_or(DType::F32);
+        let (k, rows) = (n.ne[0] as usize, n.ne[1] as usize);
+        if engine_kernels::packed::llama_cpp_repacks(dtype)
+            && engine_kernels::packed::can_pack(dtype, k, rows)
+        {
+            n.flags |= NODE_FLAG_PACKED_ORDER;
+        }
+    }
+}
+
+/// The loaded leaf nodes by tensor name.
+struct ByName<'a> {
+    nodes: &'a [EngineNode],
+    names: &'a [String],
+}
+
+impl ByName<'_> {
+    /// The address of tensor `name`'s node, if the file has it.
+    fn addr(&self, name: &str) -> Option<NodeAddr> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .map(|i| &self.nodes[i] as *const EngineNode as NodeAddr)
+    }
+
+    /// The address of tensor `name`'s node, which the model needs.
+    fn must(&self, name: String) -> Result<NodeAddr, EngineError> {
+        self.addr(&name).ok_or(EngineError::MissingTensor { name })
+    }
+
+    /// Block `il`'s weights.
+    fn layer(&self, il: usize, cfg: &ModelConfig) -> Result<LayerWeights, EngineError> {
+        let b = |s: &str| format!("blk.{il}.{s}");
+        Ok(LayerWeights {
+            attn_norm: self.must(b("attn_norm.weight"))?,
+            wq: self.must(b("attn_q.weight"))?,
+            wk: self.must(b("attn_k.weight"))?,
+            wv: self.must(b("attn_v.weight"))?,
+            wo: self.must(b("attn_output.weight"))?,
+            bq: self.addr(&b("attn_q.bias")),
+            bk: self.addr(&b("attn_k.bias")),
+            bv: self.addr(&b("attn_v.bias")),
+            ffn_norm: self.must(b("ffn_norm.weight"))?,
+            post_attn_norm: self.addr(&b("post_attention_norm.weight")),
+            post_ffw_norm: self.addr(&b("post_ffw_norm.weight")),
+            ffn: match cfg.experts {
+                None => FfnWeights::Dense(self.gated(&b, "")?),
+                Some(x) => FfnWeights::Experts(ExpertWeights {
+                    router: self.must(b("ffn_gate_inp.weight"))?,
+                    gate_exps: self.must(b("ffn_gate_exps.weight"))?,
+                    up_exps: self.must(b("ffn_up_exps.weight"))?,
+                    down_exps: self.must(b("ffn_down_exps.weight"))?,
+                    shared: if x.n_ff_shexp > 0 {
+                        Some((
+                            self.gated(&b, "_shexp")?,
+                            self.must(b("ffn_gate_inp_shexp.weight"))?,
+                        ))
+                    } else {
+                        None
+                    },
+                }),
+            },
+        })
+    }
+
+    /// A gated FFN's `ffn_{gate,up,down}{suffix}.weight` of the block `b` names.
+    fn gated(&self, b: &impl Fn(&str) -> String, suffix: &str) -> Result<GatedFfn, EngineError> {
+        Ok(GatedFfn {
+            gate: self.must(b(&format!("ffn_gate{suffix}.weight")))?,
+            up: self.must(b(&format!("ffn_up{suffix}.weight")))?,
+            down: self.must(b(&format!("ffn_down{suffix}.weight")))?,
+        })
     }
 }
 

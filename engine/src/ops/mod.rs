@@ -28,6 +28,8 @@ use common::engine_abi::{EngineNode, OpType};
 
 pub use params::ComputeParams;
 
+use crate::probe::probe_entry;
+
 /// Scratch bytes `node` needs from the backend (0 for most ops).
 pub fn work_size(node: &EngineNode) -> usize {
     match node.op_type() {
@@ -35,6 +37,13 @@ pub fn work_size(node: &EngineNode) -> usize {
         Some(OpType::MulMatId) => mul_mat_id::work_size(node),
         _ => 0,
     }
+}
+
+probe_entry! {
+    /// Operator level: thread `ith` of `nth` computes its share of `node`. `params` is the
+    /// backend's per-thread compute state.
+    fn engine_op_compute(node: *const EngineNode, ith: u32, nth: u32, params: *mut c_void)
+        => op_compute_entry
 }
 
 /// Body of `engine_op_compute`.

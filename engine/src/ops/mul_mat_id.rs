@@ -16,6 +16,8 @@
 //! Rows are gathered by expert (in order of first use), so each expert's rows are read
 //! once per chunk of output rows for all the tokens that selected it.
 
+use std::ops::Range;
+
 use common::DType;
 use common::engine_abi::{EngineNode, NODE_FLAG_PACKED_ORDER};
 
@@ -121,12 +123,13 @@ impl ExpertPath {
     }
 }
 
+/// Computes thread `p.ith`'s share of the node: converts its share of the gathered
+/// activation rows, then, after the barrier, its output rows of every expert group.
 pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     // SAFETY: sources of a node of the graph being computed.
     let (w, x, ids_node) = unsafe { (src(node.src[0]), src(node.src[1]), src(node.src[2])) };
     let d = dims(node);
     let (wtype, xrow) = converted_row(node, &d);
-    let vdt = engine_kernels::vec_dot_type(wtype);
     let pairs = d.used * d.t;
     // SAFETY: the ids node holds `used × t` I32s, written by the TOP_K node before this
     // one (graph order, barrier in between); nobody writes it meanwhile.
@@ -145,7 +148,53 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
     debug_assert!(out_base + pairs * d.n * 4 <= p.wsize);
 
     // 1. Convert the activation row of every gathered pair, split across threads.
-    for r in rows_for(pairs, p.ith, p.nth) {
+    let vdt = engine_kernels::vec_dot_type(wtype);
+    convert_gathered(x, &d, &order, vdt, xrow, p);
+    p.sync();
+
+    // 2. This thread's output rows of every expert group, computed as llama.cpp computes
+    //    that expert (see `ExpertPath`), then the scatter of those rows into dst.
+    let packed_order = w.flags & NODE_FLAG_PACKED_ORDER != 0;
+    let mine = if packed_order {
+        // Whole groups of 8 rows, to be repacked.
+        engine_kernels::split_rows(d.n, p.ith as usize, p.nth as usize)
+    } else {
+        rows_for(d.n, p.ith, p.nth)
+    };
+    let products = Products {
+        d,
+        w,
+        wtype,
+        w_stride: w.nb[1] as usize,
+        w_row_bytes: wtype.row_bytes(d.k).unwrap_or(0),
+        packed_order,
+        xrow,
+        mine,
+        wdata: p.wdata,
+        out_base,
+    };
+    let mut repacked = Vec::new();
+    let mut g = 0;
+    while g < order.len() {
+        let e = order[g].0;
+        let end = g + order[g..].iter().take_while(|o| o.0 == e).count();
+        products.group(e, g, end - g, &mut repacked);
+        products.scatter(node, &order, g, end);
+        g = end;
+    }
+}
+
+/// Converts the activation row of each of this thread's gathered pairs into the scratch
+/// (row `r` for `order[r]`), in the weights' dot-product type `vdt`.
+fn convert_gathered(
+    x: &EngineNode,
+    d: &Dims,
+    order: &[(usize, usize)],
+    vdt: DType,
+    xrow: usize,
+    p: &ComputeParams,
+) {
+    for r in rows_for(order.len(), p.ith, p.nth) {
         let pair = order[r].1;
         let (j, t) = (pair % d.used, pair / d.used);
         let xr = t * d.s + j % d.s;
@@ -158,125 +207,170 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
                 .expect("row sizes match by construction");
         }
     }
-    p.sync();
+}
 
-    // 2. This thread's output rows of every expert group, computed as llama.cpp computes
-    //    that expert (see `ExpertPath`), then the scatter of those rows into dst.
-    let packed_order = w.flags & NODE_FLAG_PACKED_ORDER != 0;
-    let mine = if packed_order {
-        // Whole groups of 8 rows, to be repacked.
-        engine_kernels::split_rows(d.n, p.ith as usize, p.nth as usize)
-    } else {
-        rows_for(d.n, p.ith, p.nth)
-    };
-    let w_row_bytes = wtype.row_bytes(d.k).unwrap_or(0);
-    let w_stride = w.nb[1] as usize;
-    let mut repacked = Vec::new();
-    let mut g = 0;
-    while g < order.len() {
-        let e = order[g].0;
-        let end = g + order[g..].iter().take_while(|o| o.0 == e).count();
-        let rows = end - g;
-        let path = ExpertPath::of(wtype, packed_order, rows);
-        let w_expert = (w.data + e as u64 * w.nb[2]) as *const u8;
-        let w_len = (d.n - 1) * w_stride + w_row_bytes;
-        // SAFETY: expert `e` (< E) of src0 spans `w_len` bytes from `w_expert` (the mapped
-        // tensor, validated at load).
-        let w_bytes = unsafe { std::slice::from_raw_parts(w_expert, w_len) };
-        // SAFETY: scratch rows g..end were written in step 1 (barrier passed) and are only
-        // read from here on.
-        let x_group = unsafe { std::slice::from_raw_parts(p.wdata.add(g * xrow), rows * xrow) };
-        let y_group = p
-            .wdata
-            .wrapping_add(out_base)
-            .cast::<f32>()
-            .wrapping_add(g * d.n);
-        let mut n0 = mine.start;
-        while n0 < mine.end {
-            let n1 = (n0 + N_CHUNK).min(mine.end);
+/// What every expert group's product reads: the weights, the sizes, this thread's output
+/// rows and where the scratch holds the converted activations and the outputs.
+struct Products<'a> {
+    d: Dims,
+    w: &'a EngineNode,
+    wtype: DType,
+    /// Bytes between two weight rows, and of one.
+    w_stride: usize,
+    w_row_bytes: usize,
+    /// Whether the weights are multiplied as repacked ([`NODE_FLAG_PACKED_ORDER`]).
+    packed_order: bool,
+    /// Bytes of one converted activation row.
+    xrow: usize,
+    /// This thread's output rows (of every expert).
+    mine: Range<usize>,
+    /// The scratch: converted activation rows, then at `out_base` one f32 output row per
+    /// gathered pair.
+    wdata: *mut u8,
+    out_base: usize,
+}
+
+impl Products<'_> {
+    /// This thread's output rows of expert `e` for the `rows` gathered pairs from `g` on,
+    /// into the scratch, `N_CHUNK` output rows at a time.
+    fn group(&self, e: usize, g: usize, rows: usize, repacked: &mut Vec<u8>) {
+        let (d, xrow) = (&self.d, self.xrow);
+        let path = ExpertPath::of(self.wtype, self.packed_order, rows);
+        let w_expert = (self.w.data + e as u64 * self.w.nb[2]) as *const u8;
+        let w_len = (d.n - 1) * self.w_stride + self.w_row_bytes;
+        let x_rows = self.wdata.wrapping_add(g * xrow);
+        let group = Group {
+            // SAFETY: expert `e` (< E) of src0 spans `w_len` bytes from `w_expert` (the
+            // mapped tensor, validated at load).
+            w_bytes: unsafe { std::slice::from_raw_parts(w_expert, w_len) },
+            // SAFETY: scratch rows g..g + rows were written in step 1 (barrier passed) and
+            // are only read from here on.
+            x_group: unsafe { std::slice::from_raw_parts(x_rows, rows * xrow) },
+            rows,
+            y_group: self
+                .wdata
+                .wrapping_add(self.out_base)
+                .cast::<f32>()
+                .wrapping_add(g * d.n),
+        };
+        let mut n0 = self.mine.start;
+        while n0 < self.mine.end {
+            let n1 = (n0 + N_CHUNK).min(self.mine.end);
             let done = match path {
-                ExpertPath::Repacked => {
-                    let len = engine_kernels::packed::packed_len(wtype, d.k, n1 - n0)
-                        .expect("flagged at load time, so packable");
-                    repacked.resize(len, 0u8);
-                    engine_kernels::packed::pack(
-                        wtype,
-                        d.k,
-                        n1 - n0,
-                        &w_bytes[n0 * w_stride..],
-                        w_stride,
-                        &mut repacked,
-                    )
-                    .expect("flagged at load time, so packable");
-                    // One row at a time: llama.cpp's gemv for every row (a call with
-                    // 4 or more rows would round like its gemm).
-                    (0..rows).try_for_each(|r| {
-                        // SAFETY: output row g + r of the scratch is written only at
-                        // columns n0..n1 by this thread; sizes are checked by the kernel.
-                        unsafe {
-                            engine_kernels::packed::matmul_packed(
-                                wtype,
-                                &repacked,
-                                d.k,
-                                &x_group[r * xrow..(r + 1) * xrow],
-                                xrow,
-                                1,
-                                0..n1 - n0,
-                                y_group.add(r * d.n + n0),
-                                d.n,
-                            )
-                        }
-                    })
-                }
-                // SAFETY: output rows g..end of the scratch are written only at columns
-                // n0..n1 by this thread; buffer sizes are checked by the kernel.
+                ExpertPath::Repacked => self.repacked(&group, n0..n1, repacked),
+                // SAFETY: output rows g..g + rows of the scratch are written only at
+                // columns n0..n1 by this thread; buffer sizes are checked by the kernel.
                 ExpertPath::Tiled => unsafe {
-                    engine_kernels::matmul::matmul(
-                        wtype,
-                        w_bytes,
-                        w_stride,
-                        d.k,
-                        x_group,
-                        xrow,
-                        rows,
-                        n0..n1,
-                        y_group,
-                        d.n,
-                    )
+                    self.matmul(&group, group.x_group, rows, n0..n1, group.y_group)
                 },
                 ExpertPath::VecDot => (0..rows).try_for_each(|r| {
+                    let x = &group.x_group[r * xrow..(r + 1) * xrow];
                     // SAFETY: as for the tiled product, one output row at a time.
-                    unsafe {
-                        engine_kernels::matmul::matmul(
-                            wtype,
-                            w_bytes,
-                            w_stride,
-                            d.k,
-                            &x_group[r * xrow..(r + 1) * xrow],
-                            xrow,
-                            1,
-                            n0..n1,
-                            y_group.add(r * d.n),
-                            d.n,
-                        )
-                    }
+                    unsafe { self.matmul(&group, x, 1, n0..n1, group.y_group.add(r * d.n)) }
                 }),
             };
             done.expect("buffer sizes match by construction");
             n0 = n1;
         }
+    }
+
+    /// Output rows `cols` of the group through the packed product: the weight rows
+    /// repacked on the fly into `repacked`, then llama.cpp's gemv for every row, one at a
+    /// time (a call with 4 or more rows would round like its gemm).
+    fn repacked(
+        &self,
+        group: &Group<'_>,
+        cols: Range<usize>,
+        repacked: &mut Vec<u8>,
+    ) -> Result<(), engine_kernels::KernelError> {
+        let (d, xrow, n) = (&self.d, self.xrow, cols.len());
+        let len = engine_kernels::packed::packed_len(self.wtype, d.k, n)
+            .expect("flagged at load time, so packable");
+        repacked.resize(len, 0u8);
+        engine_kernels::packed::pack(
+            self.wtype,
+            d.k,
+            n,
+            &group.w_bytes[cols.start * self.w_stride..],
+            self.w_stride,
+            repacked,
+        )
+        .expect("flagged at load time, so packable");
+        (0..group.rows).try_for_each(|r| {
+            // SAFETY: output row g + r of the scratch is written only at columns `cols` by
+            // this thread; sizes are checked by the kernel.
+            unsafe {
+                engine_kernels::packed::matmul_packed(
+                    self.wtype,
+                    repacked,
+                    d.k,
+                    &group.x_group[r * xrow..(r + 1) * xrow],
+                    xrow,
+                    1,
+                    0..n,
+                    group.y_group.add(r * d.n + cols.start),
+                    d.n,
+                )
+            }
+        })
+    }
+
+    /// The row-major product of `m` converted activation rows `x` of the group with its
+    /// expert's weight rows `cols`, into `y` (rows of `N` floats).
+    ///
+    /// # Safety
+    /// As [`engine_kernels::matmul::matmul`]: `y` must be valid for the written rows and
+    /// columns, written by nobody else meanwhile.
+    unsafe fn matmul(
+        &self,
+        group: &Group<'_>,
+        x: &[u8],
+        m: usize,
+        cols: Range<usize>,
+        y: *mut f32,
+    ) -> Result<(), engine_kernels::KernelError> {
+        let d = &self.d;
+        // SAFETY: forwarded caller contract.
+        unsafe {
+            engine_kernels::matmul::matmul(
+                self.wtype,
+                group.w_bytes,
+                self.w_stride,
+                d.k,
+                x,
+                self.xrow,
+                m,
+                cols,
+                y,
+                d.n,
+            )
+        }
+    }
+
+    /// Copies this thread's columns of the output rows of pairs `order[g..end]` from the
+    /// scratch into dst.
+    fn scatter(&self, node: &EngineNode, order: &[(usize, usize)], g: usize, end: usize) {
+        let (n, mine) = (self.d.n, &self.mine);
         for (r, &(_, pair)) in order.iter().enumerate().take(end).skip(g) {
             // SAFETY: dst is contiguous `[N, k, T]`: row `pair` holds N floats, of which
             // this thread alone writes `mine`; scratch output row `r` was written above
             // by this thread at the same columns.
             unsafe {
-                let from = (p.wdata.add(out_base) as *const f32).add(r * d.n + mine.start);
-                let to = (node.data as *mut f32).add(pair * d.n + mine.start);
+                let from = (self.wdata.add(self.out_base) as *const f32).add(r * n + mine.start);
+                let to = (node.data as *mut f32).add(pair * n + mine.start);
                 std::ptr::copy_nonoverlapping(from, to, mine.len());
             }
         }
-        g = end;
     }
+}
+
+/// One expert group's operands: the expert's weights, the group's converted activation
+/// rows and its output rows in the scratch.
+struct Group<'a> {
+    w_bytes: &'a [u8],
+    x_group: &'a [u8],
+    rows: usize,
+    y_group: *mut f32,
 }
 
 #[cfg(test)]

@@ -263,49 +263,112 @@ pub unsafe fn matmul_packed_with(
     if n_range.is_empty() || m == 0 {
         return Ok(());
     }
-    if !can_pack(wtype, k, n_range.end) || !n_range.start.is_multiple_of(PACK_ROWS) {
-        return Err(KernelError::NotPackable {
-            dtype: wtype,
-            k,
-            n: n_range.end,
-        });
-    }
-    let needed = packed_len(wtype, k, n_range.end)?;
-    if w.len() < needed {
-        return Err(KernelError::BufferTooSmall {
-            what: "packed weights",
-            required: needed,
-            actual: w.len(),
-        });
-    }
-    check_matrix(
-        "matmul activations",
-        crate::dot::vec_dot_type(wtype),
+    let product = PackedProduct {
+        wtype,
         k,
+        w,
         x,
         x_stride,
         m,
-    )?;
-    let nb = k / block_elems(wtype);
-    let gb = group_block_bytes(wtype).unwrap_or(0);
+        y,
+        y_stride,
+    };
+    product.check(&n_range)?;
     let backend = if backend.is_supported() {
         backend
     } else {
         Backend::Generic
     };
-    if wtype == DType::Q4_K {
+    let groups = n_range.start / PACK_ROWS..n_range.end / PACK_ROWS;
+    // SAFETY: the operands passed `check`; the outputs are the caller's (forwarded
+    // contract).
+    unsafe {
+        if wtype == DType::Q4_K {
+            product.q4_k_groups(backend, groups);
+        } else {
+            product.legacy_groups(backend, groups);
+        }
+    }
+    Ok(())
+}
+
+/// The operands of [`matmul_packed_with`]: weights of `wtype` packed in groups of
+/// [`PACK_ROWS`] rows of `k` elements, `m` activation rows, outputs at `y` with rows
+/// `y_stride` apart.
+struct PackedProduct<'a> {
+    wtype: DType,
+    k: usize,
+    w: &'a [u8],
+    x: &'a [u8],
+    x_stride: usize,
+    m: usize,
+    y: *mut f32,
+    y_stride: usize,
+}
+
+impl PackedProduct<'_> {
+    /// Checks the operands for output rows `n_range`: packable rows up to its end, a
+    /// start on a group, weights of that size, `m` activation rows.
+    fn check(&self, n_range: &Range<usize>) -> Result<(), KernelError> {
+        let (wtype, k) = (self.wtype, self.k);
+        if !can_pack(wtype, k, n_range.end) || !n_range.start.is_multiple_of(PACK_ROWS) {
+            return Err(KernelError::NotPackable {
+                dtype: wtype,
+                k,
+                n: n_range.end,
+            });
+        }
+        let needed = packed_len(wtype, k, n_range.end)?;
+        if self.w.len() < needed {
+            return Err(KernelError::BufferTooSmall {
+                what: "packed weights",
+                required: needed,
+                actual: self.w.len(),
+            });
+        }
+        let vdt = crate::dot::vec_dot_type(wtype);
+        check_matrix("matmul activations", vdt, k, self.x, self.x_stride, self.m)?;
+        Ok(())
+    }
+
+    /// Blocks per row.
+    fn nb(&self) -> usize {
+        self.k / block_elems(self.wtype)
+    }
+
+    /// Bytes of one block of a group (its 8 rows' share).
+    fn gb(&self) -> usize {
+        group_block_bytes(self.wtype).unwrap_or(0)
+    }
+
+    /// Group `g`'s packed weights and its first output.
+    fn group(&self, g: usize) -> (&[u8], *mut f32) {
+        let (nb, gb) = (self.nb(), self.gb());
+        (
+            &self.w[g * nb * gb..(g + 1) * nb * gb],
+            self.y.wrapping_add(g * PACK_ROWS),
+        )
+    }
+
+    /// Q4_K groups `groups` on `backend` (a supported one).
+    ///
+    /// # Safety
+    /// The operands passed [`Self::check`]; outputs of rows `8g..8g+8` for every `i < m`
+    /// and every group are writable and the caller's.
+    unsafe fn q4_k_groups(&self, backend: Backend, groups: Range<usize>) {
+        let nb = self.nb();
+        let (x, x_stride, m, y_stride) = (self.x, self.x_stride, self.m, self.y_stride);
         // llama.cpp's repacked MUL_MAT: gemm for the first m − m % 4 rows, gemv for the
         // rest (`forward_mul_mat_one_chunk` in ggml-cpu/repack.cpp).
         #[cfg(not(target_arch = "aarch64"))]
         let gemm_rows = m - m % 4;
-        for g in n_range.start / PACK_ROWS..n_range.end / PACK_ROWS {
-            let wg = &w[g * nb * gb..(g + 1) * nb * gb];
-            let yg = y.wrapping_add(g * PACK_ROWS);
+        for g in groups {
+            let (wg, yg) = self.group(g);
             match backend {
                 #[cfg(target_arch = "x86_64")]
                 Backend::Avx2 => {
-                    // SAFETY: AVX2 supported; group and activation rows checked above;
-                    // outputs of rows 8g..8g+8 for every i are the caller's.
+                    // SAFETY: AVX2 supported; group and activation rows checked
+                    // (`Self::check`); outputs of rows 8g..8g+8 for every i are the caller's.
                     unsafe {
                         q4_k_x86::group_rows(
                             nb,
@@ -346,59 +409,74 @@ pub unsafe fn matmul_packed_with(
                 }
             }
         }
-        return Ok(());
     }
-    #[cfg(target_arch = "x86_64")]
-    let bias = if backend == Backend::Avx2 && wtype == DType::Q4_0 {
-        nibble_bias(x, x_stride, m, nb)
-    } else {
-        Vec::new()
-    };
-    #[cfg(target_arch = "x86_64")]
-    let acts = x86::Activations {
-        rows: x.as_ptr(),
-        stride: x_stride,
-        bias: bias.as_ptr(),
-    };
-    for g in n_range.start / PACK_ROWS..n_range.end / PACK_ROWS {
-        let wg = &w[g * nb * gb..(g + 1) * nb * gb];
-        let yg = y.wrapping_add(g * PACK_ROWS);
-        match backend {
-            #[cfg(target_arch = "x86_64")]
-            Backend::Avx2 => {
-                // SAFETY: AVX2 supported; group and activation rows checked above, biases
-                // of every row and block computed above; outputs of rows 8g..8g+8 for every
-                // i are the caller's.
-                unsafe { x86::group_rows(wtype, nb, wg.as_ptr(), &acts, m, yg, y_stride) }
-            }
-            #[cfg(target_arch = "aarch64")]
-            Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
-                let (wg, xp) = (wg.as_ptr(), x.as_ptr());
-                type Group =
-                    unsafe fn(usize, usize, *const u8, *const u8, usize, usize, *mut f32, usize);
-                let f: Group = match (wtype == DType::Q4_0, backend.has_dotprod()) {
-                    (true, _) if backend == Backend::NeonI8mm && m >= 2 => {
-                        aarch64::legacy_group_rows_i8mm::<true>
-                    }
-                    (false, _) if backend == Backend::NeonI8mm && m >= 2 => {
-                        aarch64::legacy_group_rows_i8mm::<false>
-                    }
-                    (true, true) => aarch64::legacy_group_rows::<true, true>,
-                    (true, false) => aarch64::legacy_group_rows::<true, false>,
-                    (false, true) => aarch64::legacy_group_rows::<false, true>,
-                    (false, false) => aarch64::legacy_group_rows::<false, false>,
-                };
-                // SAFETY: NEON (and dotprod, i8mm for the backends that have them) supported; group and
-                // activation rows checked above; outputs of rows 8g..8g+8 are the caller's.
-                unsafe { f(nb, gb, wg, xp, x_stride, m, yg, y_stride) }
-            }
-            _ => {
-                // SAFETY: as above.
-                unsafe { group_rows_generic(wtype, nb, wg, x, x_stride, m, yg, y_stride) }
+
+    /// Q4_0 or Q8_0 groups `groups` on `backend` (a supported one).
+    ///
+    /// # Safety
+    /// As [`Self::q4_k_groups`].
+    unsafe fn legacy_groups(&self, backend: Backend, groups: Range<usize>) {
+        let (wtype, nb) = (self.wtype, self.nb());
+        let (x, x_stride, m, y_stride) = (self.x, self.x_stride, self.m, self.y_stride);
+        #[cfg(target_arch = "x86_64")]
+        let bias = if backend == Backend::Avx2 && wtype == DType::Q4_0 {
+            nibble_bias(x, x_stride, m, nb)
+        } else {
+            Vec::new()
+        };
+        #[cfg(target_arch = "x86_64")]
+        let acts = x86::Activations {
+            rows: x.as_ptr(),
+            stride: x_stride,
+            bias: bias.as_ptr(),
+        };
+        for g in groups {
+            let (wg, yg) = self.group(g);
+            match backend {
+                #[cfg(target_arch = "x86_64")]
+                Backend::Avx2 => {
+                    // SAFETY: AVX2 supported; group and activation rows checked
+                    // (`Self::check`), biases of every row and block computed above; outputs
+                    // of rows 8g..8g+8 for every i are the caller's.
+                    unsafe { x86::group_rows(wtype, nb, wg.as_ptr(), &acts, m, yg, y_stride) }
+                }
+                #[cfg(target_arch = "aarch64")]
+                Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
+                    let (wg, xp) = (wg.as_ptr(), x.as_ptr());
+                    type Group = unsafe fn(
+                        usize,
+                        usize,
+                        *const u8,
+                        *const u8,
+                        usize,
+                        usize,
+                        *mut f32,
+                        usize,
+                    );
+                    let f: Group = match (wtype == DType::Q4_0, backend.has_dotprod()) {
+                        (true, _) if backend == Backend::NeonI8mm && m >= 2 => {
+                            aarch64::legacy_group_rows_i8mm::<true>
+                        }
+                        (false, _) if backend == Backend::NeonI8mm && m >= 2 => {
+                            aarch64::legacy_group_rows_i8mm::<false>
+                        }
+                        (true, true) => aarch64::legacy_group_rows::<true, true>,
+                        (true, false) => aarch64::legacy_group_rows::<true, false>,
+                        (false, true) => aarch64::legacy_group_rows::<false, true>,
+                        (false, false) => aarch64::legacy_group_rows::<false, false>,
+                    };
+                    // SAFETY: NEON (and dotprod, i8mm for the backends that have them)
+                    // supported; group and activation rows checked (`Self::check`); outputs
+                    // of rows 8g..8g+8 are the caller's.
+                    unsafe { f(nb, self.gb(), wg, xp, x_stride, m, yg, y_stride) }
+                }
+                _ => {
+                    // SAFETY: as above.
+                    unsafe { group_rows_generic(wtype, nb, wg, x, x_stride, m, yg, y_stride) }
+                }
             }
         }
     }
-    Ok(())
 }
 
 /// `8 · Σ quants` of every block of `m` Q8_0 activation rows (`nb` blocks each), row-major:
