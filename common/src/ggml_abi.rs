@@ -5,7 +5,9 @@
 //! Unlike the engine's ABI (`engine_abi`, fixed and asserted at compile time), these
 //! layouts belong to somebody else's build and change between llama.cpp versions, so the
 //! collector detects the build and writes the layout into a map the programs read
-//! (`tracer-user/src/target_llama.rs`); the programs read every field at `base + offset`.
+//! (`tracer-user/src/targets/llama_cpp/`: `build.rs` detects the build, `layout/` derives
+//! the offsets from its code, `plan.rs` writes them into `GGML_LAYOUT`); the programs read
+//! every field at `base + offset`.
 
 use core::mem::{offset_of, size_of};
 

@@ -4,7 +4,8 @@
 //! Ids 0 to 10 are the engine's first [`crate::OpType`] values; after them come the op
 //! names of ggml (`GGML_OP_NAME` of ggml 0.26, in its order, minus those the engine
 //! already has), so a llama.cpp build's own op numbers are translated by name
-//! (`tracer-user/src/ggml_build.rs` writes the translation into the probes' op map)
+//! (`tracer-user/src/targets/llama_cpp/plan.rs` writes the translation into the probes'
+//! op map)
 //! and its ops keep their ggml names; then names the engine added. Every later engine op
 //! takes the id of its name here. New names are only ever appended.
 

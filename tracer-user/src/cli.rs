@@ -8,8 +8,17 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{
     config::{FileConfig, Overrides, TracerConfig},
-    probe_points,
-    record::{RecordRequest, TargetSpec, llama_plan::LlamaCppPlan, plan::TargetKind, record},
+    record::{RecordRequest, TargetSpec, record},
+    targets::{
+        TargetChoice, TargetKind,
+        engine::points,
+        llama_cpp::{
+            build::GgmlBuild,
+            layout::offsets::{GivenOffset, OffsetSource},
+            libraries,
+            plan::{self as llama_plan, LlamaCppPlan},
+        },
+    },
 };
 
 /// eBPF-based tracer for LLM inference.
@@ -52,7 +61,7 @@ enum Command {
         libs: Vec<PathBuf>,
         /// A llama.cpp struct offset the build's code does not name (repeat).
         #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
-        ggml_offsets: Vec<crate::ggml_layout::GivenOffset>,
+        ggml_offsets: Vec<GivenOffset>,
     },
     /// List the engine probe symbols this version knows.
     Symbols,
@@ -160,7 +169,7 @@ struct CaptureArgs {
     /// build whose layout cannot be derived; repeat for each field. Checked like derived
     /// ones, before and on attach.
     #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
-    ggml_offsets: Vec<crate::ggml_layout::GivenOffset>,
+    ggml_offsets: Vec<GivenOffset>,
     /// The command to start, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
@@ -210,7 +219,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 print_llama_probes(&plan);
                 return Ok(ExitCode::SUCCESS);
             }
-            let pts = probe_points::resolve(&binary)?;
+            let pts = points::resolve(&binary)?;
             println!(
                 "{} (build-id {})",
                 pts.path.display(),
@@ -275,9 +284,11 @@ impl CaptureArgs {
             output,
             config,
             target,
-            kind: self.target.into(),
-            libs: self.libs.clone(),
-            ggml_offsets: self.ggml_offsets.clone(),
+            choice: TargetChoice {
+                kind: self.target.into(),
+                libs: self.libs.clone(),
+                ggml_offsets: self.ggml_offsets.clone(),
+            },
         })
     }
 }
@@ -310,14 +321,14 @@ fn llama_plan_if_any(
     binary: &std::path::Path,
     target: TargetArg,
     libs: &[PathBuf],
-    given: &[crate::ggml_layout::GivenOffset],
+    given: &[GivenOffset],
 ) -> anyhow::Result<Option<LlamaCppPlan>> {
-    let engine = || probe_points::resolve(binary).is_ok();
+    let engine = || points::resolve(binary).is_ok();
     if target == TargetArg::Engine || (target == TargetArg::Auto && engine()) {
         return Ok(None);
     }
-    let files = crate::ggml_build::candidate_files(binary, None, libs);
-    let build = crate::ggml_build::GgmlBuild::detect(&files, given)?;
+    let files = libraries::candidate_files(binary, None, libs);
+    let build = GgmlBuild::detect(&files, given)?;
     Ok(Some(LlamaCppPlan::new(binary, build)))
 }
 
@@ -349,7 +360,7 @@ fn print_llama_probes(plan: &LlamaCppPlan) {
         "  struct layout ({} of {} offsets read from the build's code):",
         b.layout_fields
             .iter()
-            .filter(|f| matches!(f.source, crate::ggml_layout::OffsetSource::Derived(_)))
+            .filter(|f| matches!(f.source, OffsetSource::Derived(_)))
             .count(),
         b.layout_fields.len()
     );
@@ -393,13 +404,13 @@ fn print_llama_probes(plan: &LlamaCppPlan) {
     if b.op_level_missing.is_none()
         && let Some(op) = plan.expert_product_op()
     {
-        let info = crate::record::llama_plan::expert_route_info(op);
+        let info = llama_plan::expert_route_info(op);
         println!(
             "{:<6} {:<48} {:<10} {:<28} {}",
             info.level,
             info.point,
             info.attach,
-            crate::record::llama_plan::EXPERT_ROUTE,
+            llama_plan::EXPERT_ROUTE,
             info.cost_class
         );
     }

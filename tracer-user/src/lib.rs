@@ -1,6 +1,8 @@
 //! The profinfer tracer: loads the eBPF probes, attaches them to an engine process,
 //! collects events into a trace file (`trace-format`), and adapts probe levels to the
-//! target's decode speed (QoS). `main.rs` is a thin CLI over [`cli::run`].
+//! target's decode speed (QoS). `main.rs` is a thin CLI over [`cli::run`]. What is
+//! particular to a traced program (profinfer's engine, llama.cpp) is in [`targets`];
+//! [`record`] is the same for every target.
 
 /// The compiled eBPF object (built by `build.rs`).
 pub static EBPF_OBJECT: &[u8] =
@@ -8,15 +10,12 @@ pub static EBPF_OBJECT: &[u8] =
 
 pub mod a64_uprobe;
 pub mod analyze;
-pub mod backend_points;
 pub mod cli;
 pub mod config;
 pub mod counted_uprobe;
 pub mod diff;
 pub mod drain;
 pub mod export;
-pub mod ggml_build;
-pub mod ggml_layout;
 pub mod leaves;
 pub mod load;
 pub mod observe;
@@ -29,6 +28,7 @@ pub mod qos;
 pub mod record;
 pub mod report;
 pub mod target;
+pub mod targets;
 pub mod tui;
 pub mod uprobe_cost_class;
 pub mod windows;

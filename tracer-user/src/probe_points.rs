@@ -1,11 +1,10 @@
-//! Probe points of a target binary: where each engine probe symbol is, what its first
+//! Probe points of a target binary: where a probed function is, what its first
 //! instruction is, how expensive a uprobe there will be, and where to attach to avoid
 //! single-stepping (`shared/reference.md`: a nop or push is emulated for ~0.35-0.7 µs, any
 //! other first instruction is single-stepped for ~6 µs).
 
 use std::path::{Path, PathBuf};
 
-use common::engine_abi::symbols;
 use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, Formatter, InstructionInfoFactory, IntelFormatter,
     Mnemonic, OpAccess, OpKind, Register,
@@ -44,14 +43,6 @@ pub enum ProbePointError {
         #[source]
         source: object::Error,
     },
-    /// None of the engine's probe symbols are exported.
-    #[error(
-        "target binary `{path}` has no engine probe symbols (engine_decode, engine_op_compute, ...): is it the profinfer engine?"
-    )]
-    NoProbeSymbols {
-        /// The binary.
-        path: PathBuf,
-    },
 }
 
 pub use crate::uprobe_cost_class::CostClass;
@@ -73,24 +64,6 @@ pub struct ProbePoint {
     pub attach_insn: String,
     /// Cost class at the attach point.
     pub attach_cost: CostClass,
-}
-
-/// The resolved probe points of one binary.
-#[derive(Clone, Debug)]
-pub struct ProbePoints {
-    /// The binary.
-    pub path: PathBuf,
-    /// GNU build-id (hex), if present.
-    pub build_id: Option<String>,
-    /// The engine probe symbols found, in `symbols::ALL` order.
-    pub points: Vec<ProbePoint>,
-}
-
-impl ProbePoints {
-    /// The point for `symbol`, if resolved.
-    pub fn get(&self, symbol: &str) -> Option<&ProbePoint> {
-        self.points.iter().find(|p| p.symbol == symbol)
-    }
 }
 
 /// Classifies one decoded x86-64 instruction: what the kernel's x86 uprobes do with a
@@ -161,8 +134,11 @@ fn decode_one(bytes: &[u8], ip: u64) -> (String, CostClass, usize, Code) {
     (text, cost, insn.len(), insn.code())
 }
 
-/// Resolves the probe points of the ELF file at `path`.
-pub fn resolve(path: &Path) -> Result<ProbePoints, ProbePointError> {
+/// The bytes of the ELF file at `path` (at most [`MAX_BINARY_BYTES`]).
+///
+/// # Errors
+/// [`ProbePointError`]: the file cannot be read or is too large.
+pub fn read_binary(path: &Path) -> Result<Vec<u8>, ProbePointError> {
     let read = |source| ProbePointError::Read {
         path: path.to_path_buf(),
         source,
@@ -173,32 +149,7 @@ pub fn resolve(path: &Path) -> Result<ProbePoints, ProbePointError> {
             path: path.to_path_buf(),
         });
     }
-    let data = std::fs::read(path).map_err(read)?;
-    resolve_bytes(path, &data)
-}
-
-/// Resolves probe points from an ELF image already in memory.
-pub fn resolve_bytes(path: &Path, data: &[u8]) -> Result<ProbePoints, ProbePointError> {
-    let file = parse(path, data)?;
-    let points: Vec<ProbePoint> = symbols::ALL
-        .iter()
-        .filter_map(|name| {
-            file.dynamic_symbols()
-                .chain(file.symbols())
-                .find(|s| s.name() == Ok(name) && s.is_definition())
-                .map(|sym| point_of(&file, name, &sym, ArgUse::Registers(ARG_REGISTERS.len())))
-        })
-        .collect();
-    if points.is_empty() {
-        return Err(ProbePointError::NoProbeSymbols {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(ProbePoints {
-        path: path.to_path_buf(),
-        build_id: build_id(&file),
-        points,
-    })
+    std::fs::read(path).map_err(read)
 }
 
 /// Parses `data` as an object file, or says which file is not one.
@@ -258,7 +209,7 @@ const MAX_FUNCTION_SCAN: u64 = 1 << 20;
 /// The probe point at symbol `sym` (named `name`): its first instruction and, where that
 /// one would be single-stepped, the first cheap one of the function's straight-line start
 /// that its probe can use instead ([`cheap_attach`]).
-fn point_of<'d>(
+pub fn point_of<'d>(
     file: &object::File<'d>,
     name: &str,
     sym: &impl ObjectSymbol<'d>,
@@ -367,69 +318,4 @@ fn branches_into(code: &[u8], address: u64, size: u64, upto: u64) -> bool {
         }
     }
     false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use object::write::{Object as WObject, StandardSection, Symbol, SymbolSection};
-    use object::{Architecture, BinaryFormat, Endianness, SymbolFlags, SymbolKind, SymbolScope};
-
-    /// An ELF with the given functions (name, machine code) in `.text`.
-    fn elf(funcs: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut obj = WObject::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
-        let text = obj.section_id(StandardSection::Text);
-        for (name, code) in funcs {
-            let off = obj.append_section_data(text, code, 16);
-            obj.add_symbol(Symbol {
-                name: name.as_bytes().to_vec(),
-                value: off,
-                size: code.len() as u64,
-                kind: SymbolKind::Text,
-                scope: SymbolScope::Dynamic,
-                weak: false,
-                section: SymbolSection::Section(text),
-                flags: SymbolFlags::None,
-            });
-        }
-        obj.write().expect("write elf")
-    }
-
-    #[test]
-    fn classifies_nop_push_endbr_and_single_step() {
-        let nop5: &[u8] = &[0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3];
-        let endbr_push: &[u8] = &[0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0xc3]; // endbr64; push rbp
-        let endbr_lea: &[u8] = &[0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x8d, 0x05, 0, 0, 0, 0, 0xc3];
-        let push: &[u8] = &[0x55, 0xc3];
-        let vex: &[u8] = &[0xc5, 0xfa, 0x6f, 0x46, 0x54, 0xc3]; // vmovdqu xmm0,[rsi+54h]
-        let data = elf(&[
-            ("engine_phase_sample", vex),
-            ("engine_decode", nop5),
-            ("engine_graph_compute", endbr_push),
-            ("engine_op_compute", endbr_lea),
-            ("engine_phase_embed", push),
-        ]);
-        let pts = resolve_bytes(Path::new("t"), &data).expect("resolves");
-        let p = pts.get("engine_decode").expect("decode");
-        assert_eq!((p.entry_cost, p.attach_offset), (CostClass::Nop, 0));
-        let p = pts.get("engine_graph_compute").expect("graph");
-        assert_eq!(p.entry_cost, CostClass::SingleStep);
-        assert_eq!((p.attach_offset, p.attach_cost), (4, CostClass::Emulated));
-        assert!(p.first_insn.contains("endbr64"), "{}", p.first_insn);
-        let p = pts.get("engine_op_compute").expect("op");
-        assert_eq!((p.attach_offset, p.attach_cost), (0, CostClass::SingleStep));
-        let p = pts.get("engine_phase_embed").expect("embed");
-        assert_eq!(p.entry_cost, CostClass::Emulated);
-        let p = pts.get("engine_phase_sample").expect("sample");
-        assert_eq!(p.attach_cost, CostClass::Unsupported, "{}", p.first_insn);
-    }
-
-    #[test]
-    fn binary_without_symbols_is_refused() {
-        let data = elf(&[("main", &[0xc3])]);
-        assert!(matches!(
-            resolve_bytes(Path::new("t"), &data),
-            Err(ProbePointError::NoProbeSymbols { .. })
-        ));
-    }
 }

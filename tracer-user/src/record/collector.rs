@@ -14,11 +14,10 @@ use common::{
 };
 use tokio::io::unix::AsyncFd;
 
-use super::{
-    RecordError, abi_mismatch_message, collector_header,
-    probe_maps::ProbeMaps,
-    sink::{TraceSink, split_record},
-};
+use super::clock::collector_header;
+use super::error::RecordError;
+use super::probe_maps::ProbeMaps;
+use super::sink::{TraceSink, split_record};
 use crate::{
     config::{BufferKind, TracerConfig},
     drain::EventSource,
@@ -28,13 +27,14 @@ use crate::{
     pmc::PmcSet,
     qos::{QosController, QosDecision},
     target::{self, TargetEnd},
+    targets::plan::{ProbePlan, RecordCheck, RecordsRejected},
     windows::OpWindows,
 };
 
 /// How often the collector drains without being woken (the ring forces a wake-up when
 /// it is a quarter full, and decode exits do when tokens must be seen at once). Every
-/// wake-up on a small board preempts an engine thread, so it is kept long: a 10 ms tick
-/// cost ~0.7 % of one CPU while recording 400 token/graph records.
+/// wake-up on a small board preempts a thread of the target, so it is kept long: a 10 ms
+/// tick cost ~0.7 % of one CPU while recording 400 token/graph records.
 const DRAIN_TICK: Duration = Duration::from_millis(50);
 
 /// What one drain saw that the collector acts on.
@@ -46,8 +46,8 @@ struct Drained {
     decode_steps: Vec<u64>,
     /// A graph or decode exit was drained: every source of that graph is known.
     boundary: bool,
-    /// What the attach-time layout check found wrong, if anything.
-    layout_wrong: Option<String>,
+    /// What the target's check of the first records found wrong, if anything.
+    rejected: Option<RecordsRejected>,
 }
 
 /// How the collection ended.
@@ -75,6 +75,7 @@ enum Wake {
 /// A running collection.
 pub struct Collector<'c, 'o> {
     cfg: &'c TracerConfig,
+    plan: &'c dyn ProbePlan,
     pid: u32,
     /// The maps and the eBPF object.
     pub maps: ProbeMaps,
@@ -97,16 +98,17 @@ pub struct Collector<'c, 'o> {
     pub abi_reported: bool,
     /// Switches the kernel's eBPF statistics on and off (sampled windows).
     pub cost_meter: Option<crate::probe_cost::ProbeCostMeter>,
-    /// The check of the first records read through a llama.cpp build's layout.
-    pub layout_check: Option<super::layout_check::LayoutCheck>,
+    /// The target's check of the first records, until they are confirmed.
+    record_check: Option<Box<dyn RecordCheck>>,
 }
 
 impl<'c, 'o> Collector<'c, 'o> {
-    /// A collection over set-up maps, sink and source; `control` is what the control
-    /// map will hold once the target runs.
+    /// A collection over set-up maps, sink and source for the target of `plan`;
+    /// `control` is what the control map will hold once the target runs.
     #[allow(clippy::too_many_arguments, reason = "the parts of one recording")]
     pub fn new(
         cfg: &'c TracerConfig,
+        plan: &'c dyn ProbePlan,
         pid: u32,
         maps: ProbeMaps,
         sink: TraceSink<'o>,
@@ -118,6 +120,7 @@ impl<'c, 'o> Collector<'c, 'o> {
     ) -> Collector<'c, 'o> {
         Collector {
             cfg,
+            plan,
             pid,
             maps,
             sink,
@@ -133,7 +136,7 @@ impl<'c, 'o> Collector<'c, 'o> {
             qos_switches: 0,
             abi_reported: false,
             cost_meter: None,
-            layout_check: None,
+            record_check: plan.record_check(),
         }
     }
 
@@ -221,10 +224,10 @@ impl<'c, 'o> Collector<'c, 'o> {
         self.control.target_tgid = 0;
         self.maps.write_control(self.control)?;
         tokio::time::sleep(Duration::from_millis(50)).await;
-        // A short target can end before any periodic drain: the layout check then sees
+        // A short target can end before any periodic drain: the record check then sees
         // its first records only here, and a wrong layout must still stop the recording.
-        if let Some(found) = self.drain().layout_wrong {
-            return Err(RecordError::LayoutWrong { found });
+        if let Some(rejected) = self.drain().rejected {
+            return Err(rejected.into());
         }
         self.sink.check()?;
         Ok(ending)
@@ -234,16 +237,16 @@ impl<'c, 'o> Collector<'c, 'o> {
     fn drain(&mut self) -> Drained {
         let mut d = Drained::default();
         let drained_at = Instant::now();
-        let (sink, leaves, check) = (&mut self.sink, &mut self.leaves, &mut self.layout_check);
+        let (sink, leaves, check) = (&mut self.sink, &mut self.leaves, &mut self.record_check);
         self.source.drain(|bytes| {
             let Some((kind, record)) = split_record(bytes) else {
                 return;
             };
             if let Some(c) = check.as_mut()
-                && d.layout_wrong.is_none()
-                && let Err(wrong) = c.observe(kind, record)
+                && d.rejected.is_none()
+                && let Err(rejected) = c.observe(kind, record)
             {
-                d.layout_wrong = Some(wrong);
+                d.rejected = Some(rejected);
             }
             sink.probe_record(record);
             let word = |o: usize| {
@@ -270,15 +273,11 @@ impl<'c, 'o> Collector<'c, 'o> {
 
     /// Counters on new threads, leaf nodes when due, the QoS controller.
     fn after_drain(&mut self, d: Drained) -> Result<(), RecordError> {
-        if let Some(found) = d.layout_wrong {
-            return Err(RecordError::LayoutWrong { found });
+        if let Some(rejected) = d.rejected {
+            return Err(rejected.into());
         }
-        if self
-            .layout_check
-            .as_ref()
-            .is_some_and(super::layout_check::LayoutCheck::confirmed)
-        {
-            self.layout_check = None;
+        if self.record_check.as_ref().is_some_and(|c| c.confirmed()) {
+            self.record_check = None;
         }
         for tid in d.new_tids {
             if let Some(ev) = self.maps.open_counters(&mut self.pmcs, self.pid, tid)? {
@@ -420,7 +419,9 @@ impl<'c, 'o> Collector<'c, 'o> {
                 .maps
                 .stat_per_cpu(STAT_ABI_SEEN)
                 .map_or(0, |v| v.iter().copied().max().unwrap_or(0));
-            eprintln!("profinfer: {}", abi_mismatch_message(seen as u32));
+            if let Some(message) = self.plan.abi_mismatch(seen as u32) {
+                eprintln!("profinfer: {message}");
+            }
             self.abi_reported = true;
         }
         if !self.sink.observer().is_live() {

@@ -13,7 +13,8 @@ use common::{
     event::{EventKind, PmcOpenEvent},
 };
 
-use super::{RecordError, clocks, collector_header, map_err};
+use super::clock::{clocks, collector_header};
+use super::error::{RecordError, map_err};
 use crate::{config::BufferKind, drain::EventSource, load::OpProbes, pmc::PmcSet};
 
 /// The loaded eBPF object and the maps the collector reads and writes.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use common::event::EventKind;
 use trace_format::{TraceError, TraceFooter, TraceHeader, TraceWriter, WireRecord, record_bytes};
 
-use super::RecordError;
+use super::error::RecordError;
 use crate::observe::RecordObserver;
 
 /// The trace writer and the observer, with the counts the footer needs.

@@ -5,10 +5,8 @@
 use common::control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED, LEVEL_TOKEN};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::{
-    feed::{LiveUpdate, RecordingEnd},
-    snapshot::{LiveSnapshot, OpRow},
-};
+use super::feed::{LiveUpdate, RecordingEnd};
+use super::snapshot::{LiveSnapshot, OpRow};
 
 /// The probe levels the keys `1`..`5` switch, in key order, with their names.
 pub const LEVEL_KEYS: [(u32, &str); 5] = [

@@ -12,6 +12,8 @@ use common::{
 };
 use trace_format::{Event, decode_record};
 
+use crate::targets::plan::{RecordCheck, RecordsRejected};
+
 /// Node descriptions (or, without the op level, graphs) checked before the layout
 /// counts as confirmed and the check is dropped.
 const DESCRIPTIONS_CHECKED: u32 = 16;
@@ -22,6 +24,17 @@ const MAX_GGML_TYPE: u32 = 64;
 const MAX_GRAPH_NODES: u32 = 1 << 20;
 /// Largest plausible extent of one dimension.
 const MAX_EXTENT: i64 = 1 << 40;
+
+/// The first records read through a llama.cpp build's struct layout are not ggml nodes:
+/// the layout is wrong for this process.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the first records read through this llama.cpp build's struct layout show {found}: the layout (see `profinfer probes`) does not fit this process; recording stopped, trace removed, target left running unprobed"
+)]
+pub struct LayoutWrong {
+    /// What was read.
+    pub found: String,
+}
 
 /// The check's state over the first records of a recording.
 #[derive(Debug)]
@@ -40,39 +53,44 @@ impl LayoutCheck {
             graphs_checked: 0,
         }
     }
+}
 
-    /// Whether enough records have passed (the collector then drops the check).
-    pub fn confirmed(&self) -> bool {
-        self.checked >= DESCRIPTIONS_CHECKED || self.graphs_checked >= DESCRIPTIONS_CHECKED
-    }
-
-    /// Checks one raw record of `kind`; `Err` says, in one line, what is not a ggml node.
-    ///
-    /// # Errors
-    /// The record, read through the layout, is not a ggml node or graph.
-    pub fn observe(&mut self, kind: u32, record: &[u8]) -> Result<(), String> {
+impl RecordCheck for LayoutCheck {
+    /// Checks one raw record of `kind`; a record that, read through the layout, is not a
+    /// ggml node or graph is [`LayoutWrong`].
+    fn observe(&mut self, kind: u32, record: &[u8]) -> Result<(), RecordsRejected> {
         if self.confirmed() {
             return Ok(());
         }
-        if kind == EventKind::GraphCompute as u32 {
-            if let Some(Event::Graph(g)) = decode_record(EventKind::GraphCompute, record) {
-                self.graphs_checked += 1;
-                return check_graph(&g);
+        let checked = if kind == EventKind::GraphCompute as u32 {
+            match decode_record(EventKind::GraphCompute, record) {
+                Some(Event::Graph(g)) => {
+                    self.graphs_checked += 1;
+                    check_graph(&g)
+                }
+                _ => Ok(()),
             }
         } else if kind == EventKind::NodeDesc as u32
             && let Some(Event::NodeDesc(d)) = decode_record(EventKind::NodeDesc, record)
         {
             self.checked += 1;
-            return check_node(
+            check_node(
                 d.op,
                 d.detail,
                 &d.name,
                 d.structure.dtype,
                 &d.structure.ne,
                 self.n_ops,
-            );
-        }
-        Ok(())
+            )
+        } else {
+            Ok(())
+        };
+        checked.map_err(|found| RecordsRejected::new(LayoutWrong { found }))
+    }
+
+    /// Whether enough records have passed (the collector then drops the check).
+    fn confirmed(&self) -> bool {
+        self.checked >= DESCRIPTIONS_CHECKED || self.graphs_checked >= DESCRIPTIONS_CHECKED
     }
 }
 

@@ -19,11 +19,12 @@ use common::{
 };
 use trace_format::ProbeInfo;
 
-use super::plan::ProbePlan;
+use super::build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS};
+use super::layout_check::LayoutCheck;
 use crate::{
-    ggml_build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS},
     load::{self, LoadError, OpProbes, UprobeScope, UprobeSite},
     probe_points::ProbePoint,
+    targets::plan::{ProbePlan, RecordCheck},
 };
 
 /// The program reading an expert-indexed product's routing, tail-called from the
@@ -334,13 +335,11 @@ impl ProbePlan for LlamaCppPlan {
         }
     }
 
-    fn layout_check(&self) -> Option<super::layout_check::LayoutCheck> {
-        Some(super::layout_check::LayoutCheck::new(
-            self.build.op_names.len() as u32,
-        ))
+    fn record_check(&self) -> Option<Box<dyn RecordCheck>> {
+        Some(Box::new(LayoutCheck::new(self.build.op_names.len() as u32)))
     }
 
-    fn settings(&self) -> Vec<(String, String)> {
+    fn settings(&self, _probes: &[ProbeInfo]) -> Vec<(String, String)> {
         let mut settings = vec![
             ("target".into(), "llama.cpp".into()),
             ("ggml".into(), self.build.describe()),

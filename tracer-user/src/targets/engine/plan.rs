@@ -1,0 +1,103 @@
+//! The probe plan for profinfer's own engine: its exported probe symbols
+//! ([`super::points`]), attached as [`super::uprobes`] says; its structures are decoded
+//! by the eBPF programs with the layout in `common::engine_abi`, fixed at compile time.
+
+use std::path::{Path, PathBuf};
+
+use aya::Ebpf;
+use common::{control::DETAIL_EXACT_SPANS, engine_abi::symbols};
+use trace_format::ProbeInfo;
+
+use super::points::{self, EngineError, ProbePoints};
+use super::uprobes;
+use crate::{
+    load::{LoadError, OpProbes, UprobeScope},
+    targets::plan::ProbePlan,
+};
+
+/// The plan for profinfer's engine: its exported probe symbols.
+#[derive(Clone, Debug)]
+pub struct EnginePlan {
+    exe: PathBuf,
+    points: ProbePoints,
+}
+
+impl EnginePlan {
+    /// Resolves the engine's probe points in `exe`.
+    ///
+    /// # Errors
+    /// [`EngineError`] when the binary cannot be read or has no probe symbols (one line
+    /// naming the binary and what is missing).
+    pub fn resolve(exe: &Path) -> Result<EnginePlan, EngineError> {
+        Ok(EnginePlan {
+            exe: exe.to_path_buf(),
+            points: points::resolve(exe)?,
+        })
+    }
+}
+
+/// How the engine's node ends were recorded, as the attached probes say: `batched`
+/// (`engine_op_times`) or `per-node` (`engine_op_done`); `None` without either (no
+/// operator level).
+fn node_ends(probes: &[ProbeInfo]) -> Option<&'static str> {
+    let has = |symbol: &str| probes.iter().any(|p| p.point == symbol);
+    if has(symbols::OP_TIMES) {
+        Some("batched")
+    } else if has(symbols::OP_DONE) {
+        Some("per-node")
+    } else {
+        None
+    }
+}
+
+impl ProbePlan for EnginePlan {
+    fn binary(&self) -> &Path {
+        &self.exe
+    }
+
+    fn build_id(&self) -> Option<String> {
+        self.points.build_id.clone()
+    }
+
+    fn attach(
+        &self,
+        ebpf: &mut Ebpf,
+        levels: u32,
+        op_detail: u32,
+        pid: u32,
+    ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
+        // Only the target traps (a held child keeps its per-task events across exec);
+        // the in-program tgid filter stays as the second guard.
+        uprobes::attach(
+            ebpf,
+            &self.exe,
+            &self.points,
+            levels,
+            op_detail,
+            UprobeScope::OneProcess(pid),
+        )
+    }
+
+    fn op_detail(&self, wanted: u32) -> u32 {
+        if self.points.get(symbols::OP_DONE).is_some() {
+            wanted
+        } else {
+            wanted | DETAIL_EXACT_SPANS
+        }
+    }
+
+    fn settings(&self, probes: &[ProbeInfo]) -> Vec<(String, String)> {
+        let mut settings = vec![("target".into(), "engine".into())];
+        if let Some(ends) = node_ends(probes) {
+            settings.push(("node_ends".into(), ends.into()));
+        }
+        settings
+    }
+
+    fn abi_mismatch(&self, seen: u32) -> Option<String> {
+        Some(format!(
+            "engine ABI version {seen}, expected {}: structure fields not recorded",
+            common::engine_abi::ENGINE_ABI_VERSION
+        ))
+    }
+}
