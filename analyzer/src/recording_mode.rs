@@ -4,9 +4,9 @@
 //! and whether counters were read. Taken from the trace header's settings and from the
 //! records themselves (which are the truth when the two disagree, e.g. a QoS switch).
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
+
+use trace_format::{NodeEnds, RecordingSettings};
 
 use crate::model::{TraceModel, WindowMark};
 
@@ -48,7 +48,7 @@ pub struct RecordingMode {
 }
 
 /// The recording mode of `model`, whose trace header had `settings`.
-pub fn recording_mode(settings: &BTreeMap<String, String>, model: &TraceModel) -> RecordingMode {
+pub fn recording_mode(settings: &RecordingSettings, model: &TraceModel) -> RecordingMode {
     let c = model.counts();
     let kinds = [
         (c.spans_exact, SpanBounds::Exact),
@@ -68,9 +68,17 @@ pub fn recording_mode(settings: &BTreeMap<String, String>, model: &TraceModel) -
     };
     // From the settings, or from the switches themselves (the live view has no header).
     let windows = settings
-        .get("op_windows")
-        .filter(|w| w.as_str() != "off" && !w.is_empty())
-        .cloned()
+        .op_windows
+        .flatten()
+        .map(|w| format!("{}/{}", w.on, w.period))
+        // A value this version could not read is shown as it was written.
+        .or_else(|| {
+            settings
+                .other
+                .get("op_windows")
+                .filter(|w| !w.is_empty())
+                .cloned()
+        })
         .or_else(|| (!model.op_windows().is_empty()).then(|| "on".to_owned()));
     let traced_steps = windows.as_ref().map(|_| {
         let decode = model
@@ -92,9 +100,7 @@ pub fn recording_mode(settings: &BTreeMap<String, String>, model: &TraceModel) -
         SpanBounds::Exact => "exact operator spans (both ends probed on every thread)".to_owned(),
         // The engine's node ends taken by the engine itself and handed over in tables
         // (the header's `node_ends`), or probed one by one.
-        SpanBounds::StartAtRelease
-            if settings.get("node_ends").map(String::as_str) == Some("batched") =>
-        {
+        SpanBounds::StartAtRelease if settings.node_ends == Some(NodeEnds::Batched) => {
             "operator spans: ends taken by the engine and handed over in batches, starts \
              at the barrier's release (exact to a waiting thread's wake-up)"
                 .to_owned()
@@ -154,7 +160,7 @@ pub fn recording_mode(settings: &BTreeMap<String, String>, model: &TraceModel) -
 pub fn timeline_marks(model: &TraceModel) -> Vec<(u64, String)> {
     let mut marks = Vec::new();
     if let Some(first) = model.first_ns() {
-        let mode = recording_mode(&BTreeMap::new(), model);
+        let mode = recording_mode(&RecordingSettings::default(), model);
         marks.push((first, format!("recording: {}", mode.text)));
     }
     marks.extend(
@@ -218,15 +224,23 @@ mod tests {
         build(&events)
     }
 
+    /// The settings of a header table with one key.
+    fn table(k: &str, v: &str) -> RecordingSettings {
+        RecordingSettings::from_table(&std::collections::BTreeMap::from([(
+            k.to_owned(),
+            v.to_owned(),
+        )]))
+    }
+
     #[test]
     fn the_mode_follows_the_records() {
-        let none = BTreeMap::new();
+        let none = RecordingSettings::default();
         assert_eq!(recording_mode(&none, &spans(&[])).spans, SpanBounds::None);
         let m = recording_mode(&none, &spans(&[OP_SPAN_START_AT_RELEASE]));
         assert_eq!(m.spans, SpanBounds::StartAtRelease);
         assert!(m.text.contains("barrier's release"), "{}", m.text);
         assert!(m.text.contains("ends probed"), "{}", m.text);
-        let batched = BTreeMap::from([("node_ends".to_owned(), "batched".to_owned())]);
+        let batched = table("node_ends", "batched");
         let m = recording_mode(&batched, &spans(&[OP_SPAN_START_AT_RELEASE]));
         assert_eq!(m.spans, SpanBounds::StartAtRelease);
         assert!(
@@ -247,12 +261,12 @@ mod tests {
 
     #[test]
     fn windows_say_how_many_steps_were_traced() {
-        let settings = BTreeMap::from([("op_windows".to_owned(), "8/32".to_owned())]);
+        let settings = table("op_windows", "8/32");
         let m = recording_mode(&settings, &spans(&[0]));
         assert_eq!(m.windows.as_deref(), Some("8/32"));
         assert_eq!(m.traced_steps, Some((1, 1)));
         assert!(m.text.contains("sampled windows 8/32"), "{}", m.text);
-        let off = BTreeMap::from([("op_windows".to_owned(), "off".to_owned())]);
+        let off = table("op_windows", "off");
         assert_eq!(recording_mode(&off, &spans(&[0])).windows, None);
     }
 

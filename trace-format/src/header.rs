@@ -99,10 +99,24 @@ pub struct TraceHeader {
     pub counter_notes: Vec<String>,
     /// Record sizes of every event kind the writer knew.
     pub event_kinds: Vec<EventKindInfo>,
-    /// Recording settings (levels, structure, buffer kind and size, QoS...).
+    /// Recording settings (levels, structure, buffer kind and size, QoS...) as stored:
+    /// write and read them through [`TraceHeader::recording_settings`] and
+    /// [`TraceHeader::set_recording_settings`].
     pub settings: BTreeMap<String, String>,
     /// String table: strings events refer to by index (node names, by first appearance).
     pub strings: Vec<String>,
+}
+
+impl TraceHeader {
+    /// The recording settings, typed.
+    pub fn recording_settings(&self) -> crate::RecordingSettings {
+        crate::RecordingSettings::from_table(&self.settings)
+    }
+
+    /// Stores `settings` as the header's recording settings.
+    pub fn set_recording_settings(&mut self, settings: &crate::RecordingSettings) {
+        self.settings = settings.to_table();
+    }
 }
 
 /// Totals written when recording ends cleanly.

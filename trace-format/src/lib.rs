@@ -32,6 +32,7 @@ mod event;
 mod header;
 mod reader;
 mod record;
+mod settings;
 mod writer;
 
 pub use chunk::{
@@ -46,4 +47,5 @@ pub use header::{
 };
 pub use reader::{Chunks, Events, TraceReader};
 pub use record::{EventChunk, RecordRef, Records};
+pub use settings::{NodeEnds, OpWindowsSetting, RecordingSettings};
 pub use writer::{DEFAULT_CHUNK_BYTES, TraceWriter};

@@ -423,25 +423,23 @@ impl TracerConfig {
         })
     }
 
-    /// Settings as strings for the trace header.
-    pub fn settings(&self) -> std::collections::BTreeMap<String, String> {
-        let mut m = std::collections::BTreeMap::new();
-        m.insert("levels".into(), format!("{:#x}", self.levels));
-        m.insert("structure".into(), self.structure.to_string());
-        m.insert("pmc".into(), self.pmc.to_string());
-        m.insert("exact_spans".into(), self.exact_spans.to_string());
-        m.insert("per_node_ends".into(), self.per_node_ends.to_string());
-        m.insert(
-            "op_windows".into(),
-            self.op_windows.map_or("off".into(), |w| w.to_string()),
-        );
-        m.insert("buffer".into(), format!("{:?}", self.buffer));
-        m.insert(
-            "qos".into(),
-            self.qos.as_ref().map_or("off".into(), |q| format!("{q:?}")),
-        );
-        m.insert("chunk_bytes".into(), self.chunk_bytes.to_string());
-        m
+    /// The recording settings for the trace header (the target's are added by its
+    /// plan).
+    pub fn settings(&self) -> trace_format::RecordingSettings {
+        let mut s = trace_format::RecordingSettings::default();
+        s.levels = Some(self.levels);
+        s.structure = Some(self.structure);
+        s.pmc = Some(self.pmc);
+        s.exact_spans = Some(self.exact_spans);
+        s.per_node_ends = Some(self.per_node_ends);
+        s.op_windows = Some(self.op_windows.map(|w| trace_format::OpWindowsSetting {
+            on: w.on,
+            period: w.period,
+        }));
+        s.buffer = Some(format!("{:?}", self.buffer));
+        s.qos = Some(self.qos.as_ref().map_or("off".into(), |q| format!("{q:?}")));
+        s.chunk_bytes = Some(self.chunk_bytes as u64);
+        s
     }
 }
 

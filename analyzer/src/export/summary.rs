@@ -269,7 +269,7 @@ pub fn summarize(
             end_reason: footer.map(|f| f.end_reason.clone()),
             truncated_at: ingest.truncated_at,
             counters: model.counter_names().to_vec(),
-            recording: crate::recording_mode::recording_mode(&header.settings, model),
+            recording: crate::recording_mode::recording_mode(&header.recording_settings(), model),
         },
         tokens: TokenCounts {
             prefill: prefill.iter().map(|t| u64::from(t.n_tokens)).sum(),

@@ -92,8 +92,8 @@ pub fn trace_header(
     let (host, kernel) = uname();
     let (mono, real) = clocks();
     let mut settings = cfg.settings();
-    settings.extend(plan.settings(&probes));
-    TraceHeader {
+    plan.settings(&probes, &mut settings);
+    let mut header = TraceHeader {
         format_version: trace_format::FORMAT_VERSION,
         clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns)".into(),
         monotonic_to_wall_offset_ns: real - mono as i64,
@@ -110,9 +110,11 @@ pub fn trace_header(
         counters: pmcs.infos(),
         counter_notes: pmcs.notes().to_vec(),
         event_kinds: event_kind_table(),
-        settings,
+        settings: Default::default(),
         strings: Vec::new(),
-    }
+    };
+    header.set_recording_settings(&settings);
+    header
 }
 
 /// The host's name and kernel release.

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use aya::Ebpf;
-use trace_format::ProbeInfo;
+use trace_format::{ProbeInfo, RecordingSettings};
 
 use crate::load::{LoadError, OpProbes};
 
@@ -54,9 +54,10 @@ pub trait ProbePlan {
         None
     }
 
-    /// Extra settings for the trace header (`target`, the detected build), given the
-    /// probes attached (`probes`, the probe table [`ProbePlan::attach`] returned).
-    fn settings(&self, probes: &[ProbeInfo]) -> Vec<(String, String)>;
+    /// Fills in the target's recording settings (`target`, the detected build, how
+    /// node ends are taken), given the probes attached (`probes`, the probe table
+    /// [`ProbePlan::attach`] returned).
+    fn settings(&self, probes: &[ProbeInfo], settings: &mut RecordingSettings);
 
     /// Whether operator sources can be read from the target's memory as leaf nodes
     /// (`crate::leaves`, which knows the engine's node layout only).

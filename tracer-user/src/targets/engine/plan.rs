@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use aya::Ebpf;
 use common::{control::DETAIL_EXACT_SPANS, engine_abi::symbols};
-use trace_format::ProbeInfo;
+use trace_format::{NodeEnds, ProbeInfo, RecordingSettings};
 
 use super::points::{self, EngineError, ProbePoints};
 use super::uprobes;
@@ -39,12 +39,12 @@ impl EnginePlan {
 /// How the engine's node ends were recorded, as the attached probes say: `batched`
 /// (`engine_op_times`) or `per-node` (`engine_op_done`); `None` without either (no
 /// operator level).
-fn node_ends(probes: &[ProbeInfo]) -> Option<&'static str> {
+fn node_ends(probes: &[ProbeInfo]) -> Option<NodeEnds> {
     let has = |symbol: &str| probes.iter().any(|p| p.point == symbol);
     if has(symbols::OP_TIMES) {
-        Some("batched")
+        Some(NodeEnds::Batched)
     } else if has(symbols::OP_DONE) {
-        Some("per-node")
+        Some(NodeEnds::PerNode)
     } else {
         None
     }
@@ -86,12 +86,9 @@ impl ProbePlan for EnginePlan {
         }
     }
 
-    fn settings(&self, probes: &[ProbeInfo]) -> Vec<(String, String)> {
-        let mut settings = vec![("target".into(), "engine".into())];
-        if let Some(ends) = node_ends(probes) {
-            settings.push(("node_ends".into(), ends.into()));
-        }
-        settings
+    fn settings(&self, probes: &[ProbeInfo], settings: &mut RecordingSettings) {
+        settings.target = Some("engine".into());
+        settings.node_ends = node_ends(probes);
     }
 
     fn abi_mismatch(&self, seen: u32) -> Option<String> {

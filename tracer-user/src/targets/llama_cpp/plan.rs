@@ -17,7 +17,7 @@ use common::{
     ggml_backends::{GGML_BACKEND_GUIDS, guid_key},
     op_catalog::{OP_UNKNOWN_BASE, op_id},
 };
-use trace_format::ProbeInfo;
+use trace_format::{ProbeInfo, RecordingSettings};
 
 use super::build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS};
 use super::layout_check::LayoutCheck;
@@ -339,15 +339,12 @@ impl ProbePlan for LlamaCppPlan {
         Some(Box::new(LayoutCheck::new(self.build.op_names.len() as u32)))
     }
 
-    fn settings(&self, _probes: &[ProbeInfo]) -> Vec<(String, String)> {
-        let mut settings = vec![
-            ("target".into(), "llama.cpp".into()),
-            ("ggml".into(), self.build.describe()),
-        ];
+    fn settings(&self, _probes: &[ProbeInfo], settings: &mut RecordingSettings) {
+        settings.target = Some("llama.cpp".into());
+        settings.ggml = Some(self.build.describe());
         if let Some(why) = &self.build.op_level_missing {
-            settings.push(("op_level".into(), format!("unavailable: {why}")));
+            settings.op_level = Some(format!("unavailable: {why}"));
         }
-        settings
     }
 
     fn reads_leaves(&self) -> bool {
