@@ -775,66 +775,9 @@ mod tests {
     /// encoders get the GPU's lane.
     #[test]
     fn gpu_timestamps_time_the_nodes_of_a_vulkan_split() {
-        use common::event::{
-            EventKind, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent, NodeDescEvent, OpSpanEvent,
-        };
-        use llama::{TID, decode, graph, h};
-        use trace_format::Event;
         let vk = common::BackendKind::Vulkan as u32;
-        let cpu = common::BackendKind::Cpu as u32;
-        let desc = |addr: u64, index: u32, op: OpType, name: &str, kind: u32| {
-            let mut d = NodeDescEvent {
-                header: h(EventKind::NodeDesc, false, 0),
-                node_addr: addr,
-                op: op as u32,
-                index,
-                layer: -1,
-                nth: 1,
-                backend_kind: kind,
-                ..NodeDescEvent::zeroed()
-            };
-            d.name[..name.len()].copy_from_slice(name.as_bytes());
-            Event::NodeDesc(Box::new(d))
-        };
-        let span = |addr: u64, start: u64, end: u64, kind: u32| {
-            Event::OpSpan(OpSpanEvent::new(
-                TID,
-                addr,
-                end,
-                end - start,
-                OpSpanEvent::flags_for(0, kind),
-            ))
-        };
-        // Node 0 (ADD), node 1 (RMS_NORM) with node 2 (MUL) fused into it, node 3
-        // (MUL_MAT): timestamps before node 0 and after each node.
-        let mut ticks = [0u64; GPU_TIMESTAMPS_PER_EVENT];
-        ticks[..5].copy_from_slice(&[2_000, 2_300, 2_500, 2_600, 3_600]);
-        let stamps = Event::GpuTimestamps(Box::new(GpuTimestampsEvent {
-            header: h(EventKind::GpuTimestamps, false, 3_900),
-            first: 0,
-            count: 5,
-            total: 5,
-            chunk: 0,
-            ticks,
-        }));
         let mut m = TraceModel::new(&crate::synthetic::synth_header());
-        for e in [
-            decode(false, 1_000),
-            graph(false, 1_100, common::BackendKind::Cpu, 1),
-            desc(0xc0, 0, OpType::MulMat, "ffn_up-0", cpu),
-            span(0xc0, 1_110, 1_190, cpu),
-            graph(true, 1_200, common::BackendKind::Cpu, 1),
-            graph(false, 1_500, common::BackendKind::Vulkan, 4),
-            desc(0xa0, 0, OpType::Add, "l_out-0", vk),
-            span(0xa0, 1_510, 1_520, vk),
-            desc(0xa1, 1, OpType::RmsNorm, "norm-1", vk),
-            span(0xa1, 1_520, 1_540, vk),
-            desc(0xa3, 3, OpType::MulMat, "ffn_up-1", vk),
-            span(0xa3, 1_540, 1_560, vk),
-            stamps,
-            graph(true, 4_000, common::BackendKind::Vulkan, 4),
-            decode(true, 5_000),
-        ] {
+        for e in crate::synthetic::vulkan_split_events() {
             m.apply(&e);
         }
         m.finish(Some(5_000));

@@ -557,16 +557,13 @@ pub fn split_model(calls: u32) -> crate::TraceModel {
     m
 }
 
-/// A model with every kind of element the timeline draws that [`model`] and
-/// [`split_model`] leave out: a llama.cpp-like decode call with a CPU split and a Vulkan
-/// split whose nodes carry GPU timestamps (the GPU's lane), the backend calls in it
-/// (copy, submission, fence waits, sync, download), a QoS switch, a loss record and a
-/// sampled window's two ends. For the encoders' agreement tests.
-pub fn timeline_kinds_model() -> crate::TraceModel {
-    use common::event::{
-        BackendSpanEvent, BackendSpanKind, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent, LossEvent,
-        OpWindowEvent, QosSwitchEvent,
-    };
+/// The events of one llama.cpp-like decode call with a CPU split (`ffn_up-0`) and a
+/// Vulkan split of 4 nodes whose 3 recorded nodes (`l_out-0`, `norm-1` with a fused
+/// node after it, `ffn_up-1`) carry GPU timestamps (2000–2300, 2300–2500 of which the
+/// fused node takes 2500–2600 within the first's, 2600–3600): decode 1000–5000, the
+/// CPU split 1100–1200, the Vulkan split 1500–4000.
+pub fn vulkan_split_events() -> Vec<trace_format::Event> {
+    use common::event::{GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent};
     use trace_format::Event;
     let main = SYNTH_MAIN_TID;
     let h = |kind, exit, ts| header(kind, exit, ts, main);
@@ -613,16 +610,6 @@ pub fn timeline_kinds_model() -> crate::TraceModel {
             OpSpanEvent::flags_for(0, kind),
         ))
     };
-    let call = |what: BackendSpanKind, start: u64, end: u64, kind: u32, bytes: u64| {
-        Event::BackendSpan(BackendSpanEvent {
-            header: h(EventKind::BackendSpan, false, end),
-            start_ns: start,
-            what: what as u32,
-            backend_kind: kind,
-            bytes,
-            object: 0,
-        })
-    };
     let mut ticks = [0u64; GPU_TIMESTAMPS_PER_EVENT];
     ticks[..5].copy_from_slice(&[2_000, 2_300, 2_500, 2_600, 3_600]);
     let stamps = Event::GpuTimestamps(Box::new(GpuTimestampsEvent {
@@ -633,54 +620,83 @@ pub fn timeline_kinds_model() -> crate::TraceModel {
         chunk: 0,
         ticks,
     }));
-    let qos = Event::QosSwitch(QosSwitchEvent {
-        header: h(EventKind::QosSwitch, false, 4_200),
-        levels_before: 0xf,
-        levels_after: 0x7,
-        tps_milli: 12_500,
-        min_tps_milli: 20_000,
-    });
-    let window = |ts, traced| {
-        Event::OpWindow(OpWindowEvent {
-            header: h(EventKind::OpWindow, false, ts),
-            traced: u32::from(traced),
-            decode_steps: 1,
-            settled_ns: ts,
-        })
-    };
-    let loss = Event::Loss(LossEvent {
-        header: header(EventKind::Loss, false, 6_800, main),
-        lost: 17,
-    });
-    let mut m = crate::TraceModel::new(&synth_header());
-    for e in [
+    vec![
         decode(false, 1_000),
         graph(false, 1_100, cpu, 1),
         desc(0xc0, 0, OpType::MulMat, "ffn_up-0", cpu),
         span(0xc0, 1_110, 1_190, cpu),
         graph(true, 1_200, cpu, 1),
-        call(BackendSpanKind::Copy, 1_300, 1_400, u32::MAX, 4096),
         graph(false, 1_500, vk, 4),
-        call(BackendSpanKind::VkSubmit, 1_600, 1_650, vk, 1),
         desc(0xa0, 0, OpType::Add, "l_out-0", vk),
         span(0xa0, 1_510, 1_520, vk),
         desc(0xa1, 1, OpType::RmsNorm, "norm-1", vk),
         span(0xa1, 1_520, 1_540, vk),
         desc(0xa3, 3, OpType::MulMat, "ffn_up-1", vk),
         span(0xa3, 1_540, 1_560, vk),
-        call(BackendSpanKind::VkFenceWait, 1_700, 3_700, vk, 1),
         stamps,
         graph(true, 4_000, vk, 4),
-        qos,
+        decode(true, 5_000),
+    ]
+}
+
+/// A model with every kind of element the timeline draws that [`model`] and
+/// [`split_model`] leave out: the call of [`vulkan_split_events`] (a GPU lane) with the
+/// backend calls in it (copy, submission, fence waits, a fence wait inside a sync,
+/// download), a QoS switch, a loss record and a sampled window's two ends. For the
+/// encoders' agreement tests.
+pub fn timeline_kinds_model() -> crate::TraceModel {
+    use common::event::{
+        BackendSpanEvent, BackendSpanKind, LossEvent, OpWindowEvent, QosSwitchEvent,
+    };
+    use trace_format::Event;
+    let h = |kind, ts| header(kind, false, ts, SYNTH_MAIN_TID);
+    let vk = common::BackendKind::Vulkan as u32;
+    let call = |what: BackendSpanKind, start: u64, end: u64, kind: u32, bytes: u64| {
+        Event::BackendSpan(BackendSpanEvent {
+            header: h(EventKind::BackendSpan, end),
+            start_ns: start,
+            what: what as u32,
+            backend_kind: kind,
+            bytes,
+            object: 0,
+        })
+    };
+    let window = |ts, traced| {
+        Event::OpWindow(OpWindowEvent {
+            header: h(EventKind::OpWindow, ts),
+            traced: u32::from(traced),
+            decode_steps: 1,
+            settled_ns: ts,
+        })
+    };
+    let mut events = vulkan_split_events();
+    // Inside the decode call, before its exit.
+    let exit = events.pop().expect("the decode call's exit");
+    events.extend([
+        call(BackendSpanKind::Copy, 1_300, 1_400, u32::MAX, 4096),
+        call(BackendSpanKind::VkSubmit, 1_600, 1_650, vk, 1),
+        call(BackendSpanKind::VkFenceWait, 1_700, 3_700, vk, 1),
+        Event::QosSwitch(QosSwitchEvent {
+            header: h(EventKind::QosSwitch, 4_200),
+            levels_before: 0xf,
+            levels_after: 0x7,
+            tps_milli: 12_500,
+            min_tps_milli: 20_000,
+        }),
         call(BackendSpanKind::Sync, 4_050, 4_300, vk, 0),
         call(BackendSpanKind::VkFenceWait, 4_100, 4_200, vk, 1),
         call(BackendSpanKind::Download, 4_400, 4_500, vk, 196_608),
-        decode(true, 5_000),
+        exit,
         window(5_500, false),
         window(6_500, true),
-        loss,
-    ] {
-        m.apply(&e);
+        Event::Loss(LossEvent {
+            header: h(EventKind::Loss, 6_800),
+            lost: 17,
+        }),
+    ]);
+    let mut m = crate::TraceModel::new(&synth_header());
+    for e in &events {
+        m.apply(e);
     }
     m.finish(Some(7_000));
     m
