@@ -59,8 +59,6 @@ pub struct ThreadTrack {
     pub index: u32,
     /// Its tid.
     pub tid: u32,
-    /// Whether it is one of the target's threads (only those get a `sched` track).
-    pub target: bool,
 }
 
 /// The tracks of a model's timeline and what the walk needs of the run.
@@ -147,7 +145,6 @@ impl<'m> Layout<'m> {
                 .map(|&(i, th)| ThreadTrack {
                     index: i as u32,
                     tid: th.tid,
-                    target: model.is_target_thread(th),
                 })
                 .collect(),
             gpu,
