@@ -242,14 +242,7 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
         .flat_map(|g| model.graph_node_spans(g))
         .collect();
     spans.sort_by_key(|s| (model.nodes()[s.node as usize].index, s.start_ns));
-    let backend_of = |g: u32| {
-        model
-            .graphs()
-            .get(g as usize)
-            .map_or_else(String::new, |g| g.backend_name())
-    };
     let nodes = model.nodes();
-    let counters = model.counter_names();
     let mut dag = DiGraph::new();
     let mut by_addr: HashMap<u64, NodeIndex> = HashMap::new();
     let info_by_addr: HashMap<u64, &NodeInfo> = spans
@@ -261,50 +254,7 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
     for &span in &spans {
         let info = &nodes[span.node as usize];
         has_structure |= info.has_structure;
-        let src1 = info.src[1];
-        let complexity = matmul_complexity(info, info_by_addr.get(&src1).copied());
-        let bytes = info.has_structure.then(|| {
-            let own = tensor_bytes(info.dtype, &info.ne).unwrap_or(0);
-            let read: u64 = info
-                .src
-                .iter()
-                .filter(|&&a| a != 0)
-                .filter_map(|a| info_by_addr.get(a))
-                .filter_map(|s| tensor_bytes(s.dtype, &s.ne))
-                .sum();
-            own + read
-        });
-        let n = DagNode {
-            addr: info.addr,
-            order: Some(info.index),
-            name: info.name.clone(),
-            class: model
-                .classes()
-                .get(info.class as usize)
-                .cloned()
-                .unwrap_or_else(|| info.name.clone()),
-            op: info.op_name(),
-            layer: info.layer,
-            shape: info.shape(),
-            dtype: info.has_structure.then(|| {
-                DType::from_u32(info.dtype)
-                    .map_or("?", DType::name)
-                    .to_owned()
-            }),
-            time_ns: span.dur_ns(),
-            threads: span.n_threads,
-            busy_ns: span.busy_ns,
-            counters: counters
-                .iter()
-                .zip(&span.pmc)
-                .filter(|(_, v)| **v != crate::model::PMC_MISSING)
-                .map(|(k, v)| (k.clone(), *v))
-                .collect(),
-            complexity,
-            bytes,
-            backend: backend_of(span.graph),
-        };
-        let idx = dag.add_node(n);
+        let idx = dag.add_node(computed_node(model, span, &info_by_addr));
         by_addr.insert(info.addr, idx);
     }
     // The stores into tensors the iteration does not compute, by destination, in
@@ -340,27 +290,7 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
             let from = match stored.or_else(|| by_addr.get(&src).copied()) {
                 Some(f) => f,
                 None => {
-                    let recorded = model.leaf(src);
-                    let name = leaf_label(recorded, &info.name, info.layer, slot);
-                    let leaf = dag.add_node(DagNode {
-                        addr: src,
-                        order: None,
-                        class: name.clone(),
-                        name,
-                        op: "LEAF".to_owned(),
-                        layer: info.layer,
-                        shape: recorded
-                            .and_then(LeafInfo::shape)
-                            .unwrap_or_else(|| "?".to_owned()),
-                        dtype: recorded.map(|l| l.dtype_name().to_owned()),
-                        time_ns: 0,
-                        threads: 0,
-                        busy_ns: 0,
-                        counters: BTreeMap::new(),
-                        complexity: None,
-                        bytes: None,
-                        backend: String::new(),
-                    });
+                    let leaf = dag.add_node(leaf_node(model, src, info, slot));
                     by_addr.insert(src, leaf);
                     leaf
                 }
@@ -388,6 +318,89 @@ pub fn build_for_token(model: &TraceModel, token: u32) -> Result<ProfDag, DagErr
         dag,
         has_structure,
     })
+}
+
+/// The DAG node of an operator the iteration computed.
+fn computed_node(
+    model: &TraceModel,
+    span: &crate::model::NodeSpan,
+    info_by_addr: &HashMap<u64, &NodeInfo>,
+) -> DagNode {
+    let info = &model.nodes()[span.node as usize];
+    let counters = model.counter_names();
+    let backend = model
+        .graphs()
+        .get(span.graph as usize)
+        .map_or_else(String::new, |g| g.backend_name());
+    let src1 = info.src[1];
+    let complexity = matmul_complexity(info, info_by_addr.get(&src1).copied());
+    let bytes = info.has_structure.then(|| {
+        let own = tensor_bytes(info.dtype, &info.ne).unwrap_or(0);
+        let read: u64 = info
+            .src
+            .iter()
+            .filter(|&&a| a != 0)
+            .filter_map(|a| info_by_addr.get(a))
+            .filter_map(|s| tensor_bytes(s.dtype, &s.ne))
+            .sum();
+        own + read
+    });
+    DagNode {
+        addr: info.addr,
+        order: Some(info.index),
+        name: info.name.clone(),
+        class: model
+            .classes()
+            .get(info.class as usize)
+            .cloned()
+            .unwrap_or_else(|| info.name.clone()),
+        op: info.op_name(),
+        layer: info.layer,
+        shape: info.shape(),
+        dtype: info.has_structure.then(|| {
+            DType::from_u32(info.dtype)
+                .map_or("?", DType::name)
+                .to_owned()
+        }),
+        time_ns: span.dur_ns(),
+        threads: span.n_threads,
+        busy_ns: span.busy_ns,
+        counters: counters
+            .iter()
+            .zip(&span.pmc)
+            .filter(|(_, v)| **v != crate::model::PMC_MISSING)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        complexity,
+        bytes,
+        backend,
+    }
+}
+
+/// The DAG node of a tensor the iteration read but did not compute (a weight, the KV
+/// cache, an input): source `slot` of `info`.
+fn leaf_node(model: &TraceModel, src: u64, info: &NodeInfo, slot: usize) -> DagNode {
+    let recorded = model.leaf(src);
+    let name = leaf_label(recorded, &info.name, info.layer, slot);
+    DagNode {
+        addr: src,
+        order: None,
+        class: name.clone(),
+        name,
+        op: "LEAF".to_owned(),
+        layer: info.layer,
+        shape: recorded
+            .and_then(LeafInfo::shape)
+            .unwrap_or_else(|| "?".to_owned()),
+        dtype: recorded.map(|l| l.dtype_name().to_owned()),
+        time_ns: 0,
+        threads: 0,
+        busy_ns: 0,
+        counters: BTreeMap::new(),
+        complexity: None,
+        bytes: None,
+        backend: String::new(),
+    }
 }
 
 impl ProfDag {

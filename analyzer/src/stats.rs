@@ -210,10 +210,50 @@ fn ms(ns: u64) -> f64 {
 
 /// Computes every table; `dag` is the iteration for the per-node tables.
 pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
-    let first = model.first_ns().unwrap_or(0);
-    let classes = model.classes();
+    let class_ns = class_ns_per_token(model);
+    let decode: Vec<_> = model
+        .tokens()
+        .iter()
+        .filter(|t| t.phase == TokenPhase::Decode && t.end_ns.is_some())
+        .collect();
+    let decode_latency_fit = linear_fit(
+        &decode
+            .iter()
+            .map(|t| (f64::from(t.pos), t.dur_ns() as f64))
+            .collect::<Vec<_>>(),
+    );
+    let (matmul, load_balance) = dag
+        .and_then(|d| model.graphs().get(d.graph as usize))
+        .map(|graph| graph_rows(model, graph))
+        .unwrap_or_default();
+    let fit_of = |rows: &mut dyn Iterator<Item = &MatMulRow>| {
+        linear_fit(
+            &rows
+                .map(|r| (r.complexity as f64, r.time_ns as f64))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let matmul_fit_all = fit_of(&mut matmul.iter());
+    let matmul_fit_dense = fit_of(&mut matmul.iter().filter(|r| !r.attention));
+    let (op_types, miss_counter) = op_type_rows(model);
+    ProfStat {
+        iterations: iteration_rows(model, &class_ns),
+        decode_latency_fit,
+        growth: growth_rows(model, &class_ns, &decode, decode_latency_fit),
+        matmul,
+        matmul_fit_all,
+        matmul_fit_dense,
+        op_types,
+        miss_counter,
+        load_balance,
+        experts: crate::experts::compute(model),
+        backends: Some(crate::backends::compute(model)).filter(|b| b.is_interesting()),
+    }
+}
+
+/// Time per operator class in each decode call (indexed by token).
+fn class_ns_per_token(model: &TraceModel) -> Vec<BTreeMap<u32, u64>> {
     let nodes = model.nodes();
-    // Class time per decode call.
     let mut class_ns: Vec<BTreeMap<u32, u64>> = vec![BTreeMap::new(); model.tokens().len()];
     for g in model.graphs() {
         let Some(t) = g.token else { continue };
@@ -223,7 +263,14 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
                 .or_default() += s.dur_ns();
         }
     }
-    let iterations: Vec<IterationRow> = model
+    class_ns
+}
+
+/// One row per finished decode call.
+fn iteration_rows(model: &TraceModel, class_ns: &[BTreeMap<u32, u64>]) -> Vec<IterationRow> {
+    let first = model.first_ns().unwrap_or(0);
+    let classes = model.classes();
+    model
         .tokens()
         .iter()
         .filter(|t| t.end_ns.is_some())
@@ -240,18 +287,17 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
                 .map(|(&c, &v)| (classes[c as usize].clone(), ms(v)))
                 .collect(),
         })
-        .collect();
-    let decode: Vec<_> = model
-        .tokens()
-        .iter()
-        .filter(|t| t.phase == TokenPhase::Decode && t.end_ns.is_some())
-        .collect();
-    let decode_latency_fit = linear_fit(
-        &decode
-            .iter()
-            .map(|t| (f64::from(t.pos), t.dur_ns() as f64))
-            .collect::<Vec<_>>(),
-    );
+        .collect()
+}
+
+/// Per operator class, how its decode time grows with the position (steepest first).
+fn growth_rows(
+    model: &TraceModel,
+    class_ns: &[BTreeMap<u32, u64>],
+    decode: &[&crate::model::TokenSpan],
+    decode_latency_fit: Option<LinearFit>,
+) -> Vec<GrowthRow> {
+    let classes = model.classes();
     let mut growth: Vec<GrowthRow> = (0..classes.len() as u32)
         .filter_map(|c| {
             let pts: Vec<(f64, f64)> = decode
@@ -281,61 +327,63 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
         let sb = b.fit.map_or(f64::MIN, |f| f.slope);
         sb.total_cmp(&sa).then_with(|| a.class.cmp(&b.class))
     });
+    growth
+}
 
+/// The matrix products (with their complexity) and the per-thread load balance of one
+/// graph's operators.
+fn graph_rows(
+    model: &TraceModel,
+    graph: &crate::model::GraphSpan,
+) -> (Vec<MatMulRow>, Vec<LoadBalanceRow>) {
+    let nodes = model.nodes();
+    let classes = model.classes();
     let mut matmul = Vec::new();
     let mut load_balance = Vec::new();
-    if let Some(d) = dag
-        && let Some(graph) = model.graphs().get(d.graph as usize)
-    {
-        let spans = model.graph_node_spans(graph);
-        let by_addr: std::collections::HashMap<u64, &crate::model::NodeInfo> = spans
-            .iter()
-            .map(|s| (nodes[s.node as usize].addr, &nodes[s.node as usize]))
-            .collect();
-        for s in spans {
-            let info = &nodes[s.node as usize];
-            if info.op == OpType::MulMat as u32
-                && let Some(c) = matmul_complexity(info, by_addr.get(&info.src[1]).copied())
-            {
-                let class = classes[info.class as usize].clone();
-                matmul.push(MatMulRow {
-                    name: info.name.clone(),
-                    attention: is_attention_class(&class),
-                    class,
-                    layer: info.layer,
-                    complexity: c,
-                    time_ns: s.dur_ns(),
-                });
-            }
-            let span_ns = s.dur_ns();
-            for sl in model.span_slices(s) {
-                let tid = model.threads()[sl.thread as usize].tid;
-                load_balance.push(LoadBalanceRow {
-                    order: info.index,
-                    name: info.name.clone(),
-                    op: info.op_name(),
-                    tid,
-                    busy_ns: sl.dur_ns(),
-                    span_ns,
-                    idle_share: if span_ns == 0 {
-                        0.0
-                    } else {
-                        1.0 - sl.dur_ns() as f64 / span_ns as f64
-                    },
-                });
-            }
+    let spans = model.graph_node_spans(graph);
+    let by_addr: std::collections::HashMap<u64, &crate::model::NodeInfo> = spans
+        .iter()
+        .map(|s| (nodes[s.node as usize].addr, &nodes[s.node as usize]))
+        .collect();
+    for s in spans {
+        let info = &nodes[s.node as usize];
+        if info.op == OpType::MulMat as u32
+            && let Some(c) = matmul_complexity(info, by_addr.get(&info.src[1]).copied())
+        {
+            let class = classes[info.class as usize].clone();
+            matmul.push(MatMulRow {
+                name: info.name.clone(),
+                attention: is_attention_class(&class),
+                class,
+                layer: info.layer,
+                complexity: c,
+                time_ns: s.dur_ns(),
+            });
+        }
+        let span_ns = s.dur_ns();
+        for sl in model.span_slices(s) {
+            let tid = model.threads()[sl.thread as usize].tid;
+            load_balance.push(LoadBalanceRow {
+                order: info.index,
+                name: info.name.clone(),
+                op: info.op_name(),
+                tid,
+                busy_ns: sl.dur_ns(),
+                span_ns,
+                idle_share: if span_ns == 0 {
+                    0.0
+                } else {
+                    1.0 - sl.dur_ns() as f64 / span_ns as f64
+                },
+            });
         }
     }
-    let fit_of = |rows: &mut dyn Iterator<Item = &MatMulRow>| {
-        linear_fit(
-            &rows
-                .map(|r| (r.complexity as f64, r.time_ns as f64))
-                .collect::<Vec<_>>(),
-        )
-    };
-    let matmul_fit_all = fit_of(&mut matmul.iter());
-    let matmul_fit_dense = fit_of(&mut matmul.iter().filter(|r| !r.attention));
+    (matmul, load_balance)
+}
 
+/// One row per operator type seen, with its counters and derived metrics, and the name
+/// of the counter the miss bandwidth is derived from.
+fn op_type_rows(model: &TraceModel) -> (Vec<OpTypeRow>, Option<String>) {
     let token_ns: u64 = model.tokens().iter().map(|t| t.dur_ns()).sum();
     let names = model.counter_names();
     let aggregates = model.op_type_aggregates();
@@ -385,19 +433,7 @@ pub fn compute(model: &TraceModel, dag: Option<&ProfDag>) -> ProfStat {
             }
         })
         .collect();
-    ProfStat {
-        iterations,
-        decode_latency_fit,
-        growth,
-        matmul,
-        matmul_fit_all,
-        matmul_fit_dense,
-        op_types,
-        miss_counter,
-        load_balance,
-        experts: crate::experts::compute(model),
-        backends: Some(crate::backends::compute(model)).filter(|b| b.is_interesting()),
-    }
+    (op_types, miss_counter)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! ggml's tensor element types (`enum ggml_type`), as GGUF tensor infos store them and
-//! the engine's probe ABI numbers them ([`crate::engine_abi::DType`] is the engine's subset).
+//! the engine's probe ABI numbers them (the engine ABI's `DType` is the engine's subset).
 
 use core::fmt;
 

@@ -39,6 +39,33 @@ fn fit(s: &str, width: usize) -> String {
 
 /// Writes the report.
 pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
+    write_header(r, &mut w)?;
+    writeln!(w)?;
+    write_top(r, &mut w)?;
+    if !r.threads.is_empty() {
+        writeln!(w)?;
+        write_threads(r, &mut w)?;
+    }
+    if let Some(b) = &r.backends {
+        write_backends(b, &mut w)?;
+    }
+    if r.windows.is_some() {
+        writeln!(w)?;
+        write_windows(r, &mut w)?;
+    }
+    let s = &r.summary;
+    if !s.warnings.is_empty() {
+        writeln!(w)?;
+        writeln!(w, "warnings")?;
+        for warning in &s.warnings {
+            writeln!(w, "  {warning}")?;
+        }
+    }
+    Ok(())
+}
+
+/// The trace, target, recording, event and token lines at the top of the report.
+fn write_header(r: &Report, w: &mut impl Write) -> io::Result<()> {
     let s = &r.summary;
     writeln!(w, "profinfer report: {}", r.trace)?;
     let end = s
@@ -99,16 +126,19 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         ));
     }
     writeln!(w, "{tokens}")?;
-    write_sequences(s, &mut w)?;
-    write_runs(&s.run_groups, s.runs.len(), &mut w)?;
-    write_requests(&s.requests, &mut w)?;
+    write_sequences(s, w)?;
+    write_runs(&s.run_groups, s.runs.len(), w)?;
+    write_requests(&s.requests, w)?;
     writeln!(
         w,
         "graphs    {} ({:.1} per call, {:.0} nodes each)",
         s.graphs, s.graphs_per_token, s.nodes_per_graph
     )?;
+    Ok(())
+}
 
-    writeln!(w)?;
+/// The table of the top operators (or why there is none).
+fn write_top(r: &Report, w: &mut impl Write) -> io::Result<()> {
     if r.top.is_empty() {
         writeln!(w, "no operator events (was the op level recorded?)")?;
     } else {
@@ -159,62 +189,53 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
             writeln!(w, "  … {} more (raise -n)", r.omitted)?;
         }
     }
+    Ok(())
+}
 
-    if !r.threads.is_empty() {
-        writeln!(w)?;
-        writeln!(w, "threads")?;
+/// The per-thread table: operator busy time and scheduler states.
+fn write_threads(r: &Report, w: &mut impl Write) -> io::Result<()> {
+    writeln!(w, "threads")?;
+    writeln!(
+        w,
+        "  {:>8} {:<16} {:>8} {:>10} {:>6} {:>11} {:>11} {:>11}",
+        "tid", "name", "ops", "busy ms", "busy", "running ms", "runnable ms", "sleeping ms"
+    )?;
+    for t in &r.threads {
+        let name = format!("{}{}", fit(&t.name, 14), if t.main { " *" } else { "" });
         writeln!(
             w,
             "  {:>8} {:<16} {:>8} {:>10} {:>6} {:>11} {:>11} {:>11}",
-            "tid", "name", "ops", "busy ms", "busy", "running ms", "runnable ms", "sleeping ms"
-        )?;
-        for t in &r.threads {
-            let name = format!("{}{}", fit(&t.name, 14), if t.main { " *" } else { "" });
-            writeln!(
-                w,
-                "  {:>8} {:<16} {:>8} {:>10} {:>6} {:>11} {:>11} {:>11}",
-                t.tid,
-                name,
-                t.op_slices,
-                ms(t.op_busy_ms),
-                pct(t.op_busy_share),
-                ms(t.running_ms),
-                ms(t.runnable_ms),
-                ms(t.sleeping_ms)
-            )?;
-        }
-        writeln!(
-            w,
-            "  (* main thread; busy = inside operators; scheduler times need the sched level)"
+            t.tid,
+            name,
+            t.op_slices,
+            ms(t.op_busy_ms),
+            pct(t.op_busy_share),
+            ms(t.running_ms),
+            ms(t.runnable_ms),
+            ms(t.sleeping_ms)
         )?;
     }
+    writeln!(
+        w,
+        "  (* main thread; busy = inside operators; scheduler times need the sched level)"
+    )?;
+    Ok(())
+}
 
-    if let Some(b) = &r.backends {
-        write_backends(b, &mut w)?;
-    }
-
-    if let Some(win) = &r.windows {
-        writeln!(w)?;
-        writeln!(
-            w,
-            "windows   operators recorded in {} of {} decode steps ({} at a switch left out); \
-             time per step {} ms traced, {} ms untraced: recording operators cost {:+.1} %",
-            win.traced_steps,
-            win.traced_steps + win.untraced_steps + win.switch_steps,
-            win.switch_steps,
-            ms(win.traced_p50_ms),
-            ms(win.untraced_p50_ms),
-            100.0 * win.slowdown
-        )?;
-    }
-
-    if !s.warnings.is_empty() {
-        writeln!(w)?;
-        writeln!(w, "warnings")?;
-        for warning in &s.warnings {
-            writeln!(w, "  {warning}")?;
-        }
-    }
+/// The sampled op-level windows line: how much recording operators cost per step.
+fn write_windows(r: &Report, w: &mut impl Write) -> io::Result<()> {
+    let Some(win) = &r.windows else { return Ok(()) };
+    writeln!(
+        w,
+        "windows   operators recorded in {} of {} decode steps ({} at a switch left out); \
+         time per step {} ms traced, {} ms untraced: recording operators cost {:+.1} %",
+        win.traced_steps,
+        win.traced_steps + win.untraced_steps + win.switch_steps,
+        win.switch_steps,
+        ms(win.traced_p50_ms),
+        ms(win.untraced_p50_ms),
+        100.0 * win.slowdown
+    )?;
     Ok(())
 }
 
