@@ -49,9 +49,9 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
     if let Some(b) = &r.backends {
         write_backends(b, &mut w)?;
     }
-    if r.windows.is_some() {
+    if let Some(win) = &r.windows {
         writeln!(w)?;
-        write_windows(r, &mut w)?;
+        write_windows(win, &mut w)?;
     }
     let s = &r.summary;
     if !s.warnings.is_empty() {
@@ -223,8 +223,7 @@ fn write_threads(r: &Report, w: &mut impl Write) -> io::Result<()> {
 }
 
 /// The sampled op-level windows line: how much recording operators cost per step.
-fn write_windows(r: &Report, w: &mut impl Write) -> io::Result<()> {
-    let Some(win) = &r.windows else { return Ok(()) };
+fn write_windows(win: &crate::windows::WindowStats, w: &mut impl Write) -> io::Result<()> {
     writeln!(
         w,
         "windows   operators recorded in {} of {} decode steps ({} at a switch left out); \
@@ -771,6 +770,36 @@ mod tests {
                 vec!["0", "1", "0.000", "1", "15", "2", "1.00", "1.50", "666.7"],
                 vec!["1", "0", "1.50", "1", "15", "2", "1.00", "1.50", "666.7"],
             ],
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sampled_windows_get_their_line_after_a_blank_one_and_none_without() {
+        let mut r = crate::synthetic::llama_bench_report(16, 8, 2);
+        let without = {
+            let mut out = Vec::new();
+            write(&r, &mut out).expect("writes");
+            String::from_utf8(out).expect("utf-8")
+        };
+        assert!(!without.contains("windows   "), "{without}");
+        r.windows = Some(crate::windows::WindowStats {
+            traced_steps: 12,
+            untraced_steps: 30,
+            switch_steps: 2,
+            traced_p50_ms: 21.0,
+            untraced_p50_ms: 20.0,
+            slowdown: 0.05,
+        });
+        let mut out = Vec::new();
+        write(&r, &mut out).expect("writes");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(
+            text.contains(
+                "\n\nwindows   operators recorded in 12 of 44 decode steps (2 at a switch left \
+                 out); time per step 21.00 ms traced, 20.00 ms untraced: recording operators \
+                 cost +5.0 %\n"
+            ),
             "{text}"
         );
     }
