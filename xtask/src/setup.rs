@@ -169,7 +169,7 @@ fn bpf_linker() -> Result<()> {
         "    installing bpf-linker {BPF_LINKER_VERSION} (compiles from source, about 1.5 minutes)"
     );
     // bpf-linker's release profile asks for full debug info, which only slows its own
-    // build (82 s instead of 99 s without it on 2 cores; docs/performance.md).
+    // build (about 82 s without it on 2 cores; docs/performance.md).
     process::run(
         Command::new("cargo")
             .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
