@@ -20,6 +20,7 @@ use common::DType;
 use common::engine_abi::{
     EngineNode, MUL_MAT_ROW_BEGIN_PARAM, MUL_MAT_ROW_END_PARAM, NODE_FLAG_PACKED,
 };
+use engine_kernels::MatMulArgs;
 
 use super::{rows_for, src};
 use crate::ops::ComputeParams;
@@ -164,33 +165,35 @@ pub(super) fn compute(node: &EngineNode, p: &ComputeParams) {
             let w_bytes = std::slice::from_raw_parts(w_head, w_len);
             let x_bytes =
                 std::slice::from_raw_parts(p.wdata.add(h * d.m * x_row_bytes), d.m * x_row_bytes);
-            let (x, xs, m, rows) = (x_bytes, x_row_bytes, d.m, n_start..n_end);
+            let args = MatMulArgs {
+                wtype,
+                w: w_bytes,
+                // Not read for packed weights.
+                w_stride: w.nb[1] as usize,
+                k: d.k,
+                x: x_bytes,
+                x_stride: x_row_bytes,
+                m: d.m,
+                y,
+                y_stride,
+            };
+            let rows = n_start..n_end;
             if packed {
-                engine_kernels::packed::matmul_packed(
-                    wtype, w_bytes, d.k, x, xs, m, rows, y, y_stride,
-                )
+                engine_kernels::packed::matmul_packed(args, rows)
             } else if float_vec_dot_only(wtype, d.n) {
                 // One activation row per call: `vec_dot` order for every row.
-                let w_stride = w.nb[1] as usize;
-                (0..m).try_for_each(|i| {
-                    engine_kernels::matmul::matmul(
-                        wtype,
-                        w_bytes,
-                        w_stride,
-                        d.k,
-                        &x[i * xs..(i + 1) * xs],
-                        xs,
-                        1,
-                        rows.clone(),
-                        y.wrapping_add(i * y_stride),
-                        y_stride,
-                    )
+                let xs = x_row_bytes;
+                (0..d.m).try_for_each(|i| {
+                    let row = MatMulArgs {
+                        x: &x_bytes[i * xs..(i + 1) * xs],
+                        m: 1,
+                        y: y.wrapping_add(i * y_stride),
+                        ..args
+                    };
+                    engine_kernels::matmul::matmul(row, rows.clone())
                 })
             } else {
-                let w_stride = w.nb[1] as usize;
-                engine_kernels::matmul::matmul(
-                    wtype, w_bytes, w_stride, d.k, x, xs, m, rows, y, y_stride,
-                )
+                engine_kernels::matmul::matmul(args, rows)
             }
             .expect("buffer sizes match by construction");
         }

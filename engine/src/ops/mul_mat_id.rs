@@ -20,6 +20,7 @@ use std::ops::Range;
 
 use common::DType;
 use common::engine_abi::{EngineNode, NODE_FLAG_PACKED_ORDER};
+use engine_kernels::MatMulArgs;
 
 use super::{rows_for, src};
 use crate::ops::ComputeParams;
@@ -300,17 +301,19 @@ impl Products<'_> {
             // SAFETY: output row g + r of the scratch is written only at columns `cols` by
             // this thread; sizes are checked by the kernel.
             unsafe {
-                engine_kernels::packed::matmul_packed(
-                    self.wtype,
-                    repacked,
-                    d.k,
-                    &group.x_group[r * xrow..(r + 1) * xrow],
-                    xrow,
-                    1,
-                    0..n,
-                    group.y_group.add(r * d.n + cols.start),
-                    d.n,
-                )
+                let args = MatMulArgs {
+                    wtype: self.wtype,
+                    w: repacked,
+                    // Not read for packed weights.
+                    w_stride: self.w_stride,
+                    k: d.k,
+                    x: &group.x_group[r * xrow..(r + 1) * xrow],
+                    x_stride: xrow,
+                    m: 1,
+                    y: group.y_group.add(r * d.n + cols.start),
+                    y_stride: d.n,
+                };
+                engine_kernels::packed::matmul_packed(args, 0..n)
             }
         })
     }
@@ -330,21 +333,19 @@ impl Products<'_> {
         y: *mut f32,
     ) -> Result<(), engine_kernels::KernelError> {
         let d = &self.d;
+        let args = MatMulArgs {
+            wtype: self.wtype,
+            w: group.w_bytes,
+            w_stride: self.w_stride,
+            k: d.k,
+            x,
+            x_stride: self.xrow,
+            m,
+            y,
+            y_stride: d.n,
+        };
         // SAFETY: forwarded caller contract.
-        unsafe {
-            engine_kernels::matmul::matmul(
-                self.wtype,
-                group.w_bytes,
-                self.w_stride,
-                d.k,
-                x,
-                self.xrow,
-                m,
-                cols,
-                y,
-                d.n,
-            )
-        }
+        unsafe { engine_kernels::matmul::matmul(args, cols) }
     }
 
     /// Copies this thread's columns of the output rows of pairs `order[g..end]` from the

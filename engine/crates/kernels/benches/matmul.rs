@@ -15,7 +15,8 @@ use std::time::Duration;
 use common::engine_abi::DType;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use engine_kernels::{
-    Backend, convert_activations, matmul_with, packed, quant, vec_dot_type, vec_dot_with,
+    Backend, MatMulArgs, convert_activations, matmul_with, packed, quant, vec_dot_type,
+    vec_dot_with,
 };
 
 const K: usize = 2048;
@@ -75,6 +76,18 @@ fn bench(c: &mut Criterion) {
                 xt.row_bytes(K).unwrap_or(0),
             );
             let mut y = vec![0f32; m * n];
+            // The output pointer is taken anew in every iteration.
+            let args = MatMulArgs {
+                wtype,
+                w: &w,
+                w_stride: ws,
+                k: K,
+                x: &x,
+                x_stride: xs,
+                m,
+                y: std::ptr::null_mut(),
+                y_stride: n,
+            };
             group.throughput(Throughput::Elements((2 * m * n * K) as u64));
             let label = format!("{kind}_m{m}_n{n}_k{K}");
             for backend in Backend::supported() {
@@ -83,23 +96,12 @@ fn bench(c: &mut Criterion) {
                 }
                 group.bench_function(BenchmarkId::new(backend.name(), &label), |b| {
                     b.iter(|| {
-                        // SAFETY: y holds m * n outputs; this is the only writer.
-                        unsafe {
-                            matmul_with(
-                                backend,
-                                wtype,
-                                &w,
-                                ws,
-                                K,
-                                &x,
-                                xs,
-                                m,
-                                0..n,
-                                y.as_mut_ptr(),
-                                n,
-                            )
-                            .expect("shapes are consistent")
+                        let args = MatMulArgs {
+                            y: y.as_mut_ptr(),
+                            ..args
                         };
+                        // SAFETY: y holds m * n outputs; this is the only writer.
+                        unsafe { matmul_with(backend, args, 0..n).expect("shapes are consistent") };
                         black_box(&y);
                     })
                 });
@@ -109,10 +111,14 @@ fn bench(c: &mut Criterion) {
                 packed::pack(wtype, K, n, &w, ws, &mut wp).expect("shapes are consistent");
                 group.bench_function(BenchmarkId::new("packed", &label), |b| {
                     b.iter(|| {
+                        let args = MatMulArgs {
+                            w: &wp,
+                            y: y.as_mut_ptr(),
+                            ..args
+                        };
                         // SAFETY: y holds m * n outputs; this is the only writer.
                         unsafe {
-                            packed::matmul_packed(wtype, &wp, K, &x, xs, m, 0..n, y.as_mut_ptr(), n)
-                                .expect("shapes are consistent")
+                            packed::matmul_packed(args, 0..n).expect("shapes are consistent")
                         };
                         black_box(&y);
                     })

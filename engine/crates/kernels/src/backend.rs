@@ -56,6 +56,16 @@ impl Backend {
         }
     }
 
+    /// This backend if the CPU can run it, else [`Backend::Generic`]: what every `*_with`
+    /// entry point runs when handed a backend.
+    pub(crate) fn supported_or_generic(self) -> Backend {
+        if self.is_supported() {
+            self
+        } else {
+            Backend::Generic
+        }
+    }
+
     /// Whether the backend runs the `sdot` kernels.
     #[cfg(target_arch = "aarch64")]
     pub(crate) const fn has_dotprod(self) -> bool {

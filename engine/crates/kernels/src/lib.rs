@@ -16,9 +16,9 @@
 //! 3. **Dot products, one module per architecture**: [`dot`] (`generic`, `x86`,
 //!    `aarch64`, and the dispatch in `dot/mod.rs`), `k_quants/{generic,x86,aarch64}.rs`,
 //!    [`vec`].
-//! 4. **Matrix products**: [`packed`] (with `x86`, `q4_k_x86`, `aarch64`),
-//!    [`k_quants::tiles`] (with `interleaved_x86`, `tiles_aarch64`),
-//!    [`matmul`].
+//! 4. **Matrix products**: `matmul/args.rs` (their operands, [`MatMulArgs`]),
+//!    [`packed`] (with `x86`, `q4_k_x86`, `aarch64`), [`k_quants::tiles`] (with
+//!    `interleaved_x86`, `tiles_aarch64`), [`matmul`].
 //!
 //! # Example
 //! ```
@@ -54,4 +54,4 @@ pub use dot::{
     vec_dot_with, weight_types,
 };
 pub use error::KernelError;
-pub use matmul::{ROW_BLOCK, matmul, matmul_with, split_rows};
+pub use matmul::{MatMulArgs, ROW_BLOCK, matmul, matmul_with, split_rows};

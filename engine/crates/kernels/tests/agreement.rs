@@ -12,8 +12,8 @@ use engine_kernels::quant::{
     quantize_row_q8_0,
 };
 use engine_kernels::{
-    Backend, convert_activations, convert_activations_with, matmul_with, quant, vec_dot_type,
-    vec_dot_with,
+    Backend, MatMulArgs, convert_activations, convert_activations_with, matmul_with, quant,
+    vec_dot_type, vec_dot_with,
 };
 use matrix::{Matrix, dequant, make_matrix, random_row};
 use rand::SeedableRng;
@@ -347,22 +347,20 @@ fn matmul_agrees_across_backends_and_with_reference() {
                     y_stride,
                 };
                 let y = product.check_backends(SENTINEL, |b, y| {
+                    let args = MatMulArgs {
+                        wtype,
+                        w: w.data(),
+                        w_stride: w.stride,
+                        k,
+                        x: x.data(),
+                        x_stride: x.stride,
+                        m,
+                        y,
+                        y_stride,
+                    };
                     // SAFETY: y holds m rows of y_stride >= n_range.end outputs; one caller.
                     unsafe {
-                        matmul_with(
-                            b,
-                            wtype,
-                            w.data(),
-                            w.stride,
-                            k,
-                            x.data(),
-                            x.stride,
-                            m,
-                            n_range.clone(),
-                            y,
-                            y_stride,
-                        )
-                        .unwrap();
+                        matmul_with(b, args, n_range.clone()).unwrap();
                     }
                 });
                 // Quantized products round exactly like vec_dot for every m; float ones
@@ -396,40 +394,23 @@ fn matmul_split_across_threads_equals_whole() {
         let x = make_matrix(&mut rng, vec_dot_type(wtype), false, m, k, 0, 0);
         let mut whole = vec![0f32; m * n];
         let mut parts = vec![0f32; m * n];
-        // SAFETY: whole holds m * n outputs; one call.
-        unsafe {
-            engine_kernels::matmul(
-                wtype,
-                w.data(),
-                w.stride,
-                k,
-                x.data(),
-                x.stride,
-                m,
-                0..n,
-                whole.as_mut_ptr(),
-                n,
-            )
-            .unwrap()
+        let args = |y| MatMulArgs {
+            wtype,
+            w: w.data(),
+            w_stride: w.stride,
+            k,
+            x: x.data(),
+            x_stride: x.stride,
+            m,
+            y,
+            y_stride: n,
         };
+        // SAFETY: whole holds m * n outputs; one call.
+        unsafe { engine_kernels::matmul(args(whole.as_mut_ptr()), 0..n).unwrap() };
         for ith in 0..3 {
             let r = engine_kernels::split_rows(n, ith, 3);
             // SAFETY: disjoint column ranges of parts, one call at a time.
-            unsafe {
-                engine_kernels::matmul(
-                    wtype,
-                    w.data(),
-                    w.stride,
-                    k,
-                    x.data(),
-                    x.stride,
-                    m,
-                    r,
-                    parts.as_mut_ptr(),
-                    n,
-                )
-                .unwrap()
-            };
+            unsafe { engine_kernels::matmul(args(parts.as_mut_ptr()), r).unwrap() };
         }
         assert_eq!(whole, parts, "{wtype:?}");
     }
@@ -460,41 +441,39 @@ fn packed_matmul_agrees_across_backends_and_with_reference() {
                     y_stride,
                 };
                 product.check_backends(SENTINEL, |b, y| {
+                    let args = MatMulArgs {
+                        wtype,
+                        w: &packed,
+                        w_stride: 0,
+                        k,
+                        x: x.data(),
+                        x_stride: x.stride,
+                        m,
+                        y,
+                        y_stride,
+                    };
                     // SAFETY: y holds m rows of y_stride > n_range.end outputs; one caller.
                     unsafe {
-                        matmul_packed_with(
-                            b,
-                            wtype,
-                            &packed,
-                            k,
-                            x.data(),
-                            x.stride,
-                            m,
-                            n_range.clone(),
-                            y,
-                            y_stride,
-                        )
-                        .unwrap();
+                        matmul_packed_with(b, args, n_range.clone()).unwrap();
                     }
                 });
             }
             // A range that does not start on a group is refused.
             let x = make_matrix(&mut rng, DType::Q8_0, false, 1, k, 0, 0);
             let mut y = vec![0f32; n_total];
-            // SAFETY: the call fails before writing.
-            let err = unsafe {
-                engine_kernels::packed::matmul_packed(
-                    wtype,
-                    &packed,
-                    k,
-                    x.data(),
-                    x.stride,
-                    1,
-                    4..16,
-                    y.as_mut_ptr(),
-                    n_total,
-                )
+            let args = MatMulArgs {
+                wtype,
+                w: &packed,
+                w_stride: 0,
+                k,
+                x: x.data(),
+                x_stride: x.stride,
+                m: 1,
+                y: y.as_mut_ptr(),
+                y_stride: n_total,
             };
+            // SAFETY: the call fails before writing.
+            let err = unsafe { engine_kernels::packed::matmul_packed(args, 4..16) };
             assert!(err.is_err());
         }
     }

@@ -10,7 +10,7 @@ mod matrix;
 use common::engine_abi::DType;
 use engine_kernels::k_quants::tiles;
 use engine_kernels::{
-    Backend, convert_activations, matmul_with, quant, vec_dot_type, vec_dot_with,
+    Backend, MatMulArgs, convert_activations, matmul_with, quant, vec_dot_type, vec_dot_with,
 };
 use matrix::{dequant, make_matrix, random_row};
 use rand::SeedableRng;
@@ -162,22 +162,20 @@ fn matmul_agrees_across_backends_with_reference_and_vec_dot() {
                 let mut first: Option<Vec<f32>> = None;
                 for b in backends::all() {
                     let mut y = vec![SENTINEL; m * y_stride];
+                    let args = MatMulArgs {
+                        wtype,
+                        w: w.data(),
+                        w_stride: w.stride,
+                        k,
+                        x: x.data(),
+                        x_stride: x.stride,
+                        m,
+                        y: y.as_mut_ptr(),
+                        y_stride,
+                    };
                     // SAFETY: y holds m rows of y_stride >= n_range.end outputs; one caller.
                     unsafe {
-                        matmul_with(
-                            b,
-                            wtype,
-                            w.data(),
-                            w.stride,
-                            k,
-                            x.data(),
-                            x.stride,
-                            m,
-                            n_range.clone(),
-                            y.as_mut_ptr(),
-                            y_stride,
-                        )
-                        .unwrap();
+                        matmul_with(b, args, n_range.clone()).unwrap();
                     }
                     for i in 0..m {
                         for n in 0..y_stride {
@@ -241,21 +239,20 @@ fn packed_q4_k_agrees_across_backends_and_with_reference() {
             let mut first: Option<Vec<f32>> = None;
             for b in backends::all() {
                 let mut y = vec![SENTINEL; m * y_stride];
+                let args = MatMulArgs {
+                    wtype,
+                    w: &packed,
+                    w_stride: 0,
+                    k,
+                    x: x.data(),
+                    x_stride: x.stride,
+                    m,
+                    y: y.as_mut_ptr(),
+                    y_stride,
+                };
                 // SAFETY: y holds m rows of y_stride > n_range.end outputs; one caller.
                 unsafe {
-                    matmul_packed_with(
-                        b,
-                        wtype,
-                        &packed,
-                        k,
-                        x.data(),
-                        x.stride,
-                        m,
-                        n_range.clone(),
-                        y.as_mut_ptr(),
-                        y_stride,
-                    )
-                    .unwrap();
+                    matmul_packed_with(b, args, n_range.clone()).unwrap();
                 }
                 for i in 0..m {
                     for n in 0..y_stride {

@@ -145,11 +145,7 @@ pub fn vec_dot_with(
 ) -> Result<f32, KernelError> {
     check_row("vec_dot weights", wtype, k, w)?;
     check_row("vec_dot activations", vec_dot_type(wtype), k, x)?;
-    let backend = if backend.is_supported() {
-        backend
-    } else {
-        Backend::Generic
-    };
+    let backend = backend.supported_or_generic();
     // SAFETY: both rows were checked to hold k elements; the backend is supported.
     unsafe { vec_dot_unchecked(backend, wtype, k, w.as_ptr(), x.as_ptr()) }
 }

@@ -24,6 +24,7 @@ use common::engine_abi::DType;
 use super::q8_k;
 use super::scales::QK_K;
 use super::x86::bcast4;
+use crate::matmul::args::MatMulArgs;
 
 /// Weight rows unpacked together (one per 32-bit lane).
 const ROWS: usize = 8;
@@ -292,19 +293,19 @@ unsafe fn tile<const MIN: bool, const RN: usize>(
 /// AVX2/FMA/F16C available; `w` and `x` hold those rows; the caller owns outputs `(i, n)`
 /// for `i < m`, `n ∈ n_range`.
 #[target_feature(enable = "avx2,fma,f16c")]
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
-pub(crate) unsafe fn matmul(
-    wtype: DType,
-    w: *const u8,
-    w_stride: usize,
-    k: usize,
-    x: *const u8,
-    x_stride: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(crate) unsafe fn matmul(args: &MatMulArgs<'_>, n_range: Range<usize>) {
+    let MatMulArgs {
+        wtype,
+        w,
+        w_stride,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+    } = *args;
+    let (w, x) = (w.as_ptr(), x.as_ptr());
     type Tile = unsafe fn(&[Block8], *const u8, usize, usize, *mut f32, usize);
     let nb = k / QK_K;
     let min = super::unpacking::has_min(wtype);

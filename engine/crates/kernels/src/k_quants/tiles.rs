@@ -31,6 +31,7 @@ use super::scales::QK_K;
 use super::unpacked::Unpacked;
 use super::unpacking::{has_min, unpack};
 use crate::backend::Backend;
+use crate::matmul::args::MatMulArgs;
 
 /// Batches of at least this many activation rows go through this module (llama.cpp's
 /// `ggml_tiled_min_batch`).
@@ -81,39 +82,24 @@ fn dot_unpacked(min: bool, w: &[Unpacked], x: &[u8]) -> f32 {
 /// # Safety
 /// `backend` is supported; `w` and `x` hold those rows (checked by `matmul_with`); the
 /// caller owns outputs `(i, n)` for `i < m`, `n ∈ n_range`.
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
-pub(crate) unsafe fn matmul(
-    backend: Backend,
-    wtype: DType,
-    w: &[u8],
-    w_stride: usize,
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(crate) unsafe fn matmul(backend: Backend, args: &MatMulArgs<'_>, n_range: Range<usize>) {
     #[cfg(target_arch = "x86_64")]
     if backend == Backend::Avx2 {
         // SAFETY: forwarded caller contract (AVX2 supported, rows readable, outputs owned).
-        unsafe {
-            super::interleaved_x86::matmul(
-                wtype,
-                w.as_ptr(),
-                w_stride,
-                k,
-                x.as_ptr(),
-                x_stride,
-                m,
-                n_range,
-                y,
-                y_stride,
-            )
-        };
+        unsafe { super::interleaved_x86::matmul(args, n_range) };
         return;
     }
+    let MatMulArgs {
+        wtype,
+        w,
+        w_stride,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+    } = *args;
     let nb = k / QK_K;
     let wb = wtype.block_bytes();
     let min = has_min(wtype);
@@ -143,20 +129,7 @@ pub(crate) unsafe fn matmul(
                     // SAFETY: NEON (and dotprod for NeonDotprod and NeonI8mm) supported (caller);
                     // scratch holds ROWS rows of nb blocks; activation rows i0..i1 are
                     // readable; outputs owned.
-                    unsafe {
-                        f(
-                            min,
-                            &scratch,
-                            nb,
-                            x.as_ptr(),
-                            x_stride,
-                            i0..i1,
-                            n0,
-                            rows,
-                            y,
-                            y_stride,
-                        );
-                    }
+                    unsafe { f(min, &scratch, args, i0..i1, n0, rows) };
                 }
                 _ => {
                     for i in i0..i1 {

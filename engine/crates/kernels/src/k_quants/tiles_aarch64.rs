@@ -9,6 +9,7 @@ use super::q8_k;
 use super::scales::QK_K;
 use super::unpacked::Unpacked;
 use crate::dot::aarch64::lanes4;
+use crate::matmul::args::MatMulArgs;
 
 /// `s1` and `s2` of one unpacked super-block against the `Q8_K` block at `xb`.
 ///
@@ -33,27 +34,33 @@ unsafe fn block_sums<const DOT: bool>(u: &Unpacked, xb: *const u8) -> (i32, i32)
     }
 }
 
-/// Unpacked weight rows `w[r·nb..(r+1)·nb]` for `r < rows` times activation rows `rows_i`
-/// into `y[i·y_stride + n0 + r]`, each output rounded like the portable `dot_unpacked`.
+/// Unpacked weight rows `w[r·nb..(r+1)·nb]` for `r < rows` (`nb = k / 256` of `args`)
+/// times activation rows `rows_i` of `args` into `y[i·y_stride + n0 + r]`, each output
+/// rounded like the portable `dot_unpacked` (`args.w` is not read: `w` holds its rows
+/// `n0..n0 + rows`).
 ///
 /// # Safety
 /// NEON (and dotprod if `DOT`) available; `w` holds `rows·nb` blocks; activation rows
 /// `rows_i` (each `nb` `Q8_K` blocks at `x + i·x_stride`) are readable; the caller owns the
 /// outputs.
 #[target_feature(enable = "neon")]
-#[expect(clippy::too_many_arguments, reason = "internal kernel")]
 pub(crate) unsafe fn tiles_rows<const DOT: bool>(
     min: bool,
     w: &[Unpacked],
-    nb: usize,
-    x: *const u8,
-    x_stride: usize,
+    args: &MatMulArgs<'_>,
     rows_i: std::ops::Range<usize>,
     n0: usize,
     rows: usize,
-    y: *mut f32,
-    y_stride: usize,
 ) {
+    let MatMulArgs {
+        k,
+        x,
+        x_stride,
+        y,
+        y_stride,
+        ..
+    } = *args;
+    let (nb, x) = (k / QK_K, x.as_ptr());
     assert!(w.len() >= rows * nb);
     for i in rows_i {
         for r in 0..rows {

@@ -7,6 +7,7 @@
 //! (`llamafile_sgemm`, one FMA accumulator per output) for two or more rows when `k` is a
 //! multiple of 8.
 
+pub(crate) mod args;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -22,6 +23,7 @@ use crate::error::KernelError;
 #[cfg(target_arch = "x86_64")]
 use crate::legacy::block32::QK;
 use crate::shape::check_matrix;
+pub use args::MatMulArgs;
 
 /// Weight rows [`split_rows`] hands out at a time: a whole packed group
 /// ([`crate::packed::PACK_ROWS`]), which is also a whole number of register tiles.
@@ -89,48 +91,15 @@ const fn uses_tinyblas_order(m: usize, k: usize) -> bool {
 }
 
 /// `y[i * y_stride + n] = dot(w row n, x row i)` for `n` in `n_range` and `i` in `0..m`, with
-/// the detected backend.
-///
-/// `w` holds rows of `k` elements of `wtype`, row `n` starting at byte `n * w_stride` (the
-/// stride may exceed the row size, e.g. for KV-cache views); `x` holds `m` rows already
-/// converted with [`crate::convert_activations`] to `vec_dot_type(wtype)`, row `i` at byte
-/// `i * x_stride`. Buffer lengths are checked; the output is not.
+/// the detected backend; the operands and their layout are described at [`MatMulArgs`].
+/// Buffer lengths are checked; the output is not.
 ///
 /// # Safety
-/// `y` is valid for writes at every index above, and no other thread reads or writes those
-/// indices during the call.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors ggml's strided mul_mat signature"
-)]
-pub unsafe fn matmul(
-    wtype: DType,
-    w: &[u8],
-    w_stride: usize,
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) -> Result<(), KernelError> {
+/// `args.y` is valid for writes at every index above, and no other thread reads or writes
+/// those indices during the call.
+pub unsafe fn matmul(args: MatMulArgs<'_>, n_range: Range<usize>) -> Result<(), KernelError> {
     // SAFETY: forwarded caller contract.
-    unsafe {
-        matmul_with(
-            Backend::detect(),
-            wtype,
-            w,
-            w_stride,
-            k,
-            x,
-            x_stride,
-            m,
-            n_range,
-            y,
-            y_stride,
-        )
-    }
+    unsafe { matmul_with(Backend::detect(), args, n_range) }
 }
 
 /// [`matmul`] with an explicit backend (an unsupported one falls back to
@@ -138,23 +107,19 @@ pub unsafe fn matmul(
 ///
 /// # Safety
 /// As [`matmul`].
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors ggml's strided mul_mat signature"
-)]
 pub unsafe fn matmul_with(
     backend: Backend,
-    wtype: DType,
-    w: &[u8],
-    w_stride: usize,
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
+    args: MatMulArgs<'_>,
     n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
 ) -> Result<(), KernelError> {
+    let MatMulArgs {
+        wtype,
+        w,
+        w_stride,
+        k,
+        m,
+        ..
+    } = args;
     if wtype == DType::I32 {
         return Err(KernelError::UnsupportedType {
             dtype: wtype,
@@ -165,39 +130,27 @@ pub unsafe fn matmul_with(
         return Ok(());
     }
     check_matrix("matmul weights", wtype, k, w, w_stride, n_range.end)?;
-    check_matrix("matmul activations", vec_dot_type(wtype), k, x, x_stride, m)?;
-    let backend = if backend.is_supported() {
-        backend
-    } else {
-        Backend::Generic
-    };
+    args.check_activations()?;
+    let backend = backend.supported_or_generic();
     if crate::k_quants::is_k_weight(wtype) && m >= crate::k_quants::tiles::MIN_ROWS {
         // SAFETY: buffers checked above, backend supported, output contract from the caller.
-        unsafe {
-            crate::k_quants::tiles::matmul(
-                backend, wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride,
-            );
-        }
+        unsafe { crate::k_quants::tiles::matmul(backend, &args, n_range) };
         return Ok(());
     }
     match backend {
         #[cfg(target_arch = "x86_64")]
         Backend::Avx2 => {
             // SAFETY: buffers checked above, AVX2 supported, output contract from the caller.
-            unsafe { matmul_avx2(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) }
+            unsafe { matmul_avx2(&args, n_range) }
         }
         #[cfg(target_arch = "aarch64")]
         Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
             // SAFETY: buffers checked above, NEON supported, output contract from the caller.
-            unsafe {
-                matmul_neon(
-                    backend, wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride,
-                )
-            }
+            unsafe { matmul_neon(backend, &args, n_range) }
         }
         _ => {
             // SAFETY: output contract from the caller; buffers checked above.
-            unsafe { matmul_generic(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) }
+            unsafe { matmul_generic(&args, n_range) }
         }
     }
 }
@@ -206,19 +159,18 @@ pub unsafe fn matmul_with(
 ///
 /// # Safety
 /// Buffers checked by [`matmul_with`]; output contract of [`matmul`].
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
-unsafe fn matmul_generic(
-    wtype: DType,
-    w: &[u8],
-    w_stride: usize,
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) -> Result<(), KernelError> {
+unsafe fn matmul_generic(args: &MatMulArgs<'_>, n_range: Range<usize>) -> Result<(), KernelError> {
+    let MatMulArgs {
+        wtype,
+        w,
+        w_stride,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+    } = *args;
     let wrow = wtype.row_bytes(k).unwrap_or(0);
     let xrow = vec_dot_type(wtype).row_bytes(k).unwrap_or(0);
     let tinyblas = uses_tinyblas_order(m, k);
@@ -250,20 +202,22 @@ unsafe fn matmul_generic(
 /// `backend` is a supported NEON backend; buffers checked by [`matmul_with`]; output
 /// contract of [`matmul`].
 #[cfg(target_arch = "aarch64")]
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
 unsafe fn matmul_neon(
     backend: Backend,
-    wtype: DType,
-    w: &[u8],
-    w_stride: usize,
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
+    args: &MatMulArgs<'_>,
     n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
 ) -> Result<(), KernelError> {
+    let MatMulArgs {
+        wtype,
+        w,
+        w_stride,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+    } = *args;
     use crate::dot::aarch64 as neon;
     type Single = unsafe fn(usize, *const u8, *const u8) -> f32;
     let single: Option<Single> = match wtype {
@@ -296,19 +250,18 @@ unsafe fn matmul_neon(
 /// # Safety
 /// AVX2/FMA/F16C available; buffers checked by [`matmul_with`]; output contract of [`matmul`].
 #[cfg(target_arch = "x86_64")]
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
-unsafe fn matmul_avx2(
-    wtype: DType,
-    w: &[u8],
-    w_stride: usize,
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) -> Result<(), KernelError> {
+unsafe fn matmul_avx2(args: &MatMulArgs<'_>, n_range: Range<usize>) -> Result<(), KernelError> {
+    let MatMulArgs {
+        wtype,
+        w,
+        w_stride,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+    } = *args;
     let tinyblas = uses_tinyblas_order(m, k);
     match wtype {
         DType::Q8_0 | DType::Q4_0 => {
@@ -317,26 +270,16 @@ unsafe fn matmul_avx2(
             } else {
                 x86::tile_q4_0
             };
-            let xrow = k / QK * 34;
-            // SAFETY: forwarded.
-            unsafe {
-                run_tiles(
-                    table,
-                    quant_tile_rows(m),
-                    QUANT_TILE_COLS,
-                    false,
-                    k / QK,
-                    w,
-                    w_stride,
-                    x.as_ptr(),
-                    x_stride,
-                    xrow,
-                    m,
-                    n_range,
-                    y,
-                    y_stride,
-                )
+            let tiling = Tiling {
+                table,
+                rm_max: quant_tile_rows(m),
+                rn_max: QUANT_TILE_COLS,
+                add: false,
+                kk: k / QK,
+                x_row_bytes: k / QK * 34,
             };
+            // SAFETY: forwarded.
+            unsafe { run_tiles(&tiling, args, n_range) };
         }
         DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
             use crate::legacy::{q4_1::Q4_1, q5_0::Q5_0, q5_1::Q5_1};
@@ -350,30 +293,20 @@ unsafe fn matmul_avx2(
             } else {
                 FIVE_BIT_TILE
             };
-            let xrow = vec_dot_type(wtype).row_bytes(k).unwrap_or(0);
-            // SAFETY: forwarded.
-            unsafe {
-                run_tiles(
-                    table,
-                    rows,
-                    cols,
-                    false,
-                    k / QK,
-                    w,
-                    w_stride,
-                    x.as_ptr(),
-                    x_stride,
-                    xrow,
-                    m,
-                    n_range,
-                    y,
-                    y_stride,
-                )
+            let tiling = Tiling {
+                table,
+                rm_max: rows,
+                rn_max: cols,
+                add: false,
+                kk: k / QK,
+                x_row_bytes: vec_dot_type(wtype).row_bytes(k).unwrap_or(0),
             };
+            // SAFETY: forwarded.
+            unsafe { run_tiles(&tiling, args, n_range) };
         }
         DType::F16 | DType::BF16 | DType::F32 if tinyblas => {
             // SAFETY: forwarded.
-            unsafe { float_tiles(wtype, w, w_stride, k, x, x_stride, m, n_range, y, y_stride) };
+            unsafe { float_tiles(args, n_range) };
         }
         DType::F16 if k < 32 => {
             // ggml_vec_dot_f16 with k < 32 is all scalar f64 tail (attention over a short
@@ -411,20 +344,7 @@ unsafe fn matmul_avx2(
                 _ => kx::dot_q6_k,
             };
             // SAFETY: rows checked by matmul_with; AVX2 supported; output owned.
-            unsafe {
-                rows_with(
-                    dot,
-                    k / crate::k_quants::QK_K,
-                    w.as_ptr(),
-                    w_stride,
-                    x.as_ptr(),
-                    x_stride,
-                    m,
-                    n_range,
-                    y,
-                    y_stride,
-                )
-            };
+            unsafe { rows_with(dot, k / crate::k_quants::QK_K, args, n_range) };
         }
         _ => {
             for i in 0..m {
@@ -458,19 +378,18 @@ type RowDot = unsafe fn(usize, *const u8, *const u8) -> f32;
 /// The CPU supports `dot`; rows `n_range` of `w` (stride `w_stride`) and `m` rows of `x`
 /// (stride `x_stride`) hold `nb` blocks each; the caller owns the outputs.
 #[cfg(target_arch = "x86_64")]
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
-unsafe fn rows_with(
-    dot: RowDot,
-    nb: usize,
-    w: *const u8,
-    w_stride: usize,
-    x: *const u8,
-    x_stride: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) {
+unsafe fn rows_with(dot: RowDot, nb: usize, args: &MatMulArgs<'_>, n_range: Range<usize>) {
+    let MatMulArgs {
+        w,
+        w_stride,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *args;
+    let (w, x) = (w.as_ptr(), x.as_ptr());
     for i in 0..m {
         for n in n_range.clone() {
             // SAFETY: rows n of w and i of x hold nb blocks; the kernel is supported; output
@@ -493,19 +412,18 @@ unsafe fn rows_with(
 /// # Safety
 /// As [`matmul_avx2`]; `k % 8 == 0`.
 #[cfg(target_arch = "x86_64")]
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul")]
-unsafe fn float_tiles(
-    wtype: DType,
-    w: &[u8],
-    w_stride: usize,
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) {
+unsafe fn float_tiles(args: &MatMulArgs<'_>, n_range: Range<usize>) {
+    let MatMulArgs {
+        wtype,
+        w,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *args;
     let (table, elt): (fn(usize, usize) -> x86::TileFn, usize) = match wtype {
         DType::F16 => (x86::tile_f16, 2),
         DType::BF16 => (x86::tile_bf16, 2),
@@ -526,7 +444,7 @@ unsafe fn float_tiles(
         let mut m0 = 0;
         while m0 < m {
             let rows = (m - m0).min(mc);
-            let (xptr, xs) = if let Some(widen) = widen {
+            let (xs, xs_stride): (&[u8], usize) = if let Some(widen) = widen {
                 buf.resize(rows * kl, 0f32);
                 for r in 0..rows {
                     // SAFETY: row m0 + r of x holds k halves (checked), k0 + kl <= k; buf
@@ -539,59 +457,86 @@ unsafe fn float_tiles(
                         )
                     };
                 }
-                (buf.as_ptr().cast::<u8>(), 4 * kl)
+                // SAFETY: the bytes of buf's initialized floats (f32 has no padding, u8 no
+                // alignment), borrowed only while buf is not written.
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), 4 * buf.len()) };
+                (bytes, 4 * kl)
             } else {
-                (x.as_ptr().wrapping_add(m0 * x_stride + 4 * k0), x_stride)
+                (&x[m0 * x_stride + 4 * k0..], x_stride)
+            };
+            // The same product restricted to rows m0..m0 + rows and elements k0..k0 + kl.
+            let part = MatMulArgs {
+                w: &w[elt * k0..],
+                k: kl,
+                x: xs,
+                x_stride: xs_stride,
+                m: rows,
+                y: y.wrapping_add(m0 * y_stride),
+                ..*args
+            };
+            let tiling = Tiling {
+                table,
+                rm_max: FLOAT_TILE_ROWS,
+                rn_max: FLOAT_TILE_COLS,
+                add: k0 > 0,
+                kk: kl,
+                x_row_bytes: 4 * kl,
             };
             // SAFETY: weight rows of the range from element k0 on, `rows` activation rows of
-            // kl floats at xptr, outputs of rows m0.. (caller's); k0 > 0 adds.
-            unsafe {
-                run_tiles(
-                    table,
-                    FLOAT_TILE_ROWS,
-                    FLOAT_TILE_COLS,
-                    k0 > 0,
-                    kl,
-                    &w[elt * k0..],
-                    w_stride,
-                    xptr,
-                    xs,
-                    4 * kl,
-                    rows,
-                    n_range.clone(),
-                    y.add(m0 * y_stride),
-                    y_stride,
-                )
-            };
+            // kl floats in xs, outputs of rows m0.. (caller's); k0 > 0 adds.
+            unsafe { run_tiles(&tiling, &part, n_range.clone()) };
             m0 += rows;
         }
         k0 += kl;
     }
 }
 
+/// How [`run_tiles`] covers a product with register tiles.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Tiling {
+    /// The tile kernel for `rm` weight rows by `rn` activation rows.
+    table: fn(usize, usize) -> x86::TileFn,
+    /// Weight rows of the largest tile.
+    rm_max: usize,
+    /// Activation rows of the largest tile.
+    rn_max: usize,
+    /// Whether the tiles add to the outputs instead of storing them.
+    add: bool,
+    /// The length every tile is called with (blocks or elements per row).
+    kk: usize,
+    /// Bytes the tiles read of each activation row (sizes the slices kept in L2).
+    x_row_bytes: usize,
+}
+
 /// Walks the output in tiles: slices of activation rows sized for the L2 cache, then every
-/// `rm_max` weight rows of the range, then `rn_max` activation rows at a time.
+/// `rm_max` weight rows of the range, then `rn_max` activation rows at a time. Reads
+/// `w`, `x`, `m`, `y` and their strides of `args` (the tiles know the types).
 ///
 /// # Safety
 /// As [`matmul_avx2`]; `x` covers `m` rows at `x_stride` of what the tiles read.
 #[cfg(target_arch = "x86_64")]
-#[expect(clippy::too_many_arguments, reason = "internal tile walker")]
-unsafe fn run_tiles(
-    table: fn(usize, usize) -> x86::TileFn,
-    rm_max: usize,
-    rn_max: usize,
-    add: bool,
-    kk: usize,
-    w: &[u8],
-    w_stride: usize,
-    x: *const u8,
-    x_stride: usize,
-    x_row_bytes: usize,
-    m: usize,
-    n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
-) {
+unsafe fn run_tiles(tiling: &Tiling, args: &MatMulArgs<'_>, n_range: Range<usize>) {
+    let Tiling {
+        table,
+        rm_max,
+        rn_max,
+        add,
+        kk,
+        x_row_bytes,
+    } = *tiling;
+    let MatMulArgs {
+        w,
+        w_stride,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *args;
+    let x = x.as_ptr();
     let mc = (ACTIVATION_CHUNK_BYTES / x_row_bytes.max(1) / rn_max * rn_max).max(rn_max);
     let mut m0 = 0;
     while m0 < m {
@@ -650,17 +595,28 @@ mod tests {
         let w = vec![0u8; 34 * 2];
         let x = vec![0u8; 34];
         let mut y = [0f32; 4];
+        let args = |k: usize, m: usize, y: *mut f32| MatMulArgs {
+            wtype: DType::Q8_0,
+            w: &w,
+            w_stride: 34,
+            k,
+            x: &x,
+            x_stride: 34,
+            m,
+            y,
+            y_stride: 4,
+        };
         // SAFETY: y has room for outputs 0..2 of one row.
-        let ok = unsafe { matmul(DType::Q8_0, &w, 34, 32, &x, 34, 1, 0..2, y.as_mut_ptr(), 4) };
+        let ok = unsafe { matmul(args(32, 1, y.as_mut_ptr()), 0..2) };
         assert!(ok.is_ok());
         // SAFETY: the call fails before writing.
-        let err = unsafe { matmul(DType::Q8_0, &w, 34, 32, &x, 34, 1, 0..3, y.as_mut_ptr(), 4) };
+        let err = unsafe { matmul(args(32, 1, y.as_mut_ptr()), 0..3) };
         assert!(matches!(err, Err(KernelError::BufferTooSmall { .. })));
         // SAFETY: as above.
-        let err = unsafe { matmul(DType::Q8_0, &w, 34, 32, &x, 34, 2, 0..2, y.as_mut_ptr(), 4) };
+        let err = unsafe { matmul(args(32, 2, y.as_mut_ptr()), 0..2) };
         assert!(matches!(err, Err(KernelError::BufferTooSmall { .. })));
         // SAFETY: as above.
-        let err = unsafe { matmul(DType::Q8_0, &w, 34, 31, &x, 34, 1, 0..1, y.as_mut_ptr(), 4) };
+        let err = unsafe { matmul(args(31, 1, y.as_mut_ptr()), 0..1) };
         assert!(matches!(err, Err(KernelError::RowNotBlockAligned { .. })));
     }
 }

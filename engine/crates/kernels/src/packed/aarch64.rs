@@ -7,10 +7,12 @@
 
 use std::arch::aarch64::*;
 
-use super::layout::{PACK_ROWS, SCALES_BYTES};
+use super::layout::{PACK_ROWS, Q4_0_GROUP_BLOCK_BYTES, Q8_0_GROUP_BLOCK_BYTES, SCALES_BYTES};
 use super::q4_k::{GROUP_BLOCK_BYTES, MINS, QUANTS, SCALES};
 use crate::dot::aarch64::lanes4;
-use crate::k_quants::q8_k;
+use crate::k_quants::{QK_K, q8_k};
+use crate::legacy::block32::QK;
+use crate::matmul::args::MatMulArgs;
 
 /// The little-endian half at `p` as `f32`.
 ///
@@ -87,22 +89,25 @@ unsafe fn q4_k_block_sums<const DOT: bool>(gblk: *const u8, xb: *const u8) -> ([
     }
 }
 
-/// The product of one packed `Q4_K` group (`nb` group blocks at `wg`) with `m` `Q8_K`
-/// rows into `y[i·y_stride + r]`, as `q4_k::group_rows_generic`.
+/// The product of one packed `Q4_K` group (`group.w`: `nb = k / 256` group blocks) with
+/// `m` `Q8_K` rows into `y[i·y_stride + r]`, as `q4_k::group_rows_generic`.
 ///
 /// # Safety
-/// NEON (and dotprod if `DOT`) available; `wg` holds `nb` group blocks, `x` `m` rows of
+/// NEON (and dotprod if `DOT`) available; `w` holds `nb` group blocks, `x` `m` rows of
 /// `nb` `Q8_K` blocks at `x_stride`; outputs `(i, r)` for `r < 8` are the caller's.
 #[target_feature(enable = "neon")]
-pub(super) unsafe fn q4_k_group_rows<const DOT: bool>(
-    nb: usize,
-    wg: *const u8,
-    x: *const u8,
-    x_stride: usize,
-    m: usize,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(super) unsafe fn q4_k_group_rows<const DOT: bool>(group: &MatMulArgs<'_>) {
+    let MatMulArgs {
+        w,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *group;
+    let (nb, wg, x) = (k / QK_K, w.as_ptr(), x.as_ptr());
     for i in 0..m {
         let mut acc = [0f32; PACK_ROWS];
         let mut acc_m = [0f32; PACK_ROWS];
@@ -128,24 +133,39 @@ pub(super) unsafe fn q4_k_group_rows<const DOT: bool>(
     }
 }
 
-/// The product of one packed Q4_0 (`Q4 = true`) or Q8_0 group (`nb` group blocks of `gb`
-/// bytes at `wg`) with `m` Q8_0 rows, as the portable `group_rows_generic`.
+/// Bytes of one Q4_0 (`Q4 = true`) or Q8_0 group block.
+const fn legacy_group_block_bytes<const Q4: bool>() -> usize {
+    if Q4 {
+        Q4_0_GROUP_BLOCK_BYTES
+    } else {
+        Q8_0_GROUP_BLOCK_BYTES
+    }
+}
+
+/// The product of one packed Q4_0 (`Q4 = true`) or Q8_0 group (`group.w`: `nb = k / 32`
+/// group blocks of `gb` bytes) with `m` Q8_0 rows, as the portable `group_rows_generic`.
 ///
 /// # Safety
-/// NEON (and dotprod if `DOT`) available; `wg` holds `nb` group blocks, `x` `m` rows of
+/// NEON (and dotprod if `DOT`) available; `w` holds `nb` group blocks, `x` `m` rows of
 /// `nb` Q8_0 blocks at `x_stride`; outputs `(i, r)` for `r < 8` are the caller's.
 #[target_feature(enable = "neon")]
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
-pub(super) unsafe fn legacy_group_rows<const Q4: bool, const DOT: bool>(
-    nb: usize,
-    gb: usize,
-    wg: *const u8,
-    x: *const u8,
-    x_stride: usize,
-    m: usize,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(super) unsafe fn legacy_group_rows<const Q4: bool, const DOT: bool>(group: &MatMulArgs<'_>) {
+    let MatMulArgs {
+        w,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *group;
+    let (nb, gb, wg, x) = (
+        k / QK,
+        legacy_group_block_bytes::<Q4>(),
+        w.as_ptr(),
+        x.as_ptr(),
+    );
     let chunk = (gb - SCALES_BYTES) / 4;
     for i in 0..m {
         let mut acc = [0f32; PACK_ROWS];
@@ -244,17 +264,23 @@ unsafe fn pair_quants<const Q4: bool>(q: *const u8) -> [int8x16_t; 4] {
 /// # Safety
 /// NEON, dotprod and i8mm available; otherwise as [`legacy_group_rows`].
 #[target_feature(enable = "neon")]
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
-pub(super) unsafe fn legacy_group_rows_i8mm<const Q4: bool>(
-    nb: usize,
-    gb: usize,
-    wg: *const u8,
-    x: *const u8,
-    x_stride: usize,
-    m: usize,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(super) unsafe fn legacy_group_rows_i8mm<const Q4: bool>(group: &MatMulArgs<'_>) {
+    let MatMulArgs {
+        w,
+        k,
+        x: xs,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *group;
+    let (nb, gb, wg, x) = (
+        k / QK,
+        legacy_group_block_bytes::<Q4>(),
+        w.as_ptr(),
+        xs.as_ptr(),
+    );
     let chunk = (gb - SCALES_BYTES) / 4;
     let mut i = 0;
     while i + 2 <= m {
@@ -298,19 +324,14 @@ pub(super) unsafe fn legacy_group_rows_i8mm<const Q4: bool>(
         i += 2;
     }
     if i < m {
-        // SAFETY: row i is readable, outputs (i, r) are the caller's; dotprod (caller).
-        unsafe {
-            legacy_group_rows::<Q4, true>(
-                nb,
-                gb,
-                wg,
-                x.add(i * x_stride),
-                x_stride,
-                1,
-                y.add(i * y_stride),
-                y_stride,
-            )
+        let last = MatMulArgs {
+            x: &xs[i * x_stride..],
+            m: 1,
+            y: y.wrapping_add(i * y_stride),
+            ..*group
         };
+        // SAFETY: row i is readable, outputs (i, r) are the caller's; dotprod (caller).
+        unsafe { legacy_group_rows::<Q4, true>(&last) };
     }
 }
 
@@ -325,15 +346,18 @@ pub(super) unsafe fn legacy_group_rows_i8mm<const Q4: bool>(
 /// # Safety
 /// NEON, dotprod and i8mm available; otherwise as [`q4_k_group_rows`].
 #[target_feature(enable = "neon")]
-pub(super) unsafe fn q4_k_group_rows_i8mm(
-    nb: usize,
-    wg: *const u8,
-    x: *const u8,
-    x_stride: usize,
-    m: usize,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(super) unsafe fn q4_k_group_rows_i8mm(group: &MatMulArgs<'_>) {
+    let MatMulArgs {
+        w,
+        k,
+        x: xs,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *group;
+    let (nb, wg, x) = (k / QK_K, w.as_ptr(), xs.as_ptr());
     let mut i = 0;
     while i + 2 <= m {
         let mut acc = [[0f32; PACK_ROWS]; 2];
@@ -416,17 +440,13 @@ pub(super) unsafe fn q4_k_group_rows_i8mm(
         i += 2;
     }
     if i < m {
-        // SAFETY: row i is readable, outputs (i, r) are the caller's; dotprod (caller).
-        unsafe {
-            q4_k_group_rows::<true>(
-                nb,
-                wg,
-                x.add(i * x_stride),
-                x_stride,
-                1,
-                y.add(i * y_stride),
-                y_stride,
-            )
+        let last = MatMulArgs {
+            x: &xs[i * x_stride..],
+            m: 1,
+            y: y.wrapping_add(i * y_stride),
+            ..*group
         };
+        // SAFETY: row i is readable, outputs (i, r) are the caller's; dotprod (caller).
+        unsafe { q4_k_group_rows::<true>(&last) };
     }
 }

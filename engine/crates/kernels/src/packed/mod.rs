@@ -47,6 +47,7 @@ use crate::backend::Backend;
 use crate::error::KernelError;
 use crate::f16::read_f16;
 use crate::legacy::block32::QK;
+use crate::matmul::args::MatMulArgs;
 use crate::shape::check_matrix;
 pub use layout::PACK_ROWS;
 use layout::{Q4_0_GROUP_BLOCK_BYTES, Q8_0_GROUP_BLOCK_BYTES, SCALES_BYTES};
@@ -199,44 +200,22 @@ pub fn unpack_row(
 }
 
 /// `y[i * y_stride + n] = dot(row n, x row i)` for `n` in `n_range` and `i` in `0..m`,
-/// for weights packed by [`pack`] (`k` elements per row), with the detected backend.
+/// for weights packed by [`pack`] (`args.w`, rows of `args.k` elements; `args.w_stride`
+/// is not read), with the detected backend.
 ///
-/// `x` holds `m` rows of activations of [`crate::vec_dot_type`]`(wtype)` (Q8_0, or Q8_K
-/// for Q4_K; [`crate::convert_activations`]), row `i` at byte `i * x_stride`. `n_range` must start and end on multiples of [`PACK_ROWS`].
+/// `args.x` holds `m` rows of activations of [`crate::vec_dot_type`]`(wtype)` (Q8_0, or
+/// Q8_K for Q4_K; [`crate::convert_activations`]), row `i` at byte `i * x_stride`.
+/// `n_range` must start and end on multiples of [`PACK_ROWS`].
 ///
 /// # Safety
-/// As [`crate::matmul`]: `y` is valid for writes at every index above, and no other
+/// As [`crate::matmul`]: `args.y` is valid for writes at every index above, and no other
 /// thread reads or writes those indices during the call.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors ggml's strided mul_mat signature"
-)]
 pub unsafe fn matmul_packed(
-    wtype: DType,
-    w: &[u8],
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
+    args: MatMulArgs<'_>,
     n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
 ) -> Result<(), KernelError> {
     // SAFETY: forwarded caller contract.
-    unsafe {
-        matmul_packed_with(
-            Backend::detect(),
-            wtype,
-            w,
-            k,
-            x,
-            x_stride,
-            m,
-            n_range,
-            y,
-            y_stride,
-        )
-    }
+    unsafe { matmul_packed_with(Backend::detect(), args, n_range) }
 }
 
 /// [`matmul_packed`] with an explicit backend (an unsupported one falls back to
@@ -244,236 +223,171 @@ pub unsafe fn matmul_packed(
 ///
 /// # Safety
 /// As [`matmul_packed`].
-#[expect(
-    clippy::too_many_arguments,
-    reason = "mirrors ggml's strided mul_mat signature"
-)]
 pub unsafe fn matmul_packed_with(
     backend: Backend,
-    wtype: DType,
-    w: &[u8],
-    k: usize,
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
+    args: MatMulArgs<'_>,
     n_range: Range<usize>,
-    y: *mut f32,
-    y_stride: usize,
 ) -> Result<(), KernelError> {
-    if n_range.is_empty() || m == 0 {
+    if n_range.is_empty() || args.m == 0 {
         return Ok(());
     }
-    let product = PackedProduct {
-        wtype,
-        k,
-        w,
-        x,
-        x_stride,
-        m,
-        y,
-        y_stride,
-    };
-    product.check(&n_range)?;
-    let backend = if backend.is_supported() {
-        backend
-    } else {
-        Backend::Generic
-    };
+    check(&args, &n_range)?;
+    let backend = backend.supported_or_generic();
     let groups = n_range.start / PACK_ROWS..n_range.end / PACK_ROWS;
     // SAFETY: the operands passed `check`; the outputs are the caller's (forwarded
     // contract).
     unsafe {
-        if wtype == DType::Q4_K {
-            product.q4_k_groups(backend, groups);
+        if args.wtype == DType::Q4_K {
+            q4_k_groups(&args, backend, groups);
         } else {
-            product.legacy_groups(backend, groups);
+            legacy_groups(&args, backend, groups);
         }
     }
     Ok(())
 }
 
-/// The operands of [`matmul_packed_with`]: weights of `wtype` packed in groups of
-/// [`PACK_ROWS`] rows of `k` elements, `m` activation rows, outputs at `y` with rows
-/// `y_stride` apart.
-struct PackedProduct<'a> {
-    wtype: DType,
-    k: usize,
-    w: &'a [u8],
-    x: &'a [u8],
-    x_stride: usize,
-    m: usize,
-    y: *mut f32,
-    y_stride: usize,
+/// Checks the operands of [`matmul_packed_with`] for output rows `n_range`: packable rows
+/// up to its end, a start on a group, packed weights of that size, `m` activation rows.
+fn check(args: &MatMulArgs<'_>, n_range: &Range<usize>) -> Result<(), KernelError> {
+    let (wtype, k) = (args.wtype, args.k);
+    if !can_pack(wtype, k, n_range.end) || !n_range.start.is_multiple_of(PACK_ROWS) {
+        return Err(KernelError::NotPackable {
+            dtype: wtype,
+            k,
+            n: n_range.end,
+        });
+    }
+    let needed = packed_len(wtype, k, n_range.end)?;
+    if args.w.len() < needed {
+        return Err(KernelError::BufferTooSmall {
+            what: "packed weights",
+            required: needed,
+            actual: args.w.len(),
+        });
+    }
+    args.check_activations()
 }
 
-impl PackedProduct<'_> {
-    /// Checks the operands for output rows `n_range`: packable rows up to its end, a
-    /// start on a group, weights of that size, `m` activation rows.
-    fn check(&self, n_range: &Range<usize>) -> Result<(), KernelError> {
-        let (wtype, k) = (self.wtype, self.k);
-        if !can_pack(wtype, k, n_range.end) || !n_range.start.is_multiple_of(PACK_ROWS) {
-            return Err(KernelError::NotPackable {
-                dtype: wtype,
-                k,
-                n: n_range.end,
-            });
-        }
-        let needed = packed_len(wtype, k, n_range.end)?;
-        if self.w.len() < needed {
-            return Err(KernelError::BufferTooSmall {
-                what: "packed weights",
-                required: needed,
-                actual: self.w.len(),
-            });
-        }
-        let vdt = crate::dot::vec_dot_type(wtype);
-        check_matrix("matmul activations", vdt, k, self.x, self.x_stride, self.m)?;
-        Ok(())
-    }
+/// Blocks per row of the packed product `args`.
+fn nb(args: &MatMulArgs<'_>) -> usize {
+    args.k / block_elems(args.wtype)
+}
 
-    /// Blocks per row.
-    fn nb(&self) -> usize {
-        self.k / block_elems(self.wtype)
+/// The product of group `g` alone: its packed weights (`nb` group blocks) and its first
+/// output, the rest as in `args`.
+fn group<'a>(args: &MatMulArgs<'a>, g: usize) -> MatMulArgs<'a> {
+    let (nb, gb) = (nb(args), group_block_bytes(args.wtype).unwrap_or(0));
+    MatMulArgs {
+        w: &args.w[g * nb * gb..(g + 1) * nb * gb],
+        y: args.y.wrapping_add(g * PACK_ROWS),
+        ..*args
     }
+}
 
-    /// Bytes of one block of a group (its 8 rows' share).
-    fn gb(&self) -> usize {
-        group_block_bytes(self.wtype).unwrap_or(0)
-    }
-
-    /// Group `g`'s packed weights and its first output.
-    fn group(&self, g: usize) -> (&[u8], *mut f32) {
-        let (nb, gb) = (self.nb(), self.gb());
-        (
-            &self.w[g * nb * gb..(g + 1) * nb * gb],
-            self.y.wrapping_add(g * PACK_ROWS),
-        )
-    }
-
-    /// Q4_K groups `groups` on `backend` (a supported one).
-    ///
-    /// # Safety
-    /// The operands passed [`Self::check`]; outputs of rows `8g..8g+8` for every `i < m`
-    /// and every group are writable and the caller's.
-    unsafe fn q4_k_groups(&self, backend: Backend, groups: Range<usize>) {
-        let nb = self.nb();
-        let (x, x_stride, m, y_stride) = (self.x, self.x_stride, self.m, self.y_stride);
-        // llama.cpp's repacked MUL_MAT: gemm for the first m − m % 4 rows, gemv for the
-        // rest (`forward_mul_mat_one_chunk` in ggml-cpu/repack.cpp).
-        #[cfg(not(target_arch = "aarch64"))]
-        let gemm_rows = m - m % 4;
-        for g in groups {
-            let (wg, yg) = self.group(g);
-            match backend {
-                #[cfg(target_arch = "x86_64")]
-                Backend::Avx2 => {
-                    // SAFETY: AVX2 supported; group and activation rows checked
-                    // (`Self::check`); outputs of rows 8g..8g+8 for every i are the caller's.
-                    unsafe {
-                        q4_k_x86::group_rows(
-                            nb,
-                            wg.as_ptr(),
-                            x.as_ptr(),
-                            x_stride,
-                            m,
-                            gemm_rows,
-                            yg,
-                            y_stride,
-                        )
-                    }
-                }
-                #[cfg(target_arch = "aarch64")]
-                Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
-                    let (wg, xp) = (wg.as_ptr(), x.as_ptr());
-                    // SAFETY: NEON (and dotprod, i8mm for the backends that have them) supported;
-                    // as above.
-                    unsafe {
-                        if backend == Backend::NeonI8mm && m >= 2 {
-                            aarch64::q4_k_group_rows_i8mm(nb, wg, xp, x_stride, m, yg, y_stride)
-                        } else if backend.has_dotprod() {
-                            aarch64::q4_k_group_rows::<true>(nb, wg, xp, x_stride, m, yg, y_stride)
-                        } else {
-                            aarch64::q4_k_group_rows::<false>(nb, wg, xp, x_stride, m, yg, y_stride)
-                        }
-                    }
-                }
-                _ => {
-                    // The AArch64 kernels keep one order (llama.cpp's NEON kernels are
-                    // not matched here); the portable one follows the AVX2 ones.
-                    #[cfg(target_arch = "aarch64")]
-                    let gemm_rows = 0;
-                    // SAFETY: as above.
-                    unsafe {
-                        q4_k::group_rows_generic(nb, wg, x, x_stride, m, gemm_rows, yg, y_stride)
+/// Q4_K groups `groups` of `args` on `backend` (a supported one).
+///
+/// # Safety
+/// The operands passed [`check`]; outputs of rows `8g..8g+8` for every `i < m` and every
+/// group are writable and the caller's.
+unsafe fn q4_k_groups(args: &MatMulArgs<'_>, backend: Backend, groups: Range<usize>) {
+    // llama.cpp's repacked MUL_MAT: gemm for the first m − m % 4 rows, gemv for the
+    // rest (`forward_mul_mat_one_chunk` in ggml-cpu/repack.cpp).
+    #[cfg(not(target_arch = "aarch64"))]
+    let gemm_rows = args.m - args.m % 4;
+    for g in groups {
+        let group = group(args, g);
+        match backend {
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => {
+                // SAFETY: AVX2 supported; group and activation rows checked (`check`);
+                // outputs of rows 8g..8g+8 for every i are the caller's.
+                unsafe { q4_k_x86::group_rows(&group, gemm_rows) }
+            }
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
+                // SAFETY: NEON (and dotprod, i8mm for the backends that have them) supported;
+                // as above.
+                unsafe {
+                    if backend == Backend::NeonI8mm && group.m >= 2 {
+                        aarch64::q4_k_group_rows_i8mm(&group)
+                    } else if backend.has_dotprod() {
+                        aarch64::q4_k_group_rows::<true>(&group)
+                    } else {
+                        aarch64::q4_k_group_rows::<false>(&group)
                     }
                 }
             }
+            _ => {
+                // The AArch64 kernels keep one order (llama.cpp's NEON kernels are
+                // not matched here); the portable one follows the AVX2 ones.
+                #[cfg(target_arch = "aarch64")]
+                let gemm_rows = 0;
+                // SAFETY: as above.
+                unsafe { q4_k::group_rows_generic(&group, gemm_rows) }
+            }
         }
     }
+}
 
-    /// Q4_0 or Q8_0 groups `groups` on `backend` (a supported one).
-    ///
-    /// # Safety
-    /// As [`Self::q4_k_groups`].
-    unsafe fn legacy_groups(&self, backend: Backend, groups: Range<usize>) {
-        let (wtype, nb) = (self.wtype, self.nb());
-        let (x, x_stride, m, y_stride) = (self.x, self.x_stride, self.m, self.y_stride);
-        #[cfg(target_arch = "x86_64")]
-        let bias = if backend == Backend::Avx2 && wtype == DType::Q4_0 {
-            nibble_bias(x, x_stride, m, nb)
-        } else {
-            Vec::new()
-        };
-        #[cfg(target_arch = "x86_64")]
-        let acts = x86::Activations {
-            rows: x.as_ptr(),
-            stride: x_stride,
-            bias: bias.as_ptr(),
-        };
-        for g in groups {
-            let (wg, yg) = self.group(g);
-            match backend {
-                #[cfg(target_arch = "x86_64")]
-                Backend::Avx2 => {
-                    // SAFETY: AVX2 supported; group and activation rows checked
-                    // (`Self::check`), biases of every row and block computed above; outputs
-                    // of rows 8g..8g+8 for every i are the caller's.
-                    unsafe { x86::group_rows(wtype, nb, wg.as_ptr(), &acts, m, yg, y_stride) }
-                }
-                #[cfg(target_arch = "aarch64")]
-                Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
-                    let (wg, xp) = (wg.as_ptr(), x.as_ptr());
-                    type Group = unsafe fn(
-                        usize,
-                        usize,
-                        *const u8,
-                        *const u8,
-                        usize,
-                        usize,
-                        *mut f32,
-                        usize,
-                    );
-                    let f: Group = match (wtype == DType::Q4_0, backend.has_dotprod()) {
-                        (true, _) if backend == Backend::NeonI8mm && m >= 2 => {
-                            aarch64::legacy_group_rows_i8mm::<true>
-                        }
-                        (false, _) if backend == Backend::NeonI8mm && m >= 2 => {
-                            aarch64::legacy_group_rows_i8mm::<false>
-                        }
-                        (true, true) => aarch64::legacy_group_rows::<true, true>,
-                        (true, false) => aarch64::legacy_group_rows::<true, false>,
-                        (false, true) => aarch64::legacy_group_rows::<false, true>,
-                        (false, false) => aarch64::legacy_group_rows::<false, false>,
-                    };
-                    // SAFETY: NEON (and dotprod, i8mm for the backends that have them)
-                    // supported; group and activation rows checked (`Self::check`); outputs
-                    // of rows 8g..8g+8 are the caller's.
-                    unsafe { f(nb, self.gb(), wg, xp, x_stride, m, yg, y_stride) }
-                }
-                _ => {
-                    // SAFETY: as above.
-                    unsafe { group_rows_generic(wtype, nb, wg, x, x_stride, m, yg, y_stride) }
-                }
+/// Q4_0 or Q8_0 groups `groups` of `args` on `backend` (a supported one).
+///
+/// # Safety
+/// As [`q4_k_groups`].
+unsafe fn legacy_groups(args: &MatMulArgs<'_>, backend: Backend, groups: Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    let MatMulArgs {
+        wtype,
+        x,
+        x_stride,
+        m,
+        y_stride,
+        ..
+    } = *args;
+    #[cfg(target_arch = "x86_64")]
+    let nb = nb(args);
+    #[cfg(target_arch = "x86_64")]
+    let bias = if backend == Backend::Avx2 && wtype == DType::Q4_0 {
+        nibble_bias(x, x_stride, m, nb)
+    } else {
+        Vec::new()
+    };
+    #[cfg(target_arch = "x86_64")]
+    let acts = x86::Activations {
+        rows: x.as_ptr(),
+        stride: x_stride,
+        bias: bias.as_ptr(),
+    };
+    for g in groups {
+        let group = group(args, g);
+        match backend {
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => {
+                let (wg, yg) = (group.w.as_ptr(), group.y);
+                // SAFETY: AVX2 supported; group and activation rows checked (`check`),
+                // biases of every row and block computed above; outputs of rows 8g..8g+8
+                // for every i are the caller's.
+                unsafe { x86::group_rows(wtype, nb, wg, &acts, m, yg, y_stride) }
+            }
+            #[cfg(target_arch = "aarch64")]
+            Backend::Neon | Backend::NeonDotprod | Backend::NeonI8mm => {
+                type Group = unsafe fn(&MatMulArgs<'_>);
+                let i8mm = backend == Backend::NeonI8mm && group.m >= 2;
+                let f: Group = match (group.wtype == DType::Q4_0, backend.has_dotprod()) {
+                    (true, _) if i8mm => aarch64::legacy_group_rows_i8mm::<true>,
+                    (false, _) if i8mm => aarch64::legacy_group_rows_i8mm::<false>,
+                    (true, true) => aarch64::legacy_group_rows::<true, true>,
+                    (true, false) => aarch64::legacy_group_rows::<true, false>,
+                    (false, true) => aarch64::legacy_group_rows::<false, true>,
+                    (false, false) => aarch64::legacy_group_rows::<false, false>,
+                };
+                // SAFETY: NEON (and dotprod, i8mm for the backends that have them)
+                // supported; group and activation rows checked (`check`); outputs of rows
+                // 8g..8g+8 are the caller's.
+                unsafe { f(&group) }
+            }
+            _ => {
+                // SAFETY: as above.
+                unsafe { group_rows_generic(&group) }
             }
         }
     }
@@ -492,21 +406,23 @@ fn nibble_bias(x: &[u8], x_stride: usize, m: usize, nb: usize) -> Vec<i32> {
     out
 }
 
-/// Portable product of one group (8 rows) with `m` activation rows, in the AVX2 order.
+/// Portable product of one group (8 rows, the product [`group`] gives) with `m`
+/// activation rows, in the AVX2 order.
 ///
 /// # Safety
 /// `y + i * y_stride + r` writable for `i < m`, `r < 8`; slices checked by the caller.
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
-unsafe fn group_rows_generic(
-    wtype: DType,
-    nb: usize,
-    wg: &[u8],
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    y: *mut f32,
-    y_stride: usize,
-) {
+unsafe fn group_rows_generic(group: &MatMulArgs<'_>) {
+    let MatMulArgs {
+        wtype,
+        w: wg,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *group;
+    let nb = nb(group);
     let gb = group_block_bytes(wtype).unwrap_or(0);
     let chunk = (gb - SCALES_BYTES) / 4;
     for i in 0..m {

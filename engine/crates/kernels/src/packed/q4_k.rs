@@ -39,6 +39,7 @@
 use super::layout::PACK_ROWS;
 use crate::k_quants::scales::{QK_K, pack_scale_min_k4, scale_min_k4};
 use crate::k_quants::{q4_k, q8_k};
+use crate::matmul::args::MatMulArgs;
 
 /// Bytes of one group block (8 rows × 256 elements).
 pub const GROUP_BLOCK_BYTES: usize = 32 + 64 + 64 + PACK_ROWS * QK_K / 2;
@@ -123,24 +124,25 @@ fn pair_sums(gblk: &[u8], xb: &[u8], r: usize) -> [(i32, i32); 4] {
     out
 }
 
-/// Portable product of one group (`nb` group blocks) with `m` `Q8_K` rows (row `i` at
-/// `x[i·x_stride..]`), in the AVX2 order: rows `0..gemm_rows` accumulate per sub-block
-/// pair (`gemm`), the rest per super-block (`gemv`).
+/// Portable product of one group (`group.w`: `nb = k / 256` group blocks) with `m`
+/// `Q8_K` rows (row `i` at `x[i·x_stride..]`), in the AVX2 order: rows `0..gemm_rows`
+/// accumulate per sub-block pair (`gemm`), the rest per super-block (`gemv`).
 ///
 /// # Safety
-/// `y + i·y_stride + r` is writable for `i < m`, `r < 8`; `wg` and `x` are checked by the
+/// `y + i·y_stride + r` is writable for `i < m`, `r < 8`; `w` and `x` are checked by the
 /// caller.
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
-pub(super) unsafe fn group_rows_generic(
-    nb: usize,
-    wg: &[u8],
-    x: &[u8],
-    x_stride: usize,
-    m: usize,
-    gemm_rows: usize,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(super) unsafe fn group_rows_generic(group: &MatMulArgs<'_>, gemm_rows: usize) {
+    let MatMulArgs {
+        w: wg,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *group;
+    let nb = k / QK_K;
     for i in 0..m {
         let gemm = i < gemm_rows;
         let xr = &x[i * x_stride..];

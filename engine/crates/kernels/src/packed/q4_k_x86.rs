@@ -12,8 +12,10 @@
 use std::arch::x86_64::*;
 
 use super::q4_k::{GROUP_BLOCK_BYTES, MINS, QUANTS, SCALES};
+use crate::k_quants::QK_K;
 use crate::k_quants::q8_k;
 use crate::k_quants::x86::bcast4;
+use crate::matmul::args::MatMulArgs;
 
 /// Activation rows per register tile.
 pub(super) const TILE_COLS: usize = 4;
@@ -134,23 +136,24 @@ unsafe fn tile<const RN: usize, const GEMM: bool>(
     }
 }
 
-/// One packed `Q4_K` group (`nb` group blocks at `w`) against `m` `Q8_K` activation rows
-/// (row `i` at `x + i·x_stride`) into `y[i·y_stride + 0..8]`: rows `0..gemm_rows` (a
-/// multiple of [`TILE_COLS`]) in `gemm` order, the rest in `gemv` order.
+/// One packed `Q4_K` group (`group.w`: `nb = k / 256` group blocks) against `m` `Q8_K`
+/// activation rows (row `i` at `x + i·x_stride`) into `y[i·y_stride + 0..8]`: rows
+/// `0..gemm_rows` (a multiple of [`TILE_COLS`]) in `gemm` order, the rest in `gemv` order.
 ///
 /// # Safety
 /// As [`tile`] for every activation row `0..m`.
-#[expect(clippy::too_many_arguments, reason = "internal form of matmul_packed")]
-pub(super) unsafe fn group_rows(
-    nb: usize,
-    w: *const u8,
-    x: *const u8,
-    x_stride: usize,
-    m: usize,
-    gemm_rows: usize,
-    y: *mut f32,
-    y_stride: usize,
-) {
+pub(super) unsafe fn group_rows(group: &MatMulArgs<'_>, gemm_rows: usize) {
+    let MatMulArgs {
+        w,
+        k,
+        x,
+        x_stride,
+        m,
+        y,
+        y_stride,
+        ..
+    } = *group;
+    let (nb, w, x) = (k / QK_K, w.as_ptr(), x.as_ptr());
     type Tile = unsafe fn(usize, *const u8, *const u8, usize, *mut f32, usize);
     debug_assert!(gemm_rows.is_multiple_of(TILE_COLS) && gemm_rows <= m);
     let mut i = 0;
