@@ -136,6 +136,14 @@ fn dir_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// The environment variable through which `cargo xtask test` builds the host's tests
+/// without LTO ([`crate::test::build_host_tests_without_lto`]). The static builds and the
+/// tests under QEMU take it out again and keep the release profile's thin LTO: their
+/// target directory outlives a run (see [`target_dir`]), and a profile change compiles
+/// every dependency again, which on two cores costs more than the LTO links it saves
+/// once.
+pub const RELEASE_LTO_ENV: &str = "CARGO_PROFILE_RELEASE_LTO";
+
 /// Builds `engine` and `profinfer` statically for `arch` (release profile).
 pub fn build(arch: Arch) -> Result<StaticBuild> {
     let triple = arch.musl_triple();
@@ -148,7 +156,8 @@ pub fn build(arch: Arch) -> Result<StaticBuild> {
             .arg(&target_dir)
             // rust-lld links the musl targets on their own (self-contained crt objects
             // and libc come with the target's standard library).
-            .args(["--config", &format!("target.{triple}.linker=\"rust-lld\"")]),
+            .args(["--config", &format!("target.{triple}.linker=\"rust-lld\"")])
+            .env_remove(RELEASE_LTO_ENV),
     )?;
     let bin_dir = target_dir.join(triple).join("release");
     for bin in ["engine", "profinfer"] {
@@ -206,6 +215,7 @@ pub fn test_under_qemu(
         .env(format!("CARGO_TARGET_{var}_LINKER"), "rust-lld")
         .env(format!("CARGO_TARGET_{var}_RUNNER"), &runner)
         .env("PROFINFER_ENGINE_RUNNER", &runner)
+        .env_remove(RELEASE_LTO_ENV)
         .envs(env.iter().copied());
     process::run(&mut cmd)
 }

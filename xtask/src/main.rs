@@ -155,7 +155,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, result, steps) = match cli.task {
         Task::Setup { oracle } => run("setup", |s| setup::run(s, oracle)),
-        Task::Test => run("test", test::run),
+        Task::Test => {
+            test::build_host_tests_without_lto();
+            run("test", test::run)
+        }
         Task::Demo => run("demo", demo::run),
         Task::Board => run("board", board::run_tests),
         Task::Eval { quick } => run("eval", |s| eval::run(s, eval::EvalConfig { quick })),

@@ -20,6 +20,20 @@ pub const FUZZ_SECONDS: u32 = 60;
 /// The GGUF parser's fuzz target.
 pub const FUZZ_TARGET: &str = "gguf_parse";
 
+/// Makes every cargo that `cargo xtask test` starts on the host (the test build, the
+/// tests' own `cargo build --release`, the evaluation's builds) use the release profile
+/// without LTO, by setting [`cross::RELEASE_LTO_ENV`] to `false` in this process's
+/// environment, which they all inherit. With thin LTO each of the workspace's ~45 test
+/// binaries is link-time optimised on its own, dependencies included: a clean clone's
+/// test build took over 35 minutes of a CI run that must finish in 90. The programs
+/// users build (`cargo xtask demo`, `cargo build --release`) keep the profile's LTO;
+/// the tests check results and bounds that do not depend on it (no test asserts a speed).
+pub fn build_host_tests_without_lto() {
+    // SAFETY: called by `main` before any thread is started, so nothing reads or writes
+    // the environment at the same time.
+    unsafe { std::env::set_var(cross::RELEASE_LTO_ENV, "false") };
+}
+
 /// Runs the set-up, the tests and the fuzz smoke run; all test steps run even if an
 /// earlier one failed, and the result is an error if any failed.
 pub fn run(steps: &mut Steps) -> Result<()> {
