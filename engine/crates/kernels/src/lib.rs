@@ -12,7 +12,7 @@
 //!    backend reproduces), `shape` (buffer checks).
 //! 2. **Types and blocks**: `legacy/block32.rs` and the 32-element block types in
 //!    `legacy/`, the K-quant blocks in `k_quants/` (`scales`, `fit`, `unpacked`,
-//!    `q2_k` … `q8_k`), [`quant`] (row quantization and dequantization of every type).
+//!    `block`, `q2_k` … `q8_k`), [`quant`] (row quantization and dequantization of every type).
 //! 3. **Dot products, one module per architecture**: [`dot`] (`generic`, `x86`,
 //!    `aarch64`, and the dispatch in `dot/mod.rs`), `k_quants/{generic,x86,aarch64}.rs`,
 //!    [`vec`].

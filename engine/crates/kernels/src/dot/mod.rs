@@ -111,7 +111,9 @@ pub fn convert_activations_with(
             }
         }
         DType::F16 => f32_row_to_f16_bytes(src, dst),
-        DType::Q8_K => crate::k_quants::q8_k::quantize_row(src, dst),
+        DType::Q8_K => {
+            crate::k_quants::block::quantize_row::<crate::k_quants::q8_k::BlockQ8K>(src, dst)
+        }
         DType::BF16 => bf16::f32_row_to_bytes(src, dst),
         DType::F32 => {
             for (x, out) in src.iter().zip(dst.chunks_exact_mut(4)) {

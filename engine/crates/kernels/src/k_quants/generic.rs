@@ -2,6 +2,7 @@
 //! `ggml_vec_dot_q*_K_q8_K` (see [`crate::k_quants`]): the same integer lane sums
 //! ([`lane_sums`]) and the same float operations in the same order.
 
+use super::block::{KWeight, read};
 use super::scales::QK_K;
 use super::{q2_k, q3_k, q4_k, q5_k, q6_k, q8_k};
 use crate::order::{LANES, hsum8};
@@ -30,7 +31,7 @@ pub(crate) fn dot_q2_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
         .take(nb)
     {
         let b: q2_k::BlockQ2K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
+        let y = read::<q8_k::BlockQ8K>(xb);
         let d = y.d * b.d.to_f32();
         let dmin = -y.d * b.dmin.to_f32();
         for (l, a) in acc.iter_mut().enumerate() {
@@ -38,7 +39,7 @@ pub(crate) fn dot_q2_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
             *a = dmin.mul_add((m(2 * l) + m(2 * l + 1)) as f32, *a);
         }
         let sumi = lane_sums(|e| {
-            i32::from(b.scales[e / 16] & 0xf) * i32::from(q2_k::quant(&b, e)) * i32::from(y.qs[e])
+            i32::from(b.scales[e / 16] & 0xf) * i32::from(b.quant(e)) * i32::from(y.qs[e])
         });
         for (a, s) in acc.iter_mut().zip(sumi) {
             *a = d.mul_add(s as f32, *a);
@@ -57,11 +58,11 @@ pub(crate) fn dot_q3_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
         .take(nb)
     {
         let b: q3_k::BlockQ3K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
+        let y = read::<q8_k::BlockQ8K>(xb);
         let d = y.d * b.d.to_f32();
         let sumi = lane_sums(|e| {
             i32::from(q3_k::group_scale(&b.scales, e / 16))
-                * i32::from(q3_k::quant(&b, e))
+                * i32::from(b.signed_quant(e))
                 * i32::from(y.qs[e])
         });
         for (a, s) in acc.iter_mut().zip(sumi) {
@@ -83,7 +84,7 @@ pub(crate) fn dot_q4_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
         .take(nb)
     {
         let b: q4_k::BlockQ4K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
+        let y = read::<q8_k::BlockQ8K>(xb);
         let d = y.d * b.d.to_f32();
         let dmin = -y.d * b.dmin.to_f32();
         let (sc, m) = q4_k::scales_and_mins(&b);
@@ -94,7 +95,7 @@ pub(crate) fn dot_q4_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
             let prod = m[2 * t] * q8s[2 * t] + m[2 * t + 1] * q8s[2 * t + 1];
             *a = dmin.mul_add(prod as f32, *a);
         }
-        let sumi = lane_sums(|e| sc[e / 32] * i32::from(q4_k::quant(&b, e)) * i32::from(y.qs[e]));
+        let sumi = lane_sums(|e| sc[e / 32] * i32::from(b.quant(e)) * i32::from(y.qs[e]));
         for (a, s) in acc.iter_mut().zip(sumi) {
             *a = d.mul_add(s as f32, *a);
         }
@@ -115,7 +116,7 @@ pub(crate) fn dot_q5_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
         .take(nb)
     {
         let b: q5_k::BlockQ5K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
+        let y = read::<q8_k::BlockQ8K>(xb);
         let d = y.d * b.d.to_f32();
         let dmin = -y.d * b.dmin.to_f32();
         let mut sc = [0i32; 8];
@@ -127,7 +128,7 @@ pub(crate) fn dot_q5_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
             isum += i32::from(m) * i32::from(q8s);
         }
         summs = dmin.mul_add(isum as f32, summs);
-        let sumi = lane_sums(|e| sc[e / 32] * i32::from(q5_k::quant(&b, e)) * i32::from(y.qs[e]));
+        let sumi = lane_sums(|e| sc[e / 32] * i32::from(b.quant(e)) * i32::from(y.qs[e]));
         for (a, s) in acc.iter_mut().zip(sumi) {
             *a = d.mul_add(s as f32, *a);
         }
@@ -146,11 +147,10 @@ pub(crate) fn dot_q6_k(nb: usize, w: &[u8], x: &[u8]) -> f32 {
         .take(nb)
     {
         let b: q6_k::BlockQ6K = bytemuck::pod_read_unaligned(wb);
-        let y = q8_k::read(xb);
+        let y = read::<q8_k::BlockQ8K>(xb);
         let d = y.d * b.d.to_f32();
-        let sumi = lane_sums(|e| {
-            i32::from(b.scales[e / 16]) * i32::from(q6_k::quant(&b, e)) * i32::from(y.qs[e])
-        });
+        let sumi =
+            lane_sums(|e| i32::from(b.scales[e / 16]) * i32::from(b.quant(e)) * i32::from(y.qs[e]));
         for (l, (a, s)) in acc.iter_mut().zip(sumi).enumerate() {
             let offset = |g: usize| i32::from(y.bsums[g]) * i32::from(b.scales[g]);
             let lane = s.wrapping_sub((offset(2 * l) + offset(2 * l + 1)) << 5);

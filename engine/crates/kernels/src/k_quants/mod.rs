@@ -1,10 +1,13 @@
 //! ggml's K-quants: weights in super-blocks of 256 values (`Q2_K` … `Q6_K`) and their
 //! activation type `Q8_K`, byte-compatible with `ggml-common.h`.
 //!
-//! Each type module holds the block layout, ggml's reference quantizer
-//! (`quantize_row_q*_K_ref`, what llama.cpp writes into GGUF files when no importance
-//! matrix is given), the row dequantizer and the portable dot product with `Q8_K`
-//! activations; [`generic`], [`x86`] and `aarch64` hold the portable, AVX2 and NEON dot products.
+//! Each type module holds the block layout and its `block::KBlock` impl: ggml's reference
+//! quantizer of one block (`quantize_row_q*_K_ref`, what llama.cpp writes into GGUF files
+//! when no importance matrix is given) and its dequantizer, and for the weight types
+//! `block::KWeight` (the quants and group scales the batched products multiply);
+//! `block` holds the row loops over blocks, written once for every type; [`generic`],
+//! [`x86`] and `aarch64` hold the portable, AVX2 and NEON dot products with `Q8_K`
+//! activations.
 //!
 //! # Rounding of the dot products
 //! ggml's AVX2 `ggml_vec_dot_q*_K_q8_K` compute, per super-block, exact integer sums in
@@ -16,6 +19,7 @@
 
 #[cfg(target_arch = "aarch64")]
 pub(crate) mod aarch64;
+pub(crate) mod block;
 pub(crate) mod fit;
 pub(crate) mod generic;
 #[cfg(target_arch = "x86_64")]
@@ -52,12 +56,12 @@ pub const fn is_k_weight(t: DType) -> bool {
 /// Returns `false` for other types.
 pub(crate) fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> bool {
     match dtype {
-        DType::Q2_K => q2_k::quantize_row(src, dst),
-        DType::Q3_K => q3_k::quantize_row(src, dst),
-        DType::Q4_K => q4_k::quantize_row(src, dst),
-        DType::Q5_K => q5_k::quantize_row(src, dst),
-        DType::Q6_K => q6_k::quantize_row(src, dst),
-        DType::Q8_K => q8_k::quantize_row(src, dst),
+        DType::Q2_K => block::quantize_row::<q2_k::BlockQ2K>(src, dst),
+        DType::Q3_K => block::quantize_row::<q3_k::BlockQ3K>(src, dst),
+        DType::Q4_K => block::quantize_row::<q4_k::BlockQ4K>(src, dst),
+        DType::Q5_K => block::quantize_row::<q5_k::BlockQ5K>(src, dst),
+        DType::Q6_K => block::quantize_row::<q6_k::BlockQ6K>(src, dst),
+        DType::Q8_K => block::quantize_row::<q8_k::BlockQ8K>(src, dst),
         _ => return false,
     }
     true
@@ -67,12 +71,12 @@ pub(crate) fn quantize_row(dtype: DType, src: &[f32], dst: &mut [u8]) -> bool {
 /// the caller). Returns `false` for other types.
 pub(crate) fn dequantize_row(dtype: DType, src: &[u8], dst: &mut [f32]) -> bool {
     match dtype {
-        DType::Q2_K => q2_k::dequantize_row(src, dst),
-        DType::Q3_K => q3_k::dequantize_row(src, dst),
-        DType::Q4_K => q4_k::dequantize_row(src, dst),
-        DType::Q5_K => q5_k::dequantize_row(src, dst),
-        DType::Q6_K => q6_k::dequantize_row(src, dst),
-        DType::Q8_K => q8_k::dequantize_row(src, dst),
+        DType::Q2_K => block::dequantize_row::<q2_k::BlockQ2K>(src, dst),
+        DType::Q3_K => block::dequantize_row::<q3_k::BlockQ3K>(src, dst),
+        DType::Q4_K => block::dequantize_row::<q4_k::BlockQ4K>(src, dst),
+        DType::Q5_K => block::dequantize_row::<q5_k::BlockQ5K>(src, dst),
+        DType::Q6_K => block::dequantize_row::<q6_k::BlockQ6K>(src, dst),
+        DType::Q8_K => block::dequantize_row::<q8_k::BlockQ8K>(src, dst),
         _ => return false,
     }
     true

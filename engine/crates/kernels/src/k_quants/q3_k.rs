@@ -9,6 +9,7 @@
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::block::{KBlock, KWeight};
 use super::fit::{make_q3_quants, nearest_int};
 use super::scales::{K_SCALE_SIZE, QK_K};
 use super::unpacked::GroupScales;
@@ -43,104 +44,97 @@ pub(crate) fn group_scale(scales: &[u8; K_SCALE_SIZE], g: usize) -> i8 {
     (low | (high << 4)) as i8 - 32
 }
 
-/// The quant (`-4..=3`) of element `e`.
-#[inline]
-pub(crate) fn quant(b: &BlockQ3K, e: usize) -> i8 {
-    let (j, s, t) = (e / 128, (e % 128) / 32, e % 32);
-    let low = ((b.qs[32 * j + t] >> (2 * s)) & 3) as i8;
-    let high_set = b.hmask[t] & (1 << (4 * j + s)) != 0;
-    if high_set { low } else { low - 4 }
-}
-
-/// The group scales of the block at `bytes` (see [`GroupScales`]).
-pub(crate) fn group_scales(bytes: &[u8]) -> GroupScales {
-    let b: BlockQ3K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    let sc: [i16; 16] = std::array::from_fn(|g| i16::from(group_scale(&b.scales, g)));
-    GroupScales {
-        sc,
-        c: sc.map(|s| 4 * s),
-        d: b.d.to_f32(),
-        dmin: 0.0,
+impl BlockQ3K {
+    /// The quant (`-4..=3`) of element `e`.
+    #[inline]
+    pub(crate) fn signed_quant(&self, e: usize) -> i8 {
+        let (j, s, t) = (e / 128, (e % 128) / 32, e % 32);
+        let low = ((self.qs[32 * j + t] >> (2 * s)) & 3) as i8;
+        let high_set = self.hmask[t] & (1 << (4 * j + s)) != 0;
+        if high_set { low } else { low - 4 }
     }
 }
 
-/// The quants of the block at `bytes` in element order, `q + 4` (`0..8`; the offset 4 is in
-/// the coefficients `4·sc` of [`group_scales`]), as
-/// [`super::tiles`](crate::k_quants::tiles) multiplies them.
-pub(crate) fn unpacked_quants(bytes: &[u8]) -> [u8; QK_K] {
-    let b: BlockQ3K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    std::array::from_fn(|e| (quant(&b, e) + 4) as u8)
-}
+impl KBlock for BlockQ3K {
+    const BYTES: usize = BLOCK_BYTES;
 
-/// `quantize_row_q3_K_ref` for one block of 256 values.
-pub(crate) fn quantize_block(x: &[f32]) -> BlockQ3K {
-    let mut b = BlockQ3K::zeroed();
-    let mut l = [0i8; QK_K];
-    let mut scales = [0f32; QK_K / 16];
-    let (mut amax, mut max_scale) = (0f32, 0f32);
-    for (g, xg) in x.chunks_exact(16).enumerate() {
-        scales[g] = make_q3_quants(4, xg, &mut l[16 * g..16 * g + 16]);
-        if scales[g].abs() > amax {
-            amax = scales[g].abs();
-            max_scale = scales[g];
-        }
-    }
-    if max_scale != 0.0 {
-        let iscale = -32.0 / max_scale;
-        for (g, &sc) in scales.iter().enumerate() {
-            // C stores the int in an int8_t before clamping it to 6 bits.
-            let q = ((nearest_int(iscale * sc) as i8).clamp(-32, 31) + 32) as u8;
-            if g < 8 {
-                b.scales[g] = q & 0xf;
-            } else {
-                b.scales[g - 8] |= (q & 0xf) << 4;
+    /// `quantize_row_q3_K_ref` for one block of 256 values.
+    fn quantize(x: &[f32]) -> Self {
+        let mut b = BlockQ3K::zeroed();
+        let mut l = [0i8; QK_K];
+        let mut scales = [0f32; QK_K / 16];
+        let (mut amax, mut max_scale) = (0f32, 0f32);
+        for (g, xg) in x.chunks_exact(16).enumerate() {
+            scales[g] = make_q3_quants(4, xg, &mut l[16 * g..16 * g + 16]);
+            if scales[g].abs() > amax {
+                amax = scales[g].abs();
+                max_scale = scales[g];
             }
-            b.scales[8 + g % 4] |= (q >> 4) << (2 * (g / 4));
         }
-        b.d = f16::from_f32(1.0 / iscale);
+        if max_scale != 0.0 {
+            let iscale = -32.0 / max_scale;
+            for (g, &sc) in scales.iter().enumerate() {
+                // C stores the int in an int8_t before clamping it to 6 bits.
+                let q = ((nearest_int(iscale * sc) as i8).clamp(-32, 31) + 32) as u8;
+                if g < 8 {
+                    b.scales[g] = q & 0xf;
+                } else {
+                    b.scales[g - 8] |= (q & 0xf) << 4;
+                }
+                b.scales[8 + g % 4] |= (q >> 4) << (2 * (g / 4));
+            }
+            b.d = f16::from_f32(1.0 / iscale);
+        }
+        for (g, xg) in x.chunks_exact(16).enumerate() {
+            let d = b.d.to_f32() * f32::from(group_scale(&b.scales, g));
+            if d == 0.0 {
+                continue;
+            }
+            for (q, &v) in l[16 * g..].iter_mut().zip(xg) {
+                *q = nearest_int(v / d).clamp(-4, 3) as i8 + 4;
+            }
+        }
+        for (e, q) in l.iter_mut().enumerate() {
+            if *q > 3 {
+                b.hmask[e % 32] |= 1 << (e / 32);
+                *q -= 4;
+            }
+        }
+        for (j, qs) in b.qs.chunks_exact_mut(32).enumerate() {
+            let lj = &l[128 * j..];
+            for (t, q) in qs.iter_mut().enumerate() {
+                *q = (lj[t] | (lj[t + 32] << 2) | (lj[t + 64] << 4) | (lj[t + 96] << 6)) as u8;
+            }
+        }
+        b
     }
-    for (g, xg) in x.chunks_exact(16).enumerate() {
-        let d = b.d.to_f32() * f32::from(group_scale(&b.scales, g));
-        if d == 0.0 {
-            continue;
-        }
-        for (q, &v) in l[16 * g..].iter_mut().zip(xg) {
-            *q = nearest_int(v / d).clamp(-4, 3) as i8 + 4;
-        }
-    }
-    for (e, q) in l.iter_mut().enumerate() {
-        if *q > 3 {
-            b.hmask[e % 32] |= 1 << (e / 32);
-            *q -= 4;
-        }
-    }
-    for (j, qs) in b.qs.chunks_exact_mut(32).enumerate() {
-        let lj = &l[128 * j..];
-        for (t, q) in qs.iter_mut().enumerate() {
-            *q = (lj[t] | (lj[t + 32] << 2) | (lj[t + 64] << 4) | (lj[t + 96] << 6)) as u8;
-        }
-    }
-    b
-}
 
-/// Quantizes `x` (a multiple of 256 values) into `out` (110 bytes per block).
-pub(crate) fn quantize_row(x: &[f32], out: &mut [u8]) {
-    for (xb, ob) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
-        ob.copy_from_slice(bytemuck::bytes_of(&quantize_block(xb)));
-    }
-}
-
-/// `dequantize_row_q3_K`.
-pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
-    for (bytes, out) in src
-        .chunks_exact(BLOCK_BYTES)
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let b: BlockQ3K = bytemuck::pod_read_unaligned(bytes);
-        let d_all = b.d.to_f32();
+    /// `dequantize_row_q3_K`: `d·sc·q`.
+    #[inline]
+    fn dequantize(&self, out: &mut [f32; QK_K]) {
+        let d_all = self.d.to_f32();
         for (e, o) in out.iter_mut().enumerate() {
-            let dl = d_all * f32::from(group_scale(&b.scales, e / 16));
-            *o = dl * f32::from(quant(&b, e));
+            let dl = d_all * f32::from(group_scale(&self.scales, e / 16));
+            *o = dl * f32::from(self.signed_quant(e));
+        }
+    }
+}
+
+impl KWeight for BlockQ3K {
+    /// `q + 4` (`0..8`, the three bits as stored; the offset 4 is in the coefficients
+    /// `4·sc` of the group scales).
+    #[inline]
+    fn quant(&self, e: usize) -> u8 {
+        (self.signed_quant(e) + 4) as u8
+    }
+
+    fn group_scales(&self) -> GroupScales {
+        let sc: [i16; 16] = std::array::from_fn(|g| i16::from(group_scale(&self.scales, g)));
+        GroupScales {
+            sc,
+            c: sc.map(|s| 4 * s),
+            d: self.d.to_f32(),
+            dmin: 0.0,
         }
     }
 }
@@ -148,6 +142,7 @@ pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k_quants::block::dequantize_row;
 
     #[test]
     fn scales_by_hand() {
@@ -173,7 +168,7 @@ mod tests {
         b.hmask[0] = 0b1; // element 0 high bit set -> q = 3
         b.qs[1] = 0b10; // element 1 low bits 2, high bit clear -> q = -2
         let mut y = [0f32; QK_K];
-        dequantize_row(bytemuck::bytes_of(&b), &mut y);
+        dequantize_row::<BlockQ3K>(bytemuck::bytes_of(&b), &mut y);
         assert_eq!((y[0], y[1], y[2]), (1.5, -1.0, -2.0));
     }
 
@@ -182,9 +177,9 @@ mod tests {
         let x: Vec<f32> = (0..QK_K)
             .map(|i| ((i * 53 % 97) as f32 / 48.0 - 1.0) * 2.0)
             .collect();
-        let b = quantize_block(&x);
+        let b = BlockQ3K::quantize(&x);
         let mut y = [0f32; QK_K];
-        dequantize_row(bytemuck::bytes_of(&b), &mut y);
+        dequantize_row::<BlockQ3K>(bytemuck::bytes_of(&b), &mut y);
         for (a, b) in x.iter().zip(&y) {
             // 8 levels over ±2 per group: about half a step (0.29) plus scale rounding.
             assert!((a - b).abs() <= 0.45, "{a} vs {b}");

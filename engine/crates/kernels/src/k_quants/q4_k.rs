@@ -3,11 +3,12 @@
 //!
 //! Element `64j + 32h + t` is the low (`h = 0`) or high (`h = 1`) nibble of
 //! `qs[32j + t]`; sub-block `2j + h`'s scale and min are packed in `scales` as
-//! [`super::scale_min_k4`] reads them.
+//! [`super::scales::scale_min_k4`] reads them.
 
 use bytemuck::{Pod, Zeroable};
 use half::f16;
 
+use super::block::{KBlock, KWeight, dequantize_k4};
 use super::fit::{AffineSearch, fit_affine_k4};
 use super::scales::{K_SCALE_SIZE, QK_K, scale_min_k4};
 use super::unpacked::{GroupScales, k4_group_scales};
@@ -30,73 +31,52 @@ pub struct BlockQ4K {
 pub const BLOCK_BYTES: usize = 144;
 const _: () = assert!(size_of::<BlockQ4K>() == BLOCK_BYTES);
 
-/// The 4-bit quant of element `e`.
-#[inline]
-pub(crate) fn quant(b: &BlockQ4K, e: usize) -> u8 {
-    let (j, h, t) = (e / 64, (e % 64) / 32, e % 32);
-    (b.qs[32 * j + t] >> (4 * h)) & 0xf
-}
+impl KBlock for BlockQ4K {
+    const BYTES: usize = BLOCK_BYTES;
 
-/// The group scales of the block at `bytes` (see [`GroupScales`]).
-pub(crate) fn group_scales(bytes: &[u8]) -> GroupScales {
-    let b: BlockQ4K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    k4_group_scales(b.d.to_f32(), b.dmin.to_f32(), &b.scales)
-}
-
-/// The quants of the block at `bytes` in element order, as stored (`0..16`), as
-/// [`super::tiles`](crate::k_quants::tiles) multiplies them.
-pub(crate) fn unpacked_quants(bytes: &[u8]) -> [u8; QK_K] {
-    let b: BlockQ4K = bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES]);
-    std::array::from_fn(|e| quant(&b, e))
-}
-
-/// `quantize_row_q4_K_ref` for one block of 256 values.
-pub(crate) fn quantize_block(x: &[f32]) -> BlockQ4K {
-    let search = AffineSearch {
-        nmax: 15,
-        rmin: -1.0,
-        rdelta: 0.1,
-        nstep: 20,
-        use_mad: false,
-    };
-    let fit = fit_affine_k4(search, x);
-    let mut qs = [0u8; QK_K / 2];
-    for (j, q) in qs.chunks_exact_mut(32).enumerate() {
-        let lj = &fit.l[64 * j..];
-        for (t, q) in q.iter_mut().enumerate() {
-            *q = lj[t] | (lj[t + 32] << 4);
-        }
-    }
-    BlockQ4K {
-        d: fit.d,
-        dmin: fit.dmin,
-        scales: fit.scales,
-        qs,
-    }
-}
-
-/// Quantizes `x` (a multiple of 256 values) into `out` (144 bytes per block).
-pub(crate) fn quantize_row(x: &[f32], out: &mut [u8]) {
-    for (xb, ob) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
-        ob.copy_from_slice(bytemuck::bytes_of(&quantize_block(xb)));
-    }
-}
-
-/// `dequantize_row_q4_K`.
-pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
-    for (bytes, out) in src
-        .chunks_exact(BLOCK_BYTES)
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let b: BlockQ4K = bytemuck::pod_read_unaligned(bytes);
-        let (d, min) = (b.d.to_f32(), b.dmin.to_f32());
-        for (j, out) in out.chunks_exact_mut(32).enumerate() {
-            let (sc, m) = scale_min_k4(j, &b.scales);
-            let (dj, mj) = (d * f32::from(sc), min * f32::from(m));
-            for (t, o) in out.iter_mut().enumerate() {
-                *o = dj * f32::from(quant(&b, 32 * j + t)) - mj;
+    /// `quantize_row_q4_K_ref` for one block of 256 values.
+    fn quantize(x: &[f32]) -> Self {
+        let search = AffineSearch {
+            nmax: 15,
+            rmin: -1.0,
+            rdelta: 0.1,
+            nstep: 20,
+            use_mad: false,
+        };
+        let fit = fit_affine_k4(search, x);
+        let mut qs = [0u8; QK_K / 2];
+        for (j, q) in qs.chunks_exact_mut(32).enumerate() {
+            let lj = &fit.l[64 * j..];
+            for (t, q) in q.iter_mut().enumerate() {
+                *q = lj[t] | (lj[t + 32] << 4);
             }
         }
+        BlockQ4K {
+            d: fit.d,
+            dmin: fit.dmin,
+            scales: fit.scales,
+            qs,
+        }
+    }
+
+    /// `dequantize_row_q4_K` (see [`dequantize_k4`]).
+    #[inline]
+    fn dequantize(&self, out: &mut [f32; QK_K]) {
+        let header = (self.d.to_f32(), self.dmin.to_f32());
+        dequantize_k4(self, header, &self.scales, out);
+    }
+}
+
+impl KWeight for BlockQ4K {
+    /// The 4-bit quant of element `e` (`0..16`).
+    #[inline]
+    fn quant(&self, e: usize) -> u8 {
+        let (j, h, t) = (e / 64, (e % 64) / 32, e % 32);
+        (self.qs[32 * j + t] >> (4 * h)) & 0xf
+    }
+
+    fn group_scales(&self) -> GroupScales {
+        k4_group_scales(self.d.to_f32(), self.dmin.to_f32(), &self.scales)
     }
 }
 
@@ -116,6 +96,7 @@ pub(crate) fn scales_and_mins(b: &BlockQ4K) -> ([i32; 8], [i32; 8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k_quants::block::dequantize_row;
     use crate::k_quants::generic::dot_q4_k as dot;
     use crate::k_quants::q8_k;
     use crate::k_quants::scales::pack_scale_min_k4;
@@ -133,7 +114,7 @@ mod tests {
         b.qs[0] = 0x7 | (0xf << 4); // element 0 = 7, element 32 = 15
         b.qs[64 + 1] = 0x2 << 4; // element 128 + 32 + 1 (sub-block 5) = 2
         let mut y = [0f32; QK_K];
-        dequantize_row(bytemuck::bytes_of(&b), &mut y);
+        dequantize_row::<BlockQ4K>(bytemuck::bytes_of(&b), &mut y);
         assert_eq!(y[0], 0.5 * 2.0 * 7.0 - 3.0);
         assert_eq!(y[1], -3.0);
         assert_eq!(y[32], 0.5 * 15.0);
@@ -145,9 +126,9 @@ mod tests {
         let x: Vec<f32> = (0..QK_K)
             .map(|i| ((i * 29 % 83) as f32 / 41.0 - 1.0) * 0.7 + 0.1)
             .collect();
-        let b = quantize_block(&x);
+        let b = BlockQ4K::quantize(&x);
         let mut y = [0f32; QK_K];
-        dequantize_row(bytemuck::bytes_of(&b), &mut y);
+        dequantize_row::<BlockQ4K>(bytemuck::bytes_of(&b), &mut y);
         for (a, b) in x.iter().zip(&y) {
             // 16 levels over a range of 1.4: half a step is ~0.05, plus 6-bit scale error.
             assert!((a - b).abs() <= 0.08, "{a} vs {b}");

@@ -10,6 +10,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::block::KBlock;
 use super::fit::nearest_int;
 use super::scales::QK_K;
 
@@ -34,61 +35,48 @@ const _: () = assert!(size_of::<BlockQ8K>() == BLOCK_BYTES);
 pub(crate) const QS: usize = 4;
 pub(crate) const BSUMS: usize = 4 + QK_K;
 
-/// `quantize_row_q8_K_ref` for one block of 256 values.
-pub(crate) fn quantize_block(x: &[f32]) -> BlockQ8K {
-    let mut b = BlockQ8K::zeroed();
-    let (mut amax, mut max) = (0f32, 0f32);
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
+impl KBlock for BlockQ8K {
+    const BYTES: usize = BLOCK_BYTES;
+
+    /// `quantize_row_q8_K_ref` for one block of 256 values.
+    fn quantize(x: &[f32]) -> Self {
+        let mut b = BlockQ8K::zeroed();
+        let (mut amax, mut max) = (0f32, 0f32);
+        for &v in x {
+            let ax = v.abs();
+            if ax > amax {
+                amax = ax;
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            // ggml leaves bsums untouched here; zero is what a fresh buffer holds.
+            return b;
+        }
+        let iscale = -127.0 / max;
+        for (q, &v) in b.qs.iter_mut().zip(x) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
+        for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+            *s = g.iter().map(|&q| i32::from(q)).sum::<i32>() as i16;
+        }
+        b.d = 1.0 / iscale;
+        b
+    }
+
+    /// `dequantize_row_q8_K`: `d · qs[i]`.
+    #[inline]
+    fn dequantize(&self, out: &mut [f32; QK_K]) {
+        for (o, &q) in out.iter_mut().zip(&self.qs) {
+            *o = self.d * f32::from(q);
         }
     }
-    if amax == 0.0 {
-        // ggml leaves bsums untouched here; zero is what a fresh buffer holds.
-        return b;
-    }
-    let iscale = -127.0 / max;
-    for (q, &v) in b.qs.iter_mut().zip(x) {
-        *q = nearest_int(iscale * v).min(127) as i8;
-    }
-    for (s, g) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
-        *s = g.iter().map(|&q| i32::from(q)).sum::<i32>() as i16;
-    }
-    b.d = 1.0 / iscale;
-    b
-}
-
-/// Quantizes `x` (a multiple of 256 values) into `out` (292 bytes per block).
-pub(crate) fn quantize_row(x: &[f32], out: &mut [u8]) {
-    for (xb, ob) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(BLOCK_BYTES)) {
-        ob.copy_from_slice(bytemuck::bytes_of(&quantize_block(xb)));
-    }
-}
-
-/// `dequantize_row_q8_K`: `d · qs[i]` for every block of `src` into `dst`.
-pub(crate) fn dequantize_row(src: &[u8], dst: &mut [f32]) {
-    for (b, out) in src
-        .chunks_exact(BLOCK_BYTES)
-        .zip(dst.chunks_exact_mut(QK_K))
-    {
-        let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        for (o, &q) in out.iter_mut().zip(&b[QS..QS + QK_K]) {
-            *o = d * f32::from(q as i8);
-        }
-    }
-}
-
-/// A block read from bytes at any alignment.
-#[inline]
-pub(crate) fn read(bytes: &[u8]) -> BlockQ8K {
-    bytemuck::pod_read_unaligned(&bytes[..BLOCK_BYTES])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k_quants::block::{dequantize_row, quantize_row, read};
 
     #[test]
     fn block_by_hand() {
@@ -97,18 +85,18 @@ mod tests {
         x[3] = 2.0;
         x[4] = 1.0;
         x[20] = -0.5; // -> 31.75 -> 32
-        let b = quantize_block(&x);
+        let b = BlockQ8K::quantize(&x);
         assert_eq!(b.d, 1.0 / -63.5);
         assert_eq!((b.qs[3], b.qs[4], b.qs[20]), (-127, -64, 32));
         assert_eq!(b.bsums[0], -191);
         assert_eq!(b.bsums[1], 32);
         assert!(b.bsums[2..].iter().all(|&s| s == 0));
         let mut bytes = [0u8; BLOCK_BYTES];
-        quantize_row(&x, &mut bytes);
+        quantize_row::<BlockQ8K>(&x, &mut bytes);
         assert_eq!(&bytes[0..4], &(1.0f32 / -63.5).to_le_bytes());
-        assert_eq!(read(&bytes), b);
+        assert_eq!(read::<BlockQ8K>(&bytes), b);
         let mut back = [0f32; QK_K];
-        dequantize_row(&bytes, &mut back);
+        dequantize_row::<BlockQ8K>(&bytes, &mut back);
         assert_eq!(back[3], 2.0);
         assert_eq!(back[4], -64.0 / -63.5);
     }
@@ -118,14 +106,14 @@ mod tests {
         let mut x = [0f32; QK_K];
         x[0] = -1.0;
         x[1] = 1.0;
-        let b = quantize_block(&x);
+        let b = BlockQ8K::quantize(&x);
         assert_eq!(b.d, 1.0 / 127.0);
         assert_eq!((b.qs[0], b.qs[1]), (-127, 127));
     }
 
     #[test]
     fn zero_block() {
-        let b = quantize_block(&[0f32; QK_K]);
+        let b = BlockQ8K::quantize(&[0f32; QK_K]);
         assert_eq!(b, BlockQ8K::zeroed());
     }
 }

@@ -1,9 +1,15 @@
 //! Each K-quant type's unpacked form, chosen by its [`DType`]: the by-type entry points
-//! of the type modules' `unpacked_quants` and `group_scales` for the batched products
+//! of [`super::block`]'s `unpacked_quants` and `group_scales` for the batched products
 //! ([`super::tiles`] and its per-architecture kernels).
 
 use common::engine_abi::DType;
 
+use super::block;
+use super::q2_k::BlockQ2K;
+use super::q3_k::BlockQ3K;
+use super::q4_k::BlockQ4K;
+use super::q5_k::BlockQ5K;
+use super::q6_k::BlockQ6K;
 use super::unpacked::{GroupScales, Unpacked};
 
 /// Whether the type's blocks have mins (`s2` subtracted in float) rather than an offset
@@ -15,11 +21,11 @@ pub(crate) const fn has_min(t: DType) -> bool {
 /// Unpacks one super-block of `wtype` at `bytes`.
 pub(crate) fn unpack(wtype: DType, bytes: &[u8]) -> Unpacked {
     let q = match wtype {
-        DType::Q2_K => super::q2_k::unpacked_quants(bytes),
-        DType::Q3_K => super::q3_k::unpacked_quants(bytes),
-        DType::Q4_K => super::q4_k::unpacked_quants(bytes),
-        DType::Q5_K => super::q5_k::unpacked_quants(bytes),
-        _ => super::q6_k::unpacked_quants(bytes),
+        DType::Q2_K => block::unpacked_quants::<BlockQ2K>(bytes),
+        DType::Q3_K => block::unpacked_quants::<BlockQ3K>(bytes),
+        DType::Q4_K => block::unpacked_quants::<BlockQ4K>(bytes),
+        DType::Q5_K => block::unpacked_quants::<BlockQ5K>(bytes),
+        _ => block::unpacked_quants::<BlockQ6K>(bytes),
     };
     Unpacked::new(q, group_scales(wtype, bytes))
 }
@@ -27,10 +33,10 @@ pub(crate) fn unpack(wtype: DType, bytes: &[u8]) -> Unpacked {
 /// The group scales of one super-block of `wtype` at `bytes`.
 pub(crate) fn group_scales(wtype: DType, bytes: &[u8]) -> GroupScales {
     match wtype {
-        DType::Q2_K => super::q2_k::group_scales(bytes),
-        DType::Q3_K => super::q3_k::group_scales(bytes),
-        DType::Q4_K => super::q4_k::group_scales(bytes),
-        DType::Q5_K => super::q5_k::group_scales(bytes),
-        _ => super::q6_k::group_scales(bytes),
+        DType::Q2_K => block::group_scales::<BlockQ2K>(bytes),
+        DType::Q3_K => block::group_scales::<BlockQ3K>(bytes),
+        DType::Q4_K => block::group_scales::<BlockQ4K>(bytes),
+        DType::Q5_K => block::group_scales::<BlockQ5K>(bytes),
+        _ => block::group_scales::<BlockQ6K>(bytes),
     }
 }
