@@ -1,5 +1,6 @@
-//! The Perfetto protobuf timeline decodes with Perfetto's published schema (the
-//! generated `Trace` message of `perfetto_protos`), every interned id it uses was
+//! The Perfetto protobuf timeline decodes as a `Trace` message (the analyzer's generated
+//! subset of Perfetto's schema; `perfettos_own_python_schema_decodes_the_file` decodes it
+//! with Perfetto's own generated schema, independent of the encoder), every interned id it uses was
 //! defined earlier on its sequence, slices nest per track, flows are paired, and it
 //! holds the same slices (track, name, category, start, duration, args) and counter
 //! values as the Chrome JSON of the same model.
@@ -16,11 +17,10 @@ use analyzer::{
     },
     synthetic::{self, SynthSpec},
 };
-use perfetto_protos::{
-    debug_annotation::{DebugAnnotation, debug_annotation},
-    trace::Trace,
-    trace_packet::trace_packet::{Data, SequenceFlags},
-    track_event::track_event::{self, Type as EventType},
+use analyzer::export::perfetto_schema::{
+    DebugAnnotation, Trace, debug_annotation,
+    trace_packet::{Data, SequenceFlags},
+    track_event::{self, Type as EventType},
 };
 use protobuf::Message;
 use serde_json::{Value, json};

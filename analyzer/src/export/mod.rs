@@ -9,6 +9,7 @@ pub mod flame;
 pub mod index;
 pub mod json;
 pub mod perfetto;
+pub mod perfetto_schema;
 pub mod plot;
 pub mod summary;
 pub mod terminal;

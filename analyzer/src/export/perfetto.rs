@@ -31,24 +31,15 @@ use std::{
     io::{self, Write},
 };
 
-use perfetto_protos::{
-    counter_descriptor::CounterDescriptor,
-    debug_annotation::DebugAnnotation,
-    debug_annotation::DebugAnnotationName,
-    interned_data::InternedData,
-    process_descriptor::ProcessDescriptor,
-    profile_common::InternedString,
-    thread_descriptor::ThreadDescriptor,
-    trace_packet::{TracePacket, trace_packet::SequenceFlags},
-    trace_packet_defaults::TracePacketDefaults,
-    track_descriptor::TrackDescriptor,
-    track_event::{
-        EventCategory, EventName, TrackEvent, TrackEventDefaults, track_event::Type as EventType,
-    },
-};
 use protobuf::{CodedOutputStream, rt::WireType};
 
 use crate::{
+    export::perfetto_schema::{
+        CounterDescriptor, DebugAnnotation, DebugAnnotationName, EventCategory, EventName,
+        InternedData, InternedString, ProcessDescriptor, ThreadDescriptor, TracePacket,
+        TracePacketDefaults, TrackDescriptor, TrackEvent, TrackEventDefaults,
+        trace_packet::SequenceFlags, track_event::Type as EventType,
+    },
     model::TraceModel,
     timeline::{
         self, Arg, ArgValue, Instant, Layout, Slice, SliceName, TimelineOptions, TimelineSink,
@@ -224,8 +215,6 @@ impl<'w> Writer<'w> {
         self.put(&p)
     }
 
-    /// Writes an event on the current sequence, with the interned data it introduced and
-    /// the sequence's opening flags and defaults on its first packet.
     /// The packet's track event, emptied of what the previous event set.
     fn fresh_event(&mut self) -> &mut TrackEvent {
         let e = self.packet.mut_track_event();
@@ -234,14 +223,15 @@ impl<'w> Writer<'w> {
         e.name_field = None;
         e.counter_value_field = None;
         e.category_iids.clear();
-        e.categories.clear();
         e.debug_annotations.clear();
         e.flow_ids.clear();
         e.terminating_flow_ids.clear();
         e
     }
 
-    /// Writes the packet's track event (filled in place after [`Writer::fresh_event`]).
+    /// Writes the packet's track event (filled in place after [`Writer::fresh_event`]) on
+    /// the current sequence, with the interned data it introduced and the sequence's
+    /// opening flags and defaults on its first packet.
     fn event(&mut self, ts: u64) -> io::Result<()> {
         let ts = self.rel(ts);
         // One packet reused for every event: a TracePacket is large to build and move.
