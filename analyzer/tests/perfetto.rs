@@ -9,6 +9,11 @@ mod support;
 
 use std::collections::{BTreeMap, HashMap};
 
+use analyzer::export::perfetto_schema::{
+    DebugAnnotation, Trace, debug_annotation,
+    trace_packet::{Data, SequenceFlags},
+    track_event::{self, Type as EventType},
+};
 use analyzer::{
     TraceModel,
     export::{
@@ -16,11 +21,6 @@ use analyzer::{
         perfetto::{self, PerfettoOptions},
     },
     synthetic::{self, SynthSpec},
-};
-use analyzer::export::perfetto_schema::{
-    DebugAnnotation, Trace, debug_annotation,
-    trace_packet::{Data, SequenceFlags},
-    track_event::{self, Type as EventType},
 };
 use protobuf::Message;
 use serde_json::{Value, json};

@@ -9,6 +9,10 @@ pub mod flame;
 pub mod index;
 pub mod json;
 pub mod perfetto;
+#[allow(
+    clippy::allow_attributes_without_reason,
+    reason = "rust-protobuf's generated file opens with bare allows of its own"
+)]
 pub mod perfetto_schema;
 pub mod plot;
 pub mod summary;
