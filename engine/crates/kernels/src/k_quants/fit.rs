@@ -18,9 +18,10 @@ pub(crate) fn nearest_int(x: f32) -> i32 {
     (val.to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
-/// Index and value of the first element of largest magnitude (ggml's `if (ax > amax)` scan).
+/// Magnitude and signed value of the first element of largest magnitude (ggml's
+/// `if (ax > amax)` scan).
 #[inline]
-fn signed_max(x: &[f32]) -> (f32, f32) {
+pub(super) fn signed_max(x: &[f32]) -> (f32, f32) {
     let (mut amax, mut max) = (0f32, 0f32);
     for &v in x {
         let ax = v.abs();

@@ -41,14 +41,7 @@ impl KBlock for BlockQ8K {
     /// `quantize_row_q8_K_ref` for one block of 256 values.
     fn quantize(x: &[f32]) -> Self {
         let mut b = BlockQ8K::zeroed();
-        let (mut amax, mut max) = (0f32, 0f32);
-        for &v in x {
-            let ax = v.abs();
-            if ax > amax {
-                amax = ax;
-                max = v;
-            }
-        }
+        let (amax, max) = super::fit::signed_max(x);
         if amax == 0.0 {
             // ggml leaves bsums untouched here; zero is what a fresh buffer holds.
             return b;
