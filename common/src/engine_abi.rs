@@ -426,6 +426,22 @@ pub struct EngineGraph {
     pub pos: u32,
 }
 
+impl EngineGraph {
+    /// An all-zero graph (ABI version 0, no nodes).
+    pub const fn zeroed() -> EngineGraph {
+        EngineGraph {
+            abi_version: 0,
+            n_nodes: 0,
+            nodes: 0,
+            graph_id: 0,
+            backend_id: 0,
+            backend_kind: 0,
+            n_tokens: 0,
+            pos: 0,
+        }
+    }
+}
+
 const _: () = assert!(size_of::<EngineGraph>() == 40);
 const _: () = assert!(offset_of!(EngineGraph, abi_version) == 0);
 const _: () = assert!(offset_of!(EngineGraph, n_nodes) == 4);

@@ -105,6 +105,22 @@ pub enum EventKind {
     OpWindow = 64,
 }
 
+/// The pattern of every phase kind (`PHASE_*`, all carried by a [`PhaseEvent`]), for
+/// `match` arms: `phase_event_kinds!() => ...`.
+#[macro_export]
+macro_rules! phase_event_kinds {
+    () => {
+        $crate::event::EventKind::PhaseEmbed
+            | $crate::event::EventKind::PhaseCopyLogits
+            | $crate::event::EventKind::PhaseSoftmax
+            | $crate::event::EventKind::PhaseSample
+            | $crate::event::EventKind::PhaseKvCompress
+            | $crate::event::EventKind::PhaseKvSwapOut
+            | $crate::event::EventKind::PhaseKvSwapIn
+            | $crate::event::EventKind::PhaseKvDecompress
+    };
+}
+
 impl EventKind {
     /// Every kind, in number order.
     pub const ALL: [EventKind; 29] = [
@@ -189,14 +205,7 @@ impl EventKind {
             EventKind::NodeDesc => size_of::<NodeDescEvent>(),
             EventKind::OpSpanPmc => size_of::<OpSpanPmcEvent>(),
             EventKind::GpuTimestamps => size_of::<GpuTimestampsEvent>(),
-            EventKind::PhaseEmbed
-            | EventKind::PhaseCopyLogits
-            | EventKind::PhaseSoftmax
-            | EventKind::PhaseSample
-            | EventKind::PhaseKvCompress
-            | EventKind::PhaseKvSwapOut
-            | EventKind::PhaseKvSwapIn
-            | EventKind::PhaseKvDecompress => size_of::<PhaseEvent>(),
+            phase_event_kinds!() => size_of::<PhaseEvent>(),
             EventKind::SchedSwitch => size_of::<SchedSwitchEvent>(),
             EventKind::SchedWakeup | EventKind::SchedWakeupNew => size_of::<SchedWakeupEvent>(),
             EventKind::TaskNew | EventKind::TaskExit => size_of::<TaskEvent>(),
@@ -904,14 +913,7 @@ mod tests {
                 | EventKind::NodeDesc
                 | EventKind::OpSpanPmc
                 | EventKind::GpuTimestamps => (20..30).contains(&v),
-                EventKind::PhaseEmbed
-                | EventKind::PhaseCopyLogits
-                | EventKind::PhaseSoftmax
-                | EventKind::PhaseSample
-                | EventKind::PhaseKvCompress
-                | EventKind::PhaseKvSwapOut
-                | EventKind::PhaseKvSwapIn
-                | EventKind::PhaseKvDecompress => (30..40).contains(&v),
+                phase_event_kinds!() => (30..40).contains(&v),
                 EventKind::SchedSwitch
                 | EventKind::SchedWakeup
                 | EventKind::SchedWakeupNew

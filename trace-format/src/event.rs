@@ -209,14 +209,7 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::OpSpan => Event::OpSpan(read(bytes)?),
         EventKind::OpSpanPmc => Event::OpSpanPmc(read(bytes)?),
         EventKind::NodeDesc => Event::NodeDesc(Box::new(read(bytes)?)),
-        EventKind::PhaseEmbed
-        | EventKind::PhaseCopyLogits
-        | EventKind::PhaseSoftmax
-        | EventKind::PhaseSample
-        | EventKind::PhaseKvCompress
-        | EventKind::PhaseKvSwapOut
-        | EventKind::PhaseKvSwapIn
-        | EventKind::PhaseKvDecompress => Event::Phase(read(bytes)?),
+        common::phase_event_kinds!() => Event::Phase(read(bytes)?),
         EventKind::SchedSwitch => Event::SchedSwitch(read(bytes)?),
         EventKind::SchedWakeup | EventKind::SchedWakeupNew => Event::SchedWakeup(read(bytes)?),
         EventKind::TaskNew | EventKind::TaskExit => Event::Task(read(bytes)?),

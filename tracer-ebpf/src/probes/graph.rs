@@ -31,16 +31,7 @@ fn try_graph_enter(ctx: &ProbeContext) -> ProbeResult {
         return Ok(());
     }
     let graph: *const EngineGraph = ctx.arg(0).ok_or(-1i64)?;
-    let unknown = EngineGraph {
-        abi_version: 0,
-        n_nodes: 0,
-        nodes: 0,
-        graph_id: 0,
-        backend_id: 0,
-        backend_kind: 0,
-        n_tokens: 0,
-        pos: 0,
-    };
+    let unknown = EngineGraph::zeroed();
     // SAFETY: reads user memory through the helper, which checks the address.
     let g = unsafe { bpf_probe_read_user(graph) }.unwrap_or(unknown);
     // Another layout: only the probe arguments are trustworthy, not the fields.
