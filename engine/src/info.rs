@@ -16,7 +16,7 @@ use engine_tokenizer::{Tokenizer, keys};
 use serde::Serialize;
 
 use crate::chat::template::TEMPLATE_KEY;
-use crate::error::EngineError;
+use crate::error::{EngineError, error_chain};
 use crate::model::weights::Repack;
 use crate::model::{Model, vocab};
 
@@ -553,18 +553,6 @@ fn human_count(n: u64) -> String {
         1_000_000..1_000_000_000 => format!("{:.2} M", n as f64 / 1e6),
         _ => format!("{:.2} B", n as f64 / 1e9),
     }
-}
-
-/// `e` and its causes on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
 }
 
 /// llama.cpp's `LLAMA_FTYPE_*` names (include/llama.h), without the prefix.

@@ -506,21 +506,13 @@ fn run_plain(mut ctx: Context, a: &RunArgs) -> anyhow::Result<()> {
     }
     let json = a.json;
     let mut stream = Utf8Stream::new();
-    let mut write_error = None;
+    let mut echo = TextEcho::new(stdout, !json);
     let g = generate(&mut ctx, &prompt, &params, &mut sampler, |tok| {
-        if !json && write_error.is_none() {
-            let text = stream.push(model.tokenizer.token_to_piece(tok as u32, false));
-            if let Err(e) = stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-            {
-                write_error = Some(e);
-            }
+        if !json {
+            echo.write(&stream.push(model.tokenizer.token_to_piece(tok as u32, false)));
         }
     })?;
-    if let Some(e) = write_error {
-        return Err(e.into());
-    }
+    let mut stdout = echo.finish()?;
     let ids: Vec<u32> = g.generated_tokens.iter().map(|&t| t as u32).collect();
     let text = model.tokenizer.decode(&ids);
     let kv_swap = ctx.kv_swap_stats();
@@ -545,27 +537,56 @@ fn run_plain(mut ctx: Context, a: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Generated text streamed to an output as it comes (when `on`); the first write error
+/// stops the writing and is returned at the end, the generation itself goes on.
+struct TextEcho<W: Write> {
+    out: W,
+    on: bool,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> TextEcho<W> {
+    fn new(out: W, on: bool) -> Self {
+        TextEcho {
+            out,
+            on,
+            error: None,
+        }
+    }
+
+    /// Writes and flushes `text`, unless off or a write already failed.
+    fn write(&mut self, text: &str) {
+        if self.on
+            && self.error.is_none()
+            && let Err(e) = self
+                .out
+                .write_all(text.as_bytes())
+                .and_then(|()| self.out.flush())
+        {
+            self.error = Some(e);
+        }
+    }
+
+    /// The output back, or the first write error.
+    fn finish(self) -> std::io::Result<W> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.out),
+        }
+    }
+}
+
 /// `run --chat`: one user message through the chat template, the answer streamed.
 fn run_chat(ctx: Context, a: &RunArgs, prompt: &str) -> anyhow::Result<()> {
     let template = chat_template(ctx.model(), a.chat_template_file.as_deref())?;
     let mut session = ChatSession::new(ctx, template, a.system.clone());
     let mut sampler = a.sampling.sampler();
-    let mut stdout = std::io::stdout().lock();
     let json = a.json;
-    let mut write_error = None;
+    let mut echo = TextEcho::new(std::io::stdout().lock(), !json);
     let reply = session.turn(prompt, &mut sampler, Some(a.n_predict), |text| {
-        if !json
-            && write_error.is_none()
-            && let Err(e) = stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-        {
-            write_error = Some(e);
-        }
+        echo.write(text);
     })?;
-    if let Some(e) = write_error {
-        return Err(e.into());
-    }
+    let mut stdout = echo.finish()?;
     if json {
         // The shape of plain `run --json`, with the whole rendered prompt as prompt_tokens
         // (a fresh session prefills all of it) plus the chat fields.

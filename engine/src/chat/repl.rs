@@ -8,6 +8,7 @@
 use std::io::{self, BufRead, Write};
 
 use super::session::{ChatSession, StopReason};
+use crate::error::error_chain;
 use crate::sampler::Sampler;
 
 /// Text of `/help`.
@@ -156,18 +157,6 @@ pub fn run(
         }
         notes.flush()?;
     }
-}
-
-/// `e` and its causes on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

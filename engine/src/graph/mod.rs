@@ -47,6 +47,20 @@ impl Storage {
     }
 }
 
+/// A tensor in memory outside the arena (the KV cache): its type, shape, byte strides
+/// and address.
+#[derive(Clone, Copy, Debug)]
+pub struct ExternalTensor {
+    /// Element type.
+    pub dtype: DType,
+    /// Elements per dimension.
+    pub ne: [i64; MAX_DIMS],
+    /// Byte stride per dimension.
+    pub nb: [u64; MAX_DIMS],
+    /// Address of the first element.
+    pub data: *const u8,
+}
+
 /// Everything a computed node is made of, as [`Graph::push_node`] records it.
 struct NewNode<'a> {
     op: OpType,
@@ -61,6 +75,26 @@ struct NewNode<'a> {
     /// Address of external memory (0 for arena and alias storage).
     data: u64,
     backend: BackendKind,
+}
+
+impl<'a> NewNode<'a> {
+    /// A CPU node of no sources and no params with its own contiguous arena buffer; the
+    /// callers override what differs.
+    fn arena(op: OpType, name: &'a str, layer: i32, dtype: DType, ne: [i64; MAX_DIMS]) -> Self {
+        NewNode {
+            op,
+            name,
+            layer,
+            dtype,
+            ne,
+            nb: contiguous_strides(dtype, ne),
+            src: &[],
+            params: &[],
+            storage: Storage::arena(dtype, ne),
+            data: 0,
+            backend: BackendKind::Cpu,
+        }
+    }
 }
 
 /// A graph being built or computed, plus the memory of its activations.
@@ -107,6 +141,16 @@ fn byte_size(dtype: DType, ne: [i64; MAX_DIMS]) -> usize {
     (nb[3] * ne[3] as u64) as usize
 }
 
+/// The index of the node at `addr` in `slots` (`None`: not one of them).
+fn slot_index(slots: &[EngineNode], addr: NodeAddr) -> Option<usize> {
+    let base = slots.as_ptr() as u64;
+    let size = size_of::<EngineNode>() as u64;
+    if addr < base || addr >= base + size * slots.len() as u64 {
+        return None;
+    }
+    Some(((addr - base) / size) as usize)
+}
+
 /// Bytes of a contiguous node's data (0 for an unknown type).
 pub fn node_bytes(node: &EngineNode) -> usize {
     node.dtype().map_or(0, |t| byte_size(t, node.ne))
@@ -123,13 +167,7 @@ impl Graph {
             arena: Vec::new(),
             header: EngineGraph {
                 abi_version: ENGINE_ABI_VERSION,
-                n_nodes: 0,
-                nodes: 0,
-                graph_id: 0,
-                backend_id: 0,
-                backend_kind: 0,
-                n_tokens: 0,
-                pos: 0,
+                ..EngineGraph::zeroed()
             },
             node_backend: Vec::with_capacity(max_nodes),
             placement: None,
@@ -161,18 +199,15 @@ impl Graph {
     pub fn leaf_external(
         &mut self,
         name: &str,
-        dtype: DType,
-        ne: [i64; MAX_DIMS],
-        nb: [u64; MAX_DIMS],
-        data: *const u8,
+        t: ExternalTensor,
         flags: u32,
     ) -> Result<NodeAddr, EngineError> {
         let mut n = EngineNode::empty();
         n.set_name(name);
-        n.dtype = dtype as u32;
-        n.ne = ne;
-        n.nb = nb;
-        n.data = data as u64;
+        n.dtype = t.dtype as u32;
+        n.ne = t.ne;
+        n.nb = t.nb;
+        n.data = t.data as u64;
         n.flags = flags;
         self.push_leaf(n, Storage::External)
     }
@@ -233,37 +268,22 @@ impl Graph {
             return self.split_matmul(name, layer, dtype, ne, src, params, band);
         }
         let src = self.route_sources(src, backend, layer)?;
-        let nb = contiguous_strides(dtype, ne);
         self.push_node(NewNode {
-            op,
-            name,
-            layer,
-            dtype,
-            ne,
-            nb,
             src: &src[..],
             params,
-            storage: Storage::arena(dtype, ne),
-            data: 0,
             backend,
+            ..NewNode::arena(op, name, layer, dtype, ne)
         })
     }
 
-    /// Adds a computed node that writes into external memory described by `nb`/`data`
-    /// (a copy into the KV cache).
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "mirrors the node's fields one to one"
-    )]
+    /// Adds a computed node that writes into external memory `dst` (a copy into the KV
+    /// cache).
     pub fn op_into(
         &mut self,
         op: OpType,
         name: &str,
         layer: i32,
-        dtype: DType,
-        ne: [i64; MAX_DIMS],
-        nb: [u64; MAX_DIMS],
-        data: *mut u8,
+        dst: ExternalTensor,
         src: &[NodeAddr],
         flags: u32,
     ) -> Result<NodeAddr, EngineError> {
@@ -274,17 +294,12 @@ impl Graph {
         }
         let src = self.route_sources(src, backend, layer)?;
         let a = self.push_node(NewNode {
-            op,
-            name,
-            layer,
-            dtype,
-            ne,
-            nb,
+            nb: dst.nb,
             src: &src[..],
-            params: &[],
             storage: Storage::External,
-            data: data as u64,
+            data: dst.data as u64,
             backend,
+            ..NewNode::arena(op, name, layer, dst.dtype, dst.ne)
         })?;
         if let Some(n) = self.nodes.last_mut() {
             n.flags |= flags;
@@ -293,19 +308,7 @@ impl Graph {
     }
 
     fn push_node(&mut self, new: NewNode<'_>) -> Result<NodeAddr, EngineError> {
-        let NewNode {
-            op,
-            name,
-            layer,
-            dtype,
-            ne,
-            nb,
-            src,
-            params,
-            storage,
-            data,
-            backend,
-        } = new;
+        let (src, params, backend) = (new.src, new.params, new.backend);
         if self.nodes.len() == self.nodes.capacity() {
             return Err(EngineError::GraphFull {
                 what: "nodes",
@@ -314,18 +317,18 @@ impl Graph {
         }
         debug_assert!(src.len() <= MAX_SRC && params.len() <= MAX_OP_PARAMS);
         let mut n = EngineNode::empty();
-        n.op = op as u32;
-        n.set_name(name);
-        n.layer = layer;
-        n.dtype = dtype as u32;
-        n.ne = ne;
-        n.nb = nb;
-        n.data = data;
+        n.op = new.op as u32;
+        n.set_name(new.name);
+        n.layer = new.layer;
+        n.dtype = new.dtype as u32;
+        n.ne = new.ne;
+        n.nb = new.nb;
+        n.data = new.data;
         n.index = self.nodes.len() as u32;
         n.src[..src.len()].copy_from_slice(src);
         n.op_params[..params.len()].copy_from_slice(params);
         self.nodes.push(n);
-        self.node_storage.push(storage);
+        self.node_storage.push(new.storage);
         self.node_backend.push(backend);
         if backend == BackendKind::Accel {
             self.accel_pending = true;
@@ -357,21 +360,11 @@ impl Graph {
     }
 
     fn node_index(&self, addr: NodeAddr) -> Option<usize> {
-        let base = self.nodes.as_ptr() as u64;
-        let size = size_of::<EngineNode>() as u64;
-        if addr < base || addr >= base + size * self.nodes.len() as u64 {
-            return None;
-        }
-        Some(((addr - base) / size) as usize)
+        slot_index(&self.nodes, addr)
     }
 
     fn leaf_index(&self, addr: NodeAddr) -> Option<usize> {
-        let base = self.leafs.as_ptr() as u64;
-        let size = size_of::<EngineNode>() as u64;
-        if addr < base || addr >= base + size * self.leafs.len() as u64 {
-            return None;
-        }
-        Some(((addr - base) / size) as usize)
+        slot_index(&self.leafs, addr)
     }
 
     /// Plans arena offsets, allocates the arena, fills in every node's `data` and cuts
@@ -564,7 +557,6 @@ impl Graph {
         params: &[u32],
         band: std::ops::Range<usize>,
     ) -> Result<NodeAddr, EngineError> {
-        let nb = contiguous_strides(dtype, ne);
         let n_rows = band.end;
         // The accel's band first (it owns the buffer, and is submitted before the CPU
         // computes its own band), then the CPU's band into the same buffer.
@@ -590,17 +582,11 @@ impl Graph {
             };
             let src = self.route_sources(src, backend, layer)?;
             halves[half] = self.push_node(NewNode {
-                op: OpType::MulMat,
-                name,
-                layer,
-                dtype,
-                ne,
-                nb,
                 src: &src[..],
                 params: &band_params,
                 storage,
-                data: 0,
                 backend,
+                ..NewNode::arena(OpType::MulMat, name, layer, dtype, ne)
             })?;
         }
         let [on_accel, on_cpu] = halves;
@@ -644,17 +630,12 @@ impl Graph {
             _ => 0,
         };
         let a = self.push_node(NewNode {
-            op: OpType::BackendSync,
-            name: &name,
-            layer,
-            dtype,
-            ne,
             nb,
             src,
             params: &[mode],
             storage,
             data,
-            backend: BackendKind::Cpu,
+            ..NewNode::arena(OpType::BackendSync, &name, layer, dtype, ne)
         })?;
         self.accel_pending = false;
         Ok(a)
@@ -703,18 +684,11 @@ impl Graph {
             }
             let n = self.nodes[j];
             let dtype = n.dtype().unwrap_or(DType::F32);
+            let name = format!("to_{}.{}", backend.name(), n.name_str());
             let copy = self.push_node(NewNode {
-                op: OpType::BackendCopy,
-                name: &format!("to_{}.{}", backend.name(), n.name_str()),
-                layer,
-                dtype,
-                ne: n.ne,
-                nb: contiguous_strides(dtype, n.ne),
                 src: &[read_from],
-                params: &[],
-                storage: Storage::arena(dtype, n.ne),
-                data: 0,
                 backend,
+                ..NewNode::arena(OpType::BackendCopy, &name, layer, dtype, n.ne)
             })?;
             self.copies.push((s, backend, copy));
             *slot = copy;

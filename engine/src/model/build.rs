@@ -12,7 +12,7 @@ use super::ffn::{self, FfnInput};
 use super::nodes::{Layer, mm, ne, ne3};
 use super::weights::{FfnWeights, LayerWeights, Weights};
 use crate::error::EngineError;
-use crate::graph::{Graph, NodeAddr};
+use crate::graph::{ExternalTensor, Graph, NodeAddr};
 use crate::kv_cache::KvCache;
 use crate::ops::mul_mat::{LAYOUT_HEADS_INNER, LAYOUT_ROWS};
 
@@ -316,14 +316,21 @@ impl Batch<'_> {
         let after_fetch = |x: NodeAddr| -> Vec<NodeAddr> { [x].into_iter().chain(fetch).collect() };
         let (k_base, v_base) = (kv.k_ptr(il), kv.v_ptr(il));
         let (k_row, v_row) = (kv.k_row_bytes(), kv.v_row_bytes());
+        let f16 = |shape, strides, data: *mut u8| ExternalTensor {
+            dtype: DType::F16,
+            ne: shape,
+            nb: strides,
+            data,
+        };
         let k_store = g.op_into(
             OpType::Cpy,
             &l.name("k_cache_store"),
             l.index(),
-            DType::F16,
-            ne(ekv, t),
-            [2, k_row, k_row * t as u64, k_row * t as u64],
-            k_base.wrapping_add(self.pos * k_row as usize),
+            f16(
+                ne(ekv, t),
+                [2, k_row, k_row * t as u64, k_row * t as u64],
+                k_base.wrapping_add(self.pos * k_row as usize),
+            ),
             &after_fetch(k),
             NODE_FLAG_KV_CACHE,
         )?;
@@ -331,27 +338,30 @@ impl Batch<'_> {
             OpType::Cpy,
             &l.name("v_cache_store"),
             l.index(),
-            DType::F16,
-            ne(ekv, t),
-            [v_row, 2, v_row * ekv as u64, v_row * ekv as u64],
-            v_base.wrapping_add(self.pos * 2),
+            f16(
+                ne(ekv, t),
+                [v_row, 2, v_row * ekv as u64, v_row * ekv as u64],
+                v_base.wrapping_add(self.pos * 2),
+            ),
             &after_fetch(v),
             NODE_FLAG_KV_CACHE,
         )?;
         let k_view = g.leaf_external(
             &format!("cache_k_l{il}"),
-            DType::F16,
-            ne3(hd, n_kv, nkv),
-            [2, k_row, (hd * 2) as u64, k_row * n_kv as u64],
-            k_base,
+            f16(
+                ne3(hd, n_kv, nkv),
+                [2, k_row, (hd * 2) as u64, k_row * n_kv as u64],
+                k_base,
+            ),
             NODE_FLAG_KV_CACHE,
         )?;
         let v_view = g.leaf_external(
             &format!("cache_v_l{il}"),
-            DType::F16,
-            ne3(n_kv, hd, nkv),
-            [2, v_row, v_row * hd as u64, v_row * ekv as u64],
-            v_base,
+            f16(
+                ne3(n_kv, hd, nkv),
+                [2, v_row, v_row * hd as u64, v_row * ekv as u64],
+                v_base,
+            ),
             NODE_FLAG_KV_CACHE,
         )?;
         Ok(CacheNodes {
@@ -372,14 +382,17 @@ impl Batch<'_> {
         let Some(state) = kv.swap_state() else {
             return Ok(None);
         };
+        let state = ExternalTensor {
+            dtype: DType::F32,
+            ne: [1, 1, 1, 1],
+            nb: [4, 4, 4, 4],
+            data: state,
+        };
         let f = g.op_into(
             OpType::KvFetch,
             &l.name("kv_fetch"),
             l.index(),
-            DType::F32,
-            [1, 1, 1, 1],
-            [4, 4, 4, 4],
-            state as *mut u8,
+            state,
             &[],
             NODE_FLAG_KV_CACHE,
         )?;

@@ -166,21 +166,13 @@ pub fn model(preset: &str, dtype: &str) -> PathBuf {
 /// [`model`] with the weight format given as `flag value` (`--dtype q4_K`, `--ftype
 /// Q4_K_M`).
 pub fn model_with(preset: &str, flag: &str, value: &str) -> PathBuf {
-    type Slot = Arc<OnceLock<PathBuf>>;
-    static MODELS: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
+    static MODELS: ModelFiles = OnceLock::new();
     let key = if flag == "--dtype" {
         format!("{preset}-{value}")
     } else {
         format!("{preset}-{}{value}", flag.trim_start_matches('-'))
     };
-    let slot: Slot = {
-        let mut map = MODELS
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(map.entry(key.clone()).or_default())
-    };
-    slot.get_or_init(|| {
+    made_once(&MODELS, &key, || {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("oracle-models");
         std::fs::create_dir_all(&dir).expect("create the test model directory");
         let path = dir.join(format!("{key}-seed{MODEL_SEED}.gguf"));
@@ -212,7 +204,22 @@ pub fn model_with(preset: &str, flag: &str, value: &str) -> PathBuf {
         std::fs::rename(&partial, &path).expect("move the generated model into place");
         path
     })
-    .clone()
+}
+
+/// Model files made in this test run, by key: each made once, while other keys are made
+/// in parallel.
+type ModelFiles = OnceLock<Mutex<HashMap<String, Arc<OnceLock<PathBuf>>>>>;
+
+/// The file of `key` in `files`, made by `make` on first use.
+fn made_once(files: &'static ModelFiles, key: &str, make: impl FnOnce() -> PathBuf) -> PathBuf {
+    let slot = {
+        let mut map = files
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(map.entry(key.to_owned()).or_default())
+    };
+    slot.get_or_init(make).clone()
 }
 
 /// Path of `preset`'s gen-model f32 file ([`model`]) quantized by llama.cpp's own quantizer
@@ -221,17 +228,9 @@ pub fn model_with(preset: &str, flag: &str, value: &str) -> PathBuf {
 /// types for some tensors (e.g. Q8_0 for a token embedding or an output matrix whose rows
 /// do not fit its preferred type), so these files are mixes, as downloaded files are.
 pub fn llama_quantized_model(preset: &str, ftype: &str) -> PathBuf {
-    type Slot = Arc<OnceLock<PathBuf>>;
-    static MODELS: OnceLock<Mutex<HashMap<String, Slot>>> = OnceLock::new();
+    static MODELS: ModelFiles = OnceLock::new();
     let key = format!("{preset}-llama-{ftype}");
-    let slot: Slot = {
-        let mut map = MODELS
-            .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(map.entry(key.clone()).or_default())
-    };
-    slot.get_or_init(|| {
+    made_once(&MODELS, &key, || {
         let source = model(preset, "f32");
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("oracle-models");
         let path = dir.join(format!("{key}-seed{MODEL_SEED}.gguf"));
@@ -250,7 +249,6 @@ pub fn llama_quantized_model(preset: &str, ftype: &str) -> PathBuf {
         std::fs::rename(&partial, &path).expect("move the quantized model into place");
         path
     })
-    .clone()
 }
 
 /// Formats token ids as the `--tokens` argument (`1,2,3`).
