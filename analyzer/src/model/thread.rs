@@ -62,16 +62,7 @@ pub struct StateTimeline {
 impl StateTimeline {
     /// Moves to `state` at `ts_ns` (closing the open interval).
     pub fn transition(&mut self, ts_ns: u64, state: SchedState, cpu: u32) {
-        if let Some((s, since, c)) = self.current
-            && ts_ns > since
-        {
-            self.slices.push(StateSlice {
-                start_ns: since,
-                end_ns: ts_ns,
-                state: s,
-                cpu: c,
-            });
-        }
+        self.close(ts_ns);
         self.current = Some((state, ts_ns, cpu));
     }
 
