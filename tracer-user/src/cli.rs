@@ -53,15 +53,8 @@ enum Command {
         /// The binary or library.
         #[arg(value_name = "BINARY_OR_LIB")]
         binary: PathBuf,
-        /// What the binary is (`auto`: the engine if it has its probe symbols).
-        #[arg(long, value_enum, default_value = "auto")]
-        target: TargetArg,
-        /// More llama.cpp libraries to look in.
-        #[arg(long = "lib", value_name = "PATH")]
-        libs: Vec<PathBuf>,
-        /// A llama.cpp struct offset the build's code does not name (repeat).
-        #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
-        ggml_offsets: Vec<GivenOffset>,
+        #[command(flatten)]
+        target: TargetArgs,
     },
     /// List the engine probe symbols this version knows.
     Symbols,
@@ -155,21 +148,8 @@ struct CaptureArgs {
     /// Stop recording after this many seconds (the target keeps running).
     #[arg(long)]
     duration: Option<f64>,
-    /// What the target is: `auto` (the engine if it has its probe symbols, else
-    /// llama.cpp), `engine`, or `llama.cpp` (unmodified llama-cli, llama-bench,
-    /// llama-server, or a binding that loads libllama).
-    #[arg(long, value_enum, default_value = "auto")]
-    target: TargetArg,
-    /// A llama.cpp library to probe that the command does not link (a Python binding
-    /// loads libllama at run time): repeat for each; with --pid the mapped ones are found.
-    #[arg(long = "lib", value_name = "PATH")]
-    libs: Vec<PathBuf>,
-    /// A llama.cpp struct offset to use instead of the one derived from the build's code
-    /// (`ggml_tensor.name=256`, from `offsetof` against the build's `ggml.h`): for a
-    /// build whose layout cannot be derived; repeat for each field. Checked like derived
-    /// ones, before and on attach.
-    #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
-    ggml_offsets: Vec<GivenOffset>,
+    #[command(flatten)]
+    target: TargetArgs,
     /// The command to start, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
@@ -209,13 +189,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("{s}");
             }
         }
-        Command::Probes {
-            binary,
-            target,
-            libs,
-            ggml_offsets,
-        } => {
-            if let Some(plan) = llama_plan_if_any(&binary, target, &libs, &ggml_offsets)? {
+        Command::Probes { binary, target } => {
+            if let Some(plan) = llama_plan_if_any(&binary, &target)? {
                 print_llama_probes(&plan);
                 return Ok(ExitCode::SUCCESS);
             }
@@ -285,12 +260,32 @@ impl CaptureArgs {
             config,
             target,
             choice: TargetChoice {
-                kind: self.target.into(),
-                libs: self.libs.clone(),
-                ggml_offsets: self.ggml_offsets.clone(),
+                kind: self.target.target.into(),
+                libs: self.target.libs.clone(),
+                ggml_offsets: self.target.ggml_offsets.clone(),
             },
         })
     }
+}
+
+/// What the target is and where its llama.cpp parts are (`record`, `live`, `probes`).
+#[derive(Args, Debug)]
+struct TargetArgs {
+    /// What the target is: `auto` (the engine if it has its probe symbols, else
+    /// llama.cpp), `engine`, or `llama.cpp` (unmodified llama-cli, llama-bench,
+    /// llama-server, or a binding that loads libllama).
+    #[arg(long, value_enum, default_value = "auto")]
+    target: TargetArg,
+    /// A llama.cpp library to probe that the command does not link (a Python binding
+    /// loads libllama at run time): repeat for each; with --pid the mapped ones are found.
+    #[arg(long = "lib", value_name = "PATH")]
+    libs: Vec<PathBuf>,
+    /// A llama.cpp struct offset to use instead of the one derived from the build's code
+    /// (`ggml_tensor.name=256`, from `offsetof` against the build's `ggml.h`): for a
+    /// build whose layout cannot be derived; repeat for each field. Checked like derived
+    /// ones, before and on attach.
+    #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
+    ggml_offsets: Vec<GivenOffset>,
 }
 
 /// `--target`.
@@ -319,16 +314,14 @@ impl From<TargetArg> for TargetKind {
 /// engine probe symbols.
 fn llama_plan_if_any(
     binary: &std::path::Path,
-    target: TargetArg,
-    libs: &[PathBuf],
-    given: &[GivenOffset],
+    t: &TargetArgs,
 ) -> anyhow::Result<Option<LlamaCppPlan>> {
     let engine = || points::resolve(binary).is_ok();
-    if target == TargetArg::Engine || (target == TargetArg::Auto && engine()) {
+    if t.target == TargetArg::Engine || (t.target == TargetArg::Auto && engine()) {
         return Ok(None);
     }
-    let files = libraries::candidate_files(binary, None, libs);
-    let build = GgmlBuild::detect(&files, given)?;
+    let files = libraries::candidate_files(binary, None, &t.libs);
+    let build = GgmlBuild::detect(&files, &t.ggml_offsets)?;
     Ok(Some(LlamaCppPlan::new(binary, build)))
 }
 

@@ -11,35 +11,13 @@ use std::{
     process::Command,
 };
 
-use support::workspace;
 use trace_format::{Event, TraceReader};
 
 #[test]
 fn record_then_analyze_matches_the_engine() {
     require_root!();
-    let ws = workspace();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-p", "engine"])
-        .current_dir(&ws)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success());
-    let engine = ws.join("target/release/engine");
+    let (engine, model) = support::engine_and_model();
     let dir = tempfile::tempdir().expect("tempdir");
-    let model = dir.path().join("tiny.gguf");
-    let st = Command::new(&engine)
-        .args([
-            "gen-model",
-            "--preset",
-            "tiny-llama",
-            "--dtype",
-            "q8_0",
-            "-o",
-        ])
-        .arg(&model)
-        .status()
-        .expect("engine runs");
-    assert!(st.success());
     let trace = dir.path().join("t.pftrace");
     let selfprof = dir.path().join("self.jsonl");
     let n_gen = 6u64;
@@ -48,9 +26,9 @@ fn record_then_analyze_matches_the_engine() {
         .arg("-o")
         .arg(&trace)
         .arg("--")
-        .arg(&engine)
+        .arg(engine)
         .args(["run", "-m"])
-        .arg(&model)
+        .arg(model)
         .args([
             "-p",
             "hello world",

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use common::engine_abi::{NODE_FLAG_WEIGHT, OpType};
-use common::event::{LeafNodeEvent, OP_SPAN_START_AT_RELEASE};
+use common::event::OP_SPAN_START_AT_RELEASE;
 use support::{events, profinfer, smollm2, trace_path};
 use trace_format::{Event, TraceReader};
 
@@ -51,13 +51,7 @@ fn record_and_analyze_smollm2() {
 
     // Every weight product of the 30 layers and the tied output read a recorded leaf
     // with the real name, type and shape.
-    let leaves: HashMap<u64, &LeafNodeEvent> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::LeafNode(l) => Some((l.node_addr, l)),
-            _ => None,
-        })
-        .collect();
+    let leaves = support::leaves(&evs);
     let mut weights: HashMap<String, (String, [i64; 2])> = HashMap::new();
     for op in support::node_descs(&evs) {
         if op.op != OpType::MulMat as u32 {

@@ -437,15 +437,9 @@ fn counters_are_read_at_both_ends_of_every_span() {
 fn check_op_params_and_leaves(evs: &[Event], trace: &std::path::Path) {
     use common::{
         engine_abi::{NODE_FLAG_WEIGHT, OpType},
-        event::{LeafNodeEvent, OP_DETAIL_OP_PARAMS},
+        event::OP_DETAIL_OP_PARAMS,
     };
-    let leaves: HashMap<u64, &LeafNodeEvent> = evs
-        .iter()
-        .filter_map(|e| match e {
-            Event::LeafNode(l) => Some((l.node_addr, l)),
-            _ => None,
-        })
-        .collect();
+    let leaves = support::leaves(evs);
     let computed: HashSet<u64> = op_spans(evs).iter().map(|s| s.node_addr).collect();
     assert!(
         leaves.keys().all(|a| !computed.contains(a)),

@@ -40,7 +40,10 @@ use crate::{
     privileges,
     probe_cost::ProbeCostMeter,
     target::{self, HeldChild},
-    targets::{TargetChoice, plan::ProbePlan},
+    targets::{
+        TargetChoice,
+        plan::{AttachRequest, ProbePlan},
+    },
 };
 
 /// What to trace.
@@ -250,7 +253,12 @@ fn record_with(
     let leaves_wanted = cfg.structure && cfg.levels & LEVEL_OP != 0 && plan.reads_leaves();
     let control = initial_control(cfg, plan, pid, &pmcs, observer.is_live(), leaves_wanted)?;
     let pmc_events = threads_now(&mut maps, &mut pmcs, pid, held.is_some())?;
-    let (probes, op_probes) = plan.attach(&mut maps.ebpf, cfg.levels, control.op_detail, pid)?;
+    let request = AttachRequest {
+        levels: cfg.levels,
+        op_detail: control.op_detail,
+        pid,
+    };
+    let (probes, op_probes) = plan.attach(&mut maps.ebpf, request)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

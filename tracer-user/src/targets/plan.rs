@@ -12,6 +12,21 @@ use trace_format::{ProbeInfo, RecordingSettings};
 
 use crate::load::{LoadError, OpProbes};
 
+/// The probes a recording asks a target for.
+#[derive(Clone, Copy, Debug)]
+pub struct AttachRequest {
+    /// Probe levels (`LEVEL_*`).
+    pub levels: u32,
+    /// Operator details (`DETAIL_*`).
+    pub op_detail: u32,
+    /// The process probed (0: every process mapping the binary).
+    pub pid: u32,
+}
+
+/// What attaching gave: the probe table for the trace header and, when the operator
+/// level is attached, the handle that switches it off and on (QoS, live view).
+pub type Attached = (Vec<ProbeInfo>, Option<OpProbes>);
+
 /// What a kind of target needs probed and how.
 pub trait ProbePlan {
     /// The binary the probes go on.
@@ -20,20 +35,11 @@ pub trait ProbePlan {
     /// The binary's GNU build-id (hex), for the trace header.
     fn build_id(&self) -> Option<String>;
 
-    /// Attaches the probes of `levels` (operator details `op_detail`, `DETAIL_*`) for the
-    /// process `pid` (0: every process mapping the binary). Returns the probe table for
-    /// the trace header and, when the operator level is attached, the handle that
-    /// switches it off and on (QoS, live view).
+    /// Attaches the probes `request` asks for.
     ///
     /// # Errors
     /// [`LoadError`] when a program cannot be attached.
-    fn attach(
-        &self,
-        ebpf: &mut Ebpf,
-        levels: u32,
-        op_detail: u32,
-        pid: u32,
-    ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError>;
+    fn attach(&self, ebpf: &mut Ebpf, request: AttachRequest) -> Result<Attached, LoadError>;
 
     /// The operator details (`DETAIL_*`) this target is recorded with when `wanted` are
     /// asked for (an engine built before `engine_op_done` has both bounds probed

@@ -12,7 +12,7 @@ use std::{
     sync::OnceLock,
 };
 
-use common::event::{NodeDescEvent, OpSpanEvent};
+use common::event::{LeafNodeEvent, NodeDescEvent, OpSpanEvent};
 use trace_format::{Event, TraceReader};
 
 pub fn is_root() -> bool {
@@ -92,19 +92,7 @@ pub fn engine_and_model() -> &'static (PathBuf, PathBuf) {
         let engine = target.join("release/engine");
         let model =
             std::env::temp_dir().join(format!("profinfer-test-{}.gguf", std::process::id()));
-        let status = Command::new(&engine)
-            .args([
-                "gen-model",
-                "--preset",
-                "tiny-llama",
-                "--dtype",
-                "q8_0",
-                "-o",
-            ])
-            .arg(&model)
-            .status()
-            .expect("engine runs");
-        assert!(status.success(), "gen-model failed");
+        generate(&engine, "tiny-llama", "q8_0", &model);
         (engine, model)
     })
 }
@@ -118,14 +106,19 @@ pub fn gen_model(preset: &str, dtype: &str) -> PathBuf {
         std::process::id()
     ));
     if !path.exists() {
-        let status = Command::new(engine)
-            .args(["gen-model", "--preset", preset, "--dtype", dtype, "-o"])
-            .arg(&path)
-            .status()
-            .expect("engine runs");
-        assert!(status.success(), "gen-model {preset} {dtype}");
+        generate(engine, preset, dtype, &path);
     }
     path
+}
+
+/// `engine gen-model --preset preset --dtype dtype -o path`, asserting it succeeds.
+fn generate(engine: &Path, preset: &str, dtype: &str, path: &Path) {
+    let status = Command::new(engine)
+        .args(["gen-model", "--preset", preset, "--dtype", dtype, "-o"])
+        .arg(path)
+        .status()
+        .expect("engine runs");
+    assert!(status.success(), "gen-model {preset} {dtype}");
 }
 
 /// A recorded `engine run` of a model: the trace, the engine's self-profile and what
@@ -306,6 +299,16 @@ pub fn last_descs(evs: &[Event]) -> std::collections::HashMap<u64, NodeDescEvent
     node_descs(evs)
         .into_iter()
         .map(|d| (d.node_addr, d))
+        .collect()
+}
+
+/// The recorded leaf nodes (weights, inputs, cache views) by node address.
+pub fn leaves(evs: &[Event]) -> std::collections::HashMap<u64, &LeafNodeEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::LeafNode(l) => Some((l.node_addr, l)),
+            _ => None,
+        })
         .collect()
 }
 

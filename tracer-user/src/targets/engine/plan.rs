@@ -11,8 +11,8 @@ use trace_format::{NodeEnds, ProbeInfo, RecordingSettings};
 use super::points::{self, EngineError, ProbePoints};
 use super::uprobes;
 use crate::{
-    load::{LoadError, OpProbes, UprobeScope},
-    targets::plan::ProbePlan,
+    load::{LoadError, UprobeScope},
+    targets::plan::{AttachRequest, Attached, ProbePlan},
 };
 
 /// The plan for profinfer's engine: its exported probe symbols.
@@ -59,22 +59,16 @@ impl ProbePlan for EnginePlan {
         self.points.build_id.clone()
     }
 
-    fn attach(
-        &self,
-        ebpf: &mut Ebpf,
-        levels: u32,
-        op_detail: u32,
-        pid: u32,
-    ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
+    fn attach(&self, ebpf: &mut Ebpf, request: AttachRequest) -> Result<Attached, LoadError> {
         // Only the target traps (a held child keeps its per-task events across exec);
         // the in-program tgid filter stays as the second guard.
         uprobes::attach(
             ebpf,
             &self.exe,
             &self.points,
-            levels,
-            op_detail,
-            UprobeScope::OneProcess(pid),
+            request.levels,
+            request.op_detail,
+            UprobeScope::OneProcess(request.pid),
         )
     }
 

@@ -22,9 +22,9 @@ use trace_format::{ProbeInfo, RecordingSettings};
 use super::build::{EXTRA_FORWARD, FUSED_FORWARD, GgmlBuild, LLAMA_PROCESS};
 use super::layout_check::LayoutCheck;
 use crate::{
-    load::{self, LoadError, OpProbes, UprobeScope, UprobeSite},
+    load::{self, LoadError, UprobeScope, UprobeSite},
     probe_points::ProbePoint,
-    targets::plan::{ProbePlan, RecordCheck},
+    targets::plan::{AttachRequest, Attached, ProbePlan, RecordCheck},
 };
 
 /// The program reading an expert-indexed product's routing, tail-called from the
@@ -265,13 +265,12 @@ impl ProbePlan for LlamaCppPlan {
         self.build.cpu_build_id.clone()
     }
 
-    fn attach(
-        &self,
-        ebpf: &mut Ebpf,
-        levels: u32,
-        op_detail: u32,
-        pid: u32,
-    ) -> Result<(Vec<ProbeInfo>, Option<OpProbes>), LoadError> {
+    fn attach(&self, ebpf: &mut Ebpf, request: AttachRequest) -> Result<Attached, LoadError> {
+        let AttachRequest {
+            levels,
+            op_detail,
+            pid,
+        } = request;
         self.write_maps(ebpf)?;
         let mut scope = UprobeScope::OneProcess(pid);
         let mut table = Vec::new();
