@@ -136,15 +136,9 @@ fn dir_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-/// The environment variable through which `cargo xtask test` builds the host's tests
-/// without LTO ([`crate::test::build_host_tests_without_lto`]). The static builds and the
-/// tests under QEMU take it out again and keep the release profile's thin LTO: their
-/// target directory outlives a run (see [`target_dir`]), and a profile change compiles
-/// every dependency again, which on two cores costs more than the LTO links it saves
-/// once.
-pub const RELEASE_LTO_ENV: &str = "CARGO_PROFILE_RELEASE_LTO";
-
-/// Builds `engine` and `profinfer` statically for `arch` (release profile).
+/// Builds `engine` and `profinfer` statically for `arch` (release profile; without LTO
+/// under `cargo xtask test`, which turns it off for every build it starts, see
+/// [`crate::test::build_tests_without_lto`]).
 pub fn build(arch: Arch) -> Result<StaticBuild> {
     let triple = arch.musl_triple();
     let target_dir = target_dir_for_build()?;
@@ -156,8 +150,7 @@ pub fn build(arch: Arch) -> Result<StaticBuild> {
             .arg(&target_dir)
             // rust-lld links the musl targets on their own (self-contained crt objects
             // and libc come with the target's standard library).
-            .args(["--config", &format!("target.{triple}.linker=\"rust-lld\"")])
-            .env_remove(RELEASE_LTO_ENV),
+            .args(["--config", &format!("target.{triple}.linker=\"rust-lld\"")]),
     )?;
     let bin_dir = target_dir.join(triple).join("release");
     for bin in ["engine", "profinfer"] {
@@ -215,7 +208,6 @@ pub fn test_under_qemu(
         .env(format!("CARGO_TARGET_{var}_LINKER"), "rust-lld")
         .env(format!("CARGO_TARGET_{var}_RUNNER"), &runner)
         .env("PROFINFER_ENGINE_RUNNER", &runner)
-        .env_remove(RELEASE_LTO_ENV)
         .envs(env.iter().copied());
     process::run(&mut cmd)
 }

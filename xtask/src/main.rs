@@ -156,7 +156,7 @@ fn main() -> ExitCode {
     let (name, result, steps) = match cli.task {
         Task::Setup { oracle } => run("setup", |s| setup::run(s, oracle)),
         Task::Test => {
-            test::build_host_tests_without_lto();
+            test::build_tests_without_lto();
             run("test", test::run)
         }
         Task::Demo => run("demo", demo::run),

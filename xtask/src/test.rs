@@ -20,18 +20,23 @@ pub const FUZZ_SECONDS: u32 = 60;
 /// The GGUF parser's fuzz target.
 pub const FUZZ_TARGET: &str = "gguf_parse";
 
-/// Makes every cargo that `cargo xtask test` starts on the host (the test build, the
-/// tests' own `cargo build --release`, the evaluation's builds) use the release profile
-/// without LTO, by setting [`cross::RELEASE_LTO_ENV`] to `false` in this process's
-/// environment, which they all inherit. With thin LTO each of the workspace's ~45 test
-/// binaries is link-time optimised on its own, dependencies included: a clean clone's
-/// test build took over 35 minutes of a CI run that must finish in 90. The programs
-/// users build (`cargo xtask demo`, `cargo build --release`) keep the profile's LTO;
-/// the tests check results and bounds that do not depend on it (no test asserts a speed).
-pub fn build_host_tests_without_lto() {
+/// `cargo`'s override of the release profile's `lto` setting.
+const RELEASE_LTO_ENV: &str = "CARGO_PROFILE_RELEASE_LTO";
+
+/// Makes every cargo that `cargo xtask test` starts (the host's test build, the tests' own
+/// `cargo build --release`, the evaluation's builds, the static aarch64 builds and the
+/// tests under QEMU) use the release profile without LTO, by setting [`RELEASE_LTO_ENV`]
+/// to `false` in this process's environment, which they all inherit. With thin LTO each
+/// of the workspace's ~45 test binaries is link-time optimised on its own, dependencies
+/// included: a clean clone's test build took over 35 minutes of a CI run that must
+/// finish in 90, and a new machine's static aarch64 build 20 minutes. The programs users
+/// build (`cargo xtask demo`, `cargo xtask dist`, `cargo build --release`) keep the
+/// profile's LTO; the tests check results and bounds that do not depend on it (no test
+/// asserts a speed).
+pub fn build_tests_without_lto() {
     // SAFETY: called by `main` before any thread is started, so nothing reads or writes
     // the environment at the same time.
-    unsafe { std::env::set_var(cross::RELEASE_LTO_ENV, "false") };
+    unsafe { std::env::set_var(RELEASE_LTO_ENV, "false") };
 }
 
 /// Runs the set-up, the tests and the fuzz smoke run; all test steps run even if an
