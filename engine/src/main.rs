@@ -506,7 +506,7 @@ fn run_plain(mut ctx: Context, a: &RunArgs) -> anyhow::Result<()> {
     }
     let json = a.json;
     let mut stream = Utf8Stream::new();
-    let mut echo = TextEcho::new(stdout, !json);
+    let mut echo = TextEcho::new(stdout);
     let g = generate(&mut ctx, &prompt, &params, &mut sampler, |tok| {
         if !json {
             echo.write(&stream.push(model.tokenizer.token_to_piece(tok as u32, false)));
@@ -537,27 +537,21 @@ fn run_plain(mut ctx: Context, a: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Generated text streamed to an output as it comes (when `on`); the first write error
-/// stops the writing and is returned at the end, the generation itself goes on.
+/// Generated text streamed to an output as it comes; the first write error stops the
+/// writing and is returned at the end, the generation itself goes on.
 struct TextEcho<W: Write> {
     out: W,
-    on: bool,
     error: Option<std::io::Error>,
 }
 
 impl<W: Write> TextEcho<W> {
-    fn new(out: W, on: bool) -> Self {
-        TextEcho {
-            out,
-            on,
-            error: None,
-        }
+    fn new(out: W) -> Self {
+        TextEcho { out, error: None }
     }
 
-    /// Writes and flushes `text`, unless off or a write already failed.
+    /// Writes and flushes `text`, unless a write already failed.
     fn write(&mut self, text: &str) {
-        if self.on
-            && self.error.is_none()
+        if self.error.is_none()
             && let Err(e) = self
                 .out
                 .write_all(text.as_bytes())
@@ -582,9 +576,11 @@ fn run_chat(ctx: Context, a: &RunArgs, prompt: &str) -> anyhow::Result<()> {
     let mut session = ChatSession::new(ctx, template, a.system.clone());
     let mut sampler = a.sampling.sampler();
     let json = a.json;
-    let mut echo = TextEcho::new(std::io::stdout().lock(), !json);
+    let mut echo = TextEcho::new(std::io::stdout().lock());
     let reply = session.turn(prompt, &mut sampler, Some(a.n_predict), |text| {
-        echo.write(text);
+        if !json {
+            echo.write(text);
+        }
     })?;
     let mut stdout = echo.finish()?;
     if json {

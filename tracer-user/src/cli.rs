@@ -259,11 +259,7 @@ impl CaptureArgs {
             output,
             config,
             target,
-            choice: TargetChoice {
-                kind: self.target.target.into(),
-                libs: self.target.libs.clone(),
-                ggml_offsets: self.target.ggml_offsets.clone(),
-            },
+            choice: self.target.choice(),
         })
     }
 }
@@ -286,6 +282,17 @@ struct TargetArgs {
     /// ones, before and on attach.
     #[arg(long = "ggml-offset", value_name = "FIELD=BYTES")]
     ggml_offsets: Vec<GivenOffset>,
+}
+
+impl TargetArgs {
+    /// The recording's [`TargetChoice`].
+    fn choice(&self) -> TargetChoice {
+        TargetChoice {
+            kind: self.target.into(),
+            libs: self.libs.clone(),
+            ggml_offsets: self.ggml_offsets.clone(),
+        }
+    }
 }
 
 /// `--target`.

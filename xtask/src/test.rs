@@ -29,7 +29,7 @@ const RELEASE_LTO_ENV: &str = "CARGO_PROFILE_RELEASE_LTO";
 /// to `false` in this process's environment, which they all inherit. With thin LTO each
 /// of the workspace's ~45 test binaries is link-time optimised on its own, dependencies
 /// included: a clean clone's test build took over 35 minutes of a CI run that must
-/// finish in 90, and a new machine's static aarch64 build 20 minutes. The programs users
+/// finish in 90, and a new machine's board kit (the static aarch64 build) 800 s. The programs users
 /// build (`cargo xtask demo`, `cargo xtask dist`, `cargo build --release`) keep the
 /// profile's LTO; the tests check results and bounds that do not depend on it (no test
 /// asserts a speed).
