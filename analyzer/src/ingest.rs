@@ -8,9 +8,9 @@
 
 use std::{collections::VecDeque, path::Path};
 
-use trace_format::{Chunks, Event, EventChunk, RecordRef, TraceReader};
+use trace_format::{Chunks, Event, EventChunk, RecordRef};
 
-use crate::{AnalyzeError, TraceModel};
+use crate::{AnalyzeError, TraceModel, trace_files::TraceFiles};
 
 /// Events are held back until the newest event seen is this much later (ns): the
 /// largest out-of-order distance tolerated between records of different CPUs.
@@ -275,72 +275,88 @@ impl Progress for NoProgress {
 /// Events between progress updates.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
-/// Reads a whole trace into a model.
+/// Reads a whole trace into a model: the file at `path`, or the series a recording to
+/// `path` wrote ([`TraceFiles`]), read as one (the state records that begin each member
+/// after the first are skipped; the reordering window spans the members' seams).
 ///
 /// # Errors
-/// [`AnalyzeError::Trace`] when the file cannot be opened or is not a valid trace.
-/// A truncated trace or a bad record is not an error: the prefix is analyzed and
-/// [`IngestInfo`] says where reading stopped.
+/// [`AnalyzeError::Trace`] when a file cannot be opened or is not a valid trace.
+/// A truncated trace or a bad record is not an error: the readable part is analyzed and
+/// [`IngestInfo`] says where reading stopped (a series goes on with its next member).
 pub fn load(
     path: &Path,
     progress: &dyn Progress,
-) -> Result<(TraceModel, TraceReader, IngestInfo), AnalyzeError> {
-    let reader = TraceReader::open(path).map_err(|source| AnalyzeError::Trace {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut model = TraceModel::new(reader.header());
-    let mut info = IngestInfo {
-        truncated_at: reader.truncated_at(),
-        ..IngestInfo::default()
-    };
-    let expected = reader
+) -> Result<(TraceModel, TraceFiles, IngestInfo), AnalyzeError> {
+    let files = TraceFiles::open(path)?;
+    let mut model = TraceModel::new(files.header());
+    let mut info = IngestInfo::default();
+    let expected = files
         .footer()
         .map(|f| f.events_written + f.collector_events);
     let mut window: Reorder<Slot> = Reorder::default();
     let mut arena = ChunkArena::default();
     let mut slots = Vec::new();
-    let mut chunks: Chunks<'_> = reader.chunks();
     let mut apply = |arena: &mut ChunkArena<'_>, s: &Slot| {
         if let Some(r) = arena.record(s) {
             model.apply_record(&r);
         }
         arena.done(s);
     };
-    while let Some(chunk) = chunks.next() {
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => {
-                info.read_error = Some(e.to_string());
-                break;
+    let many = files.readers().len() > 1;
+    for (i, reader) in files.readers().iter().enumerate() {
+        let name = |e: &dyn std::fmt::Display| {
+            if many {
+                format!("{}: {e}", files.paths()[i].display())
+            } else {
+                e.to_string()
             }
         };
-        slots.clear();
-        let error = arena.add(chunk, &mut slots);
-        for &slot in &slots {
-            info.events_read += 1;
-            if info.events_read.is_multiple_of(PROGRESS_EVERY) {
-                progress.update(info.events_read, expected);
+        if info.truncated_at.is_none() {
+            info.truncated_at = reader.truncated_at();
+        }
+        let mut skip = files.head_records(i);
+        let mut chunks: Chunks<'_> = reader.chunks();
+        while let Some(chunk) = chunks.next() {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    info.read_error.get_or_insert_with(|| name(&e));
+                    break;
+                }
+            };
+            slots.clear();
+            let error = arena.add(chunk, &mut slots);
+            for &slot in &slots {
+                if skip > 0 {
+                    skip -= 1;
+                    arena.done(&slot);
+                    continue;
+                }
+                info.events_read += 1;
+                if info.events_read.is_multiple_of(PROGRESS_EVERY) {
+                    progress.update(info.events_read, expected);
+                }
+                window.push(slot, &mut |s: &Slot| apply(&mut arena, s));
             }
-            window.push(slot, &mut |s: &Slot| apply(&mut arena, s));
+            if arena.bytes() > MAX_HELD_CHUNK_BYTES {
+                window.finish(&mut |s: &Slot| apply(&mut arena, s));
+            }
+            arena.drop_applied(|c| chunks.recycle(c));
+            if let Some(e) = error {
+                info.read_error.get_or_insert_with(|| name(&e));
+                break;
+            }
         }
-        if arena.bytes() > MAX_HELD_CHUNK_BYTES {
-            window.finish(&mut |s: &Slot| apply(&mut arena, s));
-        }
-        arena.drop_applied(|c| chunks.recycle(c));
-        if let Some(e) = error {
-            info.read_error = Some(e.to_string());
-            break;
-        }
+        // Chunks of this member still in the window stay in the arena: it frees them
+        // once applied.
     }
     window.finish(&mut |s: &Slot| apply(&mut arena, s));
-    // The arena and the chunk stream borrow the reader, which is returned.
+    // The arena borrows the files, which are returned.
     drop(arena);
-    drop(chunks);
     progress.update(info.events_read, expected);
     info.late_events = window.late_events();
-    model.finish(reader.footer().map(|f| f.end_ts_ns).filter(|&t| t > 0));
-    Ok((model, reader, info))
+    model.finish(files.footer().map(|f| f.end_ts_ns).filter(|&t| t > 0));
+    Ok((model, files, info))
 }
 
 #[cfg(test)]
@@ -393,7 +409,7 @@ mod tests {
         let path = dir.path().join("t.pftrace");
         crate::synthetic::write_trace(&path, &crate::synthetic::SynthSpec::sized(2, 100, 2))
             .expect("write");
-        let reader = TraceReader::open(&path).expect("open");
+        let reader = trace_format::TraceReader::open(&path).expect("open");
         let mut chunks = reader.chunks();
         let mut arena = ChunkArena::default();
         let (mut first, mut second) = (Vec::new(), Vec::new());

@@ -33,6 +33,7 @@ pub mod run_timings;
 pub mod stats;
 pub mod synthetic;
 pub mod timeline;
+pub mod trace_files;
 pub mod windows;
 
 pub use common::engine_abi::OpType;

@@ -32,6 +32,7 @@ mod event;
 mod header;
 mod reader;
 mod record;
+mod series;
 mod settings;
 mod writer;
 
@@ -47,5 +48,6 @@ pub use header::{
 };
 pub use reader::{Chunks, Events, TraceReader};
 pub use record::{EventChunk, RecordRef, Records};
+pub use series::{SeriesMember, member_path, members, trace_files};
 pub use settings::{NodeEnds, OpWindowsSetting, RecordingSettings};
 pub use writer::{DEFAULT_CHUNK_BYTES, TraceWriter};

@@ -73,6 +73,8 @@ pub struct RecordingSettings {
     pub ggml: Option<String>,
     /// Why the operator level was not available, when it was not.
     pub op_level: Option<String>,
+    /// This file's place in a series (`--switch-output`), when it is a member of one.
+    pub series: Option<crate::SeriesMember>,
     /// Keys this version does not know, and values it could not read, as found.
     pub other: BTreeMap<String, String>,
 }
@@ -109,6 +111,13 @@ fn parse_windows(s: &str) -> Option<Option<OpWindowsSetting>> {
     }))
 }
 
+fn parse_series(index: &str, head: Option<&String>) -> Option<crate::SeriesMember> {
+    Some(crate::SeriesMember {
+        index: index.parse().ok()?,
+        head_records: head?.parse().ok()?,
+    })
+}
+
 impl RecordingSettings {
     /// The settings a header's table holds. A value that does not read as its type is
     /// kept in [`RecordingSettings::other`] under its key.
@@ -131,6 +140,12 @@ impl RecordingSettings {
                 "node_ends" => set(&mut s.node_ends, NodeEnds::parse(v)),
                 "ggml" => set(&mut s.ggml, text()),
                 "op_level" => set(&mut s.op_level, text()),
+                "series" => set(&mut s.series, parse_series(v, table.get("series_head"))),
+                // Read with `series`, and kept with it when the pair does not read.
+                "series_head" => table
+                    .get("series")
+                    .and_then(|i| parse_series(i, Some(value)))
+                    .is_some(),
                 _ => false,
             };
             if !read {
@@ -165,6 +180,11 @@ impl RecordingSettings {
         put("node_ends", self.node_ends.map(|n| n.as_str().to_owned()));
         put("ggml", self.ggml.clone());
         put("op_level", self.op_level.clone());
+        put("series", self.series.map(|m| m.index.to_string()));
+        put(
+            "series_head",
+            self.series.map(|m| m.head_records.to_string()),
+        );
         t
     }
 
@@ -194,6 +214,8 @@ mod tests {
             ("chunk_bytes", "1048576"),
             ("target", "engine"),
             ("node_ends", "batched"),
+            ("series", "3"),
+            ("series_head", "120"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -208,6 +230,13 @@ mod tests {
         assert!(s.windows_on());
         assert_eq!(s.node_ends, Some(NodeEnds::Batched));
         assert_eq!(s.chunk_bytes, Some(1 << 20));
+        assert_eq!(
+            s.series,
+            Some(crate::SeriesMember {
+                index: 3,
+                head_records: 120
+            })
+        );
         assert!(s.other.is_empty(), "{:?}", s.other);
         assert_eq!(s.to_table(), table);
     }

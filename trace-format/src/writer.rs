@@ -39,6 +39,8 @@ pub struct TraceWriter {
     pending: Vec<u8>,
     chunk_bytes: usize,
     records: u64,
+    /// Bytes written to the file so far.
+    written: u64,
 }
 
 impl TraceWriter {
@@ -67,7 +69,9 @@ impl TraceWriter {
         })?;
         preamble.extend_from_slice(&encode_chunk(ChunkKind::Header, 0, &json));
         file.write_all(&preamble).map_err(io)?;
+        let written = preamble.len() as u64;
         Ok(TraceWriter {
+            written,
             path,
             file,
             seq: 1,
@@ -103,6 +107,26 @@ impl TraceWriter {
         self.records
     }
 
+    /// The file's length once the buffered records are written (without the footer).
+    pub fn len(&self) -> u64 {
+        let pending = if self.pending.is_empty() {
+            0
+        } else {
+            (crate::CHUNK_HEADER_LEN + self.pending.len()) as u64
+        };
+        self.written + pending
+    }
+
+    /// Whether nothing but the preamble and header was written or buffered.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Writes the buffered records as one chunk (nothing if none are buffered).
     pub fn flush_chunk(&mut self) -> Result<(), TraceError> {
         if self.pending.is_empty() {
@@ -111,6 +135,7 @@ impl TraceWriter {
         let chunk = encode_chunk(ChunkKind::Events, self.seq, &self.pending);
         self.seq += 1;
         self.pending.clear();
+        self.written += chunk.len() as u64;
         self.file
             .write_all(&chunk)
             .map_err(|source| TraceError::Io {

@@ -148,6 +148,17 @@ struct CaptureArgs {
     /// Stop recording after this many seconds (the target keeps running).
     #[arg(long)]
     duration: Option<f64>,
+    /// Most bytes on disk: one trace file stops there (the target keeps running); with
+    /// --switch-output, the series' oldest files are removed to stay within it (an
+    /// always-on flight recorder). `512K`, `64M`, `2G`.
+    #[arg(long, value_name = "SIZE")]
+    max_size: Option<String>,
+    /// Write a numbered series of complete trace files (OUT.001.ext, OUT.002.ext, ...),
+    /// starting the next at the first token boundary once the current one reaches SIZE
+    /// (`64M`) or has been open TIME (`30s`, `10m`, `1h`). Each file reads alone;
+    /// `profinfer report OUT` (or analyze, diff, export) reads the series as one.
+    #[arg(long, value_name = "SIZE|TIME")]
+    switch_output: Option<String>,
     #[command(flatten)]
     target: TargetArgs,
     /// The command to start, after `--`.
@@ -177,6 +188,8 @@ impl CaptureArgs {
             qos_min_tps: self.qos_min_tps,
             qos_hysteresis: self.qos_hysteresis,
             duration_secs: self.duration,
+            max_size: self.max_size.clone(),
+            switch_output: self.switch_output.clone(),
         }
     }
 }
@@ -230,6 +243,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("{summary}");
                 // A failing target makes `profinfer record` fail too (as `strace` and
                 // `time` do), so scripts and the demo do not take a broken run for a trace.
+                // A full disk is a failed recording (the files before it are complete).
+                if summary.output_failed {
+                    return Ok(ExitCode::FAILURE);
+                }
                 if let Some(end) = summary.target_end {
                     return Ok(ExitCode::from(end.exit_code()));
                 }

@@ -127,6 +127,10 @@ pub struct OutputSection {
     /// Keep the kernel's eBPF run-time statistics on for the whole recording (exact
     /// program counts, ~30 ns more per program run) instead of 0.5 s in every 5 s.
     pub probe_stats_always: Option<bool>,
+    /// `--max-size SIZE` (`64M`).
+    pub max_size: Option<String>,
+    /// `--switch-output SIZE|TIME` (`64M`, `10m`).
+    pub switch_output: Option<String>,
 }
 
 /// The TOML file as written.
@@ -208,6 +212,10 @@ pub struct Overrides {
     pub qos_hysteresis: Option<f64>,
     /// `--duration` seconds.
     pub duration_secs: Option<f64>,
+    /// `--max-size SIZE`.
+    pub max_size: Option<String>,
+    /// `--switch-output SIZE|TIME`.
+    pub switch_output: Option<String>,
 }
 
 /// Buffer kind.
@@ -258,6 +266,8 @@ pub struct TracerConfig {
     pub duration: Option<Duration>,
     /// Event bytes per trace chunk.
     pub chunk_bytes: usize,
+    /// The output's size cap and series switching.
+    pub output: crate::output_limits::OutputLimits,
 }
 
 fn level_bit(name: &str) -> Option<u32> {
@@ -269,6 +279,51 @@ fn level_bit(name: &str) -> Option<u32> {
         "sched" => LEVEL_SCHED,
         _ => return None,
     })
+}
+
+/// `--max-size` and `--switch-output`, from flags or the file's `[output]`.
+fn output_limits(
+    file: &FileConfig,
+    cli: &Overrides,
+) -> Result<crate::output_limits::OutputLimits, ConfigError> {
+    use crate::output_limits::{MIN_SIZE, OutputLimits, SwitchOutput, parse_size, parse_switch};
+    let max_size =
+        match cli.max_size.as_ref().or(file.output.max_size.as_ref()) {
+            None => None,
+            Some(v) => Some(parse_size(v).filter(|&b| b >= MIN_SIZE).ok_or_else(|| {
+                ConfigError::Invalid {
+                    key: "output.max_size",
+                    value: v.clone(),
+                    reason: "expected a size of at least 64K (512K, 64M, 2G)",
+                }
+            })?),
+        };
+    let switch = match cli
+        .switch_output
+        .as_ref()
+        .or(file.output.switch_output.as_ref())
+    {
+        None => None,
+        Some(v) => Some(
+            parse_switch(v)
+                .filter(|s| !matches!(s, SwitchOutput::Size(b) if *b < MIN_SIZE))
+                .ok_or_else(|| ConfigError::Invalid {
+                    key: "output.switch_output",
+                    value: v.clone(),
+                    reason: "expected a size of at least 64K (64M) or a time (30s, 10m, 1h)",
+                })?,
+        ),
+    };
+    if let (Some(max), Some(SwitchOutput::Size(each))) = (max_size, switch)
+        && max < each.saturating_mul(2)
+    {
+        return Err(ConfigError::Invalid {
+            key: "output.max_size",
+            value: max.to_string(),
+            reason: "must hold at least two files of --switch-output's size",
+        });
+    }
+    Ok(OutputLimits { max_size, switch })
 }
 
 impl TracerConfig {
@@ -420,6 +475,7 @@ impl TracerConfig {
             qos,
             duration,
             chunk_bytes,
+            output: output_limits(file, cli)?,
         })
     }
 
@@ -439,6 +495,12 @@ impl TracerConfig {
         s.buffer = Some(format!("{:?}", self.buffer));
         s.qos = Some(self.qos.as_ref().map_or("off".into(), |q| format!("{q:?}")));
         s.chunk_bytes = Some(self.chunk_bytes as u64);
+        if let Some(max) = self.output.max_size {
+            s.other.insert("max_size".into(), max.to_string());
+        }
+        if let Some(switch) = self.output.switch {
+            s.other.insert("switch_output".into(), switch.to_string());
+        }
         s
     }
 }
@@ -515,6 +577,42 @@ mod tests {
             ..Overrides::default()
         };
         assert!(TracerConfig::build(&FileConfig::default(), &bad).is_err());
+    }
+
+    #[test]
+    fn output_bounds_are_checked_and_flags_win_over_the_file() {
+        use crate::output_limits::SwitchOutput;
+        let with = |max: Option<&str>, switch: Option<&str>| Overrides {
+            max_size: max.map(str::to_owned),
+            switch_output: switch.map(str::to_owned),
+            ..Overrides::default()
+        };
+        let file: FileConfig =
+            toml::from_str("[output]\nmax_size = \"1G\"\nswitch_output = \"10m\"\n").expect("toml");
+        let c = TracerConfig::build(&file, &Overrides::default()).expect("file's bounds");
+        assert_eq!(c.output.max_size, Some(1 << 30));
+        assert_eq!(
+            c.output.switch,
+            Some(SwitchOutput::Time(Duration::from_secs(600)))
+        );
+        let c = TracerConfig::build(&file, &with(None, Some("64M"))).expect("flag wins");
+        assert_eq!(c.output.switch, Some(SwitchOutput::Size(64 << 20)));
+        assert_eq!(
+            c.settings().other.get("switch_output").map(String::as_str),
+            Some("64 MiB")
+        );
+        for (max, switch) in [
+            (Some("16K"), None),
+            (None, Some("1K")),
+            (Some("lots"), None),
+            (None, Some("0s")),
+            (Some("100M"), Some("64M")),
+        ] {
+            let r = TracerConfig::build(&FileConfig::default(), &with(max, switch));
+            assert!(r.is_err(), "{max:?} {switch:?} must be refused");
+        }
+        TracerConfig::build(&FileConfig::default(), &with(Some("128M"), Some("64M")))
+            .expect("two files fit");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod export;
 pub mod leaves;
 pub mod load;
 pub mod observe;
+pub mod output_limits;
 pub mod perf_event;
 pub mod pmc;
 pub mod privileges;

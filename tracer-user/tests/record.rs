@@ -1428,9 +1428,7 @@ fn sigint_stops_the_recorder_and_the_target_runs_to_completion() {
     let (engine, _) = engine_and_model();
     // Orphans (the target, once profinfer exits) are reparented to this process, so
     // the target's exit status can be collected.
-    // SAFETY: prctl with plain integer arguments.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(rc, 0, "PR_SET_CHILD_SUBREAPER");
+    support::become_subreaper();
     let out = trace_path("sigint");
     let bench = long_engine("20");
     let mut rec = profinfer();
@@ -1468,13 +1466,6 @@ fn sigint_stops_the_recorder_and_the_target_runs_to_completion() {
     assert!(f.end_reason.contains("interrupted"), "{}", f.end_reason);
     assert_eq!(f.events_produced, f.events_written + f.events_lost);
     // The target is now our (sub-reaped) orphan and runs to completion.
-    let mut st = 0;
-    // SAFETY: waits for the reparented target with a valid status pointer.
-    let r = unsafe { libc::waitpid(target as i32, &mut st, 0) };
-    assert_eq!(r, target as i32, "target reparented to the test");
-    assert!(
-        libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0,
-        "target finished with exit 0 (status {st:#x})"
-    );
+    support::assert_target_completes(target);
     std::fs::remove_file(&out).ok();
 }

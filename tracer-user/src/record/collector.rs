@@ -179,6 +179,14 @@ impl<'c, 'o> Collector<'c, 'o> {
         let ending = loop {
             let drained = self.drain();
             self.after_drain(drained)?;
+            if let Some(stop) = self.sink.stopped() {
+                break Ending {
+                    reason: stop.end_reason(),
+                    target_exited: false,
+                    target_end: None,
+                    target_cpu: None,
+                };
+            }
             let wake = tokio::select! {
                 _ = self.source.readable() => Wake::Readable,
                 _ = tick.tick() => Wake::Tick,
@@ -229,7 +237,6 @@ impl<'c, 'o> Collector<'c, 'o> {
         if let Some(rejected) = self.drain().rejected {
             return Err(rejected.into());
         }
-        self.sink.check()?;
         Ok(ending)
     }
 
@@ -237,7 +244,12 @@ impl<'c, 'o> Collector<'c, 'o> {
     fn drain(&mut self) -> Drained {
         let mut d = Drained::default();
         let drained_at = Instant::now();
-        let (sink, leaves, check) = (&mut self.sink, &mut self.leaves, &mut self.record_check);
+        let (sink, leaves, check, maps) = (
+            &mut self.sink,
+            &mut self.leaves,
+            &mut self.record_check,
+            &self.maps,
+        );
         self.source.drain(|bytes| {
             let Some((kind, record)) = split_record(bytes) else {
                 return;
@@ -248,7 +260,7 @@ impl<'c, 'o> Collector<'c, 'o> {
             {
                 d.rejected = Some(rejected);
             }
-            sink.probe_record(record);
+            sink.probe_record(kind, record, maps);
             let word = |o: usize| {
                 u32::from_le_bytes([record[o], record[o + 1], record[o + 2], record[o + 3]])
             };
@@ -287,7 +299,7 @@ impl<'c, 'o> Collector<'c, 'o> {
         self.read_leaves(d.boundary)?;
         self.run_qos(&d.decode_steps)?;
         self.run_windows(d.decode_steps.len())?;
-        self.sink.check()
+        Ok(())
     }
 
     /// The levels the probes should have now: those recorded, as the live view's user
@@ -413,7 +425,7 @@ impl<'c, 'o> Collector<'c, 'o> {
         if let Some(m) = self.cost_meter.as_mut() {
             m.tick(Instant::now());
         }
-        self.sink.flush_chunk()?;
+        self.sink.on_tick(&self.maps);
         if !self.abi_reported && self.maps.stat_sum(STAT_ABI_MISMATCH) > 0 {
             let seen = self
                 .maps

@@ -12,6 +12,7 @@
 mod clock;
 mod collector;
 pub mod error;
+mod head;
 mod header;
 mod probe_maps;
 mod sink;
@@ -20,9 +21,9 @@ use std::{path::PathBuf, time::Instant};
 
 use common::{
     control::{LEVEL_OP, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED},
-    event::{EventKind, LossEvent, PmcOpenEvent},
+    event::{EventKind, PmcOpenEvent},
 };
-use trace_format::{ProbeCost, TraceFooter};
+use trace_format::ProbeCost;
 
 pub use self::error::RecordError;
 use self::{
@@ -30,7 +31,7 @@ use self::{
     collector::{Collector, Ending},
     header::{initial_control, trace_header},
     probe_maps::ProbeMaps,
-    sink::TraceSink,
+    sink::{RingCounts, TraceSink},
 };
 use crate::{
     config::TracerConfig,
@@ -71,8 +72,17 @@ pub struct RecordRequest {
 /// Totals of a finished recording.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordSummary {
-    /// The trace file.
+    /// The trace file asked for (a series' base name with `--switch-output`).
     pub output: PathBuf,
+    /// The trace files written and kept, in series order (just `output` without
+    /// `--switch-output`).
+    pub files: Vec<PathBuf>,
+    /// A series' oldest files removed to stay within `--max-size`.
+    pub files_removed: u32,
+    /// Why writing stopped before the recording's end (size cap, full disk), on one line.
+    pub output_stop: Option<String>,
+    /// Whether writing failed (a full disk): `profinfer record` then exits with 1.
+    pub output_failed: bool,
     /// Target pid.
     pub pid: u32,
     /// Records the probes tried to emit.
@@ -132,7 +142,32 @@ impl std::fmt::Display for RecordSummary {
                 self.leaves_unread, self.leaves_recorded
             )?;
         }
-        write!(f, "; {}", self.end_reason)?;
+        // A stopped output's reason is the line below, with what it cost.
+        if self.output_stop.is_none() {
+            write!(f, "; {}", self.end_reason)?;
+        }
+        if self.files.len() > 1 || self.files_removed > 0 {
+            let name =
+                |p: Option<&PathBuf>| p.map_or_else(String::new, |p| p.display().to_string());
+            write!(
+                f,
+                "\nprofinfer: series of {} files, {} .. {}",
+                self.files.len(),
+                name(self.files.first()),
+                name(self.files.last())
+            )?;
+            if self.files_removed > 0 {
+                write!(f, " ({} oldest removed by --max-size)", self.files_removed)?;
+            }
+            write!(
+                f,
+                "; `profinfer report {}` reads them as one",
+                self.output.display()
+            )?;
+        }
+        if let Some(stop) = &self.output_stop {
+            write!(f, "\nprofinfer: {stop}")?;
+        }
         write!(f, "\nprofinfer: cost: {}", self.cost)
     }
 }
@@ -269,7 +304,7 @@ fn record_with(
     let _rt_guard = rt.enter();
     let source = maps.event_source(cfg.buffer)?;
     let header = trace_header(cfg, plan, pid, args, probes, &pmcs);
-    let mut sink = TraceSink::create(&req.output, &header, cfg.chunk_bytes, observer)?;
+    let mut sink = TraceSink::create(&req.output, &header, cfg.chunk_bytes, cfg.output, observer)?;
     for ev in &pmc_events {
         sink.collector_record(ev)?;
     }
@@ -351,35 +386,25 @@ fn finish(
     {
         eprintln!("profinfer: {message}");
     }
-    for (cpu, &lost) in lost_per_cpu.iter().enumerate() {
-        if lost > 0 {
-            sink.collector_record(&LossEvent {
-                header: collector_header(EventKind::Loss, pid, 0, cpu as u32),
-                lost,
-            })?;
-        }
-    }
     let produced: u64 = produced_per_cpu.iter().sum();
     let lost: u64 = lost_per_cpu.iter().sum();
     let cost = ProbeCost {
         target_cpu_ns: ending.target_cpu.map(|d| d.as_nanos() as u64),
         ..cost_meter.finish(&maps.ebpf)
     };
-    let (written, collector_events) = (sink.written, sink.collector_events);
-    sink.finish(&TraceFooter {
-        events_produced: produced,
-        events_written: written,
-        events_lost: lost,
-        produced_per_cpu,
-        lost_per_cpu: lost_per_cpu.clone(),
-        collector_events,
-        end_reason: ending.reason.clone(),
-        end_ts_ns: clocks().0,
-        cost: cost.clone(),
-    })?;
+    let written = sink.written;
+    let counts = RingCounts {
+        produced: produced_per_cpu,
+        lost: lost_per_cpu.clone(),
+    };
+    let out = sink.finish(&counts, ending.reason.clone(), clocks().0, cost.clone())?;
     drop(maps);
     Ok(RecordSummary {
         output: req.output.clone(),
+        output_stop: out.stop_line(),
+        output_failed: matches!(out.stop, Some(sink::OutputStop::Failed { .. })),
+        files: out.files,
+        files_removed: out.removed,
         pid,
         produced,
         written,

@@ -198,8 +198,16 @@ pub fn profinfer() -> Command {
     Command::new(env!("CARGO_BIN_EXE_profinfer"))
 }
 
-/// `profinfer record -o out [extra] -- engine run ... -n tokens -t 2`.
+/// `profinfer record -o out [extra] -- engine run ... -n tokens -t 2`, asserting it
+/// succeeds.
 pub fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
+    let output = record_unchecked(out, extra, tokens);
+    assert!(output.status.success(), "record failed");
+    output
+}
+
+/// [`record`] without asserting how it ended (the target's output is not kept).
+pub fn record_unchecked(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
     let (engine, model) = engine_and_model();
     let n = tokens.to_string();
     let output = profinfer()
@@ -212,11 +220,32 @@ pub fn record(out: &Path, extra: &[&str], tokens: u32) -> std::process::Output {
         .args(["run", "-m"])
         .arg(model)
         .args(["-p", "hello world", "-n", &n, "-t", "2", "--ignore-eos"])
+        .stdout(std::process::Stdio::null())
         .output()
         .expect("profinfer runs");
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "record failed");
     output
+}
+
+/// Makes this process the reaper of orphans, so a target that profinfer left running can
+/// be waited for ([`assert_target_completes`]).
+pub fn become_subreaper() {
+    // SAFETY: prctl with plain integer arguments.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(rc, 0, "PR_SET_CHILD_SUBREAPER");
+}
+
+/// Waits for the orphaned target `pid` (after [`become_subreaper`]) and asserts it ran to
+/// completion.
+pub fn assert_target_completes(pid: u32) {
+    let mut st = 0;
+    // SAFETY: waits for the reparented target with a valid status pointer.
+    let r = unsafe { libc::waitpid(pid as i32, &mut st, 0) };
+    assert_eq!(r, pid as i32, "target reparented to the test");
+    assert!(
+        libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0,
+        "target finished with exit 0 (status {st:#x})"
+    );
 }
 
 /// How often the eBPF program `name` ran in a recording (0 if never), from its footer.
