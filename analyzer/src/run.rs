@@ -16,12 +16,14 @@ use crate::{
         index::{Figure, OutputFile, Page},
         perfetto,
         summary::{self, Summary},
+        timeline_parts,
     },
     ingest::{self, IngestInfo, NoProgress, Progress},
     model::TraceModel,
     op_groups::GroupBy,
     report,
     stats::{self, ProfStat},
+    timeline::{RangeSpec, TimeRange},
 };
 
 /// Format of the timeline file.
@@ -34,21 +36,28 @@ pub enum TimelineFormat {
     /// Perfetto's protobuf TrackEvent trace (`timeline.perfetto-trace`), opened by Perfetto UI
     /// and `trace_processor`; compact and streamed (see [`crate::export::perfetto`]).
     Perfetto,
-    /// Both files (the default: `timeline.perfetto-trace` for Perfetto, `timeline.json` for
-    /// tools that read Chrome JSON).
-    #[default]
+    /// Both files (`timeline.perfetto-trace` for Perfetto, `timeline.json` for tools that
+    /// read Chrome JSON), however long the run.
     Both,
+    /// Both when the timeline fits one file; for a longer run only the Perfetto files (the
+    /// JSON is 2.4 times the protobuf), which `Both` or `Chrome` still write.
+    #[default]
+    Auto,
 }
 
 impl TimelineFormat {
     /// Whether the Chrome JSON is written.
-    pub fn chrome(self) -> bool {
-        matches!(self, TimelineFormat::Chrome | TimelineFormat::Both)
+    pub fn chrome(self, split: bool) -> bool {
+        match self {
+            TimelineFormat::Chrome | TimelineFormat::Both => true,
+            TimelineFormat::Auto => !split,
+            TimelineFormat::Perfetto => false,
+        }
     }
 
     /// Whether the Perfetto protobuf trace is written.
     pub fn perfetto(self) -> bool {
-        matches!(self, TimelineFormat::Perfetto | TimelineFormat::Both)
+        !matches!(self, TimelineFormat::Chrome)
     }
 }
 
@@ -66,6 +75,11 @@ pub struct AnalyzeOptions {
     pub render_svg: bool,
     /// Draw the ProfStat plots.
     pub plots: bool,
+    /// The part of the run the timeline shows (`--tokens`, `--time`; all of it if none).
+    pub timeline_range: Option<RangeSpec>,
+    /// The largest full-detail Perfetto file: a longer timeline is cut into files of
+    /// decode call ranges beside an overview ([`timeline_parts`]).
+    pub part_bytes: u64,
 }
 
 impl Default for AnalyzeOptions {
@@ -76,6 +90,8 @@ impl Default for AnalyzeOptions {
             format: TimelineFormat::default(),
             render_svg: true,
             plots: true,
+            timeline_range: None,
+            part_bytes: timeline_parts::DEFAULT_PART_BYTES,
         }
     }
 }
@@ -96,6 +112,18 @@ impl AnalyzeOptions {
     /// Sets the timeline format.
     pub fn with_format(mut self, format: TimelineFormat) -> Self {
         self.format = format;
+        self
+    }
+
+    /// Shows only `range` in the timeline.
+    pub fn with_timeline_range(mut self, range: Option<RangeSpec>) -> Self {
+        self.timeline_range = range;
+        self
+    }
+
+    /// Sets the largest full-detail Perfetto file.
+    pub fn with_part_bytes(mut self, bytes: u64) -> Self {
+        self.part_bytes = bytes;
         self
     }
 
@@ -382,35 +410,139 @@ fn page<'a>(
     }
 }
 
+/// Removes the timeline files an earlier analysis into the folder left (a split
+/// timeline's parts, its overview).
+fn remove_old_timelines(o: &Outputs<'_>) {
+    let Ok(entries) = std::fs::read_dir(o.dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let part = name.starts_with("timeline.tokens-") && name.ends_with(".perfetto-trace");
+        if part || name == OVERVIEW_FILE {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// The overview file of a split timeline.
+const OVERVIEW_FILE: &str = "timeline.overview.perfetto-trace";
+
 fn write_timeline(
     model: &TraceModel,
     opts: &AnalyzeOptions,
     o: &mut Outputs<'_>,
 ) -> Result<(), AnalyzeError> {
-    if opts.format.perfetto() {
+    remove_old_timelines(o);
+    let range = opts.timeline_range.as_ref().map(|r| r.resolve(model));
+    let shown = opts
+        .timeline_range
+        .as_ref()
+        .map_or_else(String::new, |r| format!(" ({r})"));
+    let planned = timeline_parts::plan(model, range.unwrap_or(TimeRange::ALL), opts.part_bytes);
+    let split = planned.len() > 1;
+    if opts.format.perfetto() && split {
+        write_split_timeline(model, opts, range, planned, o)?;
+    } else if opts.format.perfetto() {
         let path = o.path("timeline.perfetto-trace");
-        o.with_writer(
-            "timeline.perfetto-trace",
-            "ProfTime",
-            "Perfetto protobuf trace: tokens, graphs, phases, operators per thread with \
+        let desc = format!(
+            "Perfetto protobuf trace{shown}: tokens, graphs, phases, operators per thread with \
              their args, flows from graphs to operators, thread states, counters, QoS and \
-             loss marks (open in ui.perfetto.dev or trace_processor)",
-            |w| {
-                perfetto::write(model, &perfetto::PerfettoOptions::default(), w)
-                    .map(|_| ())
-                    .map_err(io_err(&path))
-            },
-        )?;
+             loss marks (open in ui.perfetto.dev or trace_processor)"
+        );
+        o.with_writer("timeline.perfetto-trace", "ProfTime", &desc, |w| {
+            let popts = perfetto::PerfettoOptions {
+                range,
+                ..perfetto::PerfettoOptions::default()
+            };
+            perfetto::write(model, &popts, w)
+                .map(|_| ())
+                .map_err(io_err(&path))
+        })?;
     }
-    if opts.format.chrome() {
+    if opts.format.chrome(split) {
         let path = o.path("timeline.json");
-        o.with_writer(
-            "timeline.json",
-            "ProfTime",
-            "Chrome Trace Event JSON: tokens, graphs, phases, operators per thread, \
-             thread states, counters, QoS and loss marks (open in ui.perfetto.dev)",
-            |w| chrome::write(model, &chrome::ChromeOptions::default(), w).map_err(io_err(&path)),
-        )?;
+        let desc = format!(
+            "Chrome Trace Event JSON{shown}: tokens, graphs, phases, operators per thread, \
+             thread states, counters, QoS and loss marks (open in ui.perfetto.dev)"
+        );
+        o.with_writer("timeline.json", "ProfTime", &desc, |w| {
+            let copts = chrome::ChromeOptions {
+                range,
+                ..chrome::ChromeOptions::default()
+            };
+            chrome::write(model, &copts, w).map_err(io_err(&path))
+        })?;
+    } else if opts.format.perfetto() {
+        let _ = std::fs::remove_file(o.path("timeline.json"));
+    }
+    Ok(())
+}
+
+/// A timeline larger than one file: the overview, then each part (written again as
+/// halves when it came out too large).
+fn write_split_timeline(
+    model: &TraceModel,
+    opts: &AnalyzeOptions,
+    range: Option<TimeRange>,
+    planned: Vec<timeline_parts::TimelinePart>,
+    o: &mut Outputs<'_>,
+) -> Result<(), AnalyzeError> {
+    let _ = std::fs::remove_file(o.path("timeline.perfetto-trace"));
+    let path = o.path(OVERVIEW_FILE);
+    let json = if opts.format.chrome(true) {
+        ""
+    } else {
+        "; timeline.json is not written for a run this long (--format both writes it)"
+    };
+    let layers = timeline_parts::overview_has_layers(
+        model,
+        range.unwrap_or(TimeRange::ALL),
+        opts.part_bytes,
+    );
+    let desc = format!(
+        "Perfetto overview of the whole run: tokens, graphs, {}phases, backend calls, \
+         counters, QoS and loss marks, without operators or thread states; the full detail \
+         is in the {} timeline.tokens-* files{json}",
+        if layers { "layers, " } else { "" },
+        planned.len()
+    );
+    o.with_writer(OVERVIEW_FILE, "ProfTime", &desc, |w| {
+        let popts = perfetto::PerfettoOptions {
+            layers,
+            ..perfetto::PerfettoOptions::overview(range)
+        };
+        perfetto::write(model, &popts, w)
+            .map(|_| ())
+            .map_err(io_err(&path))
+    })?;
+    let dir = o.dir.to_path_buf();
+    let written = timeline_parts::write_parts(
+        model,
+        planned,
+        opts.part_bytes,
+        |part| {
+            let path = dir.join(part.file_name());
+            let mut w = create(&path)?;
+            perfetto::write(model, &perfetto::PerfettoOptions::part(part.range), &mut w)
+                .map_err(io_err(&path))?;
+            w.flush().map_err(io_err(&path))?;
+            Ok::<u64, AnalyzeError>(std::fs::metadata(&path).map_or(0, |m| m.len()))
+        },
+        |part| {
+            let _ = std::fs::remove_file(dir.join(part.file_name()));
+        },
+    )?;
+    let n = written.len();
+    for (i, (part, _)) in written.iter().enumerate() {
+        let desc = format!(
+            "Perfetto protobuf trace, part {} of {n}: decode calls {}..{} in full detail \
+             (operators per thread, flows, thread states)",
+            i + 1,
+            part.tokens.start,
+            part.tokens.end
+        );
+        o.add(&part.file_name(), "ProfTime", desc);
     }
     Ok(())
 }

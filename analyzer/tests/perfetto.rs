@@ -576,3 +576,151 @@ fn perfettos_own_python_schema_decodes_the_file() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("every flow ends: True"), "{text}");
 }
+
+/// A long run's timeline cut into parts: an overview of the whole run (tokens, graphs,
+/// layers; no operators) and full-detail files of decode call ranges, each within the
+/// part size, which together hold every slice of the one-file timeline once.
+#[test]
+fn a_long_timeline_is_cut_into_parts_that_hold_every_slice_once_beside_an_overview() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let trace = tmp.path().join("long.pftrace");
+    let spec = SynthSpec::sized(60, 80, 2);
+    synthetic::write_trace(&trace, &spec).expect("write");
+    let one = tmp.path().join("one");
+    analyzer::run(
+        &trace,
+        &one,
+        &analyzer::AnalyzeOptions::default().with_graphics(false),
+    )
+    .expect("one-file analysis");
+    let whole = std::fs::read(one.join("timeline.perfetto-trace")).expect("one file");
+    assert!(
+        one.join("timeline.json").exists(),
+        "a short run keeps its JSON"
+    );
+    let part_bytes = (whole.len() / 4) as u64;
+
+    let out = tmp.path().join("parts");
+    // A folder an earlier analysis wrote into: its single timeline must go.
+    std::fs::create_dir_all(&out).expect("dir");
+    std::fs::write(out.join("timeline.perfetto-trace"), b"old").expect("old file");
+    let opts = analyzer::AnalyzeOptions::default()
+        .with_graphics(false)
+        .with_part_bytes(part_bytes);
+    let report = analyzer::run(&trace, &out, &opts).expect("split analysis");
+    assert!(
+        !out.join("timeline.perfetto-trace").exists(),
+        "no stale one-file timeline"
+    );
+    assert!(
+        !out.join("timeline.json").exists(),
+        "auto: no JSON for a split timeline"
+    );
+    let mut parts: Vec<String> = report
+        .files
+        .iter()
+        .map(|f| f.file.clone())
+        .filter(|f| f.starts_with("timeline.tokens-"))
+        .collect();
+    parts.sort_by_key(|f| {
+        f.trim_start_matches("timeline.tokens-")
+            .split('-')
+            .next()
+            .and_then(|n| n.parse::<u32>().ok())
+    });
+    assert!(parts.len() >= 4, "{parts:?}");
+    let mut slices = Vec::new();
+    for p in &parts {
+        let bytes = std::fs::read(out.join(p)).expect("part");
+        assert!(
+            bytes.len() as u64 <= part_bytes,
+            "{p}: {} > {part_bytes}",
+            bytes.len()
+        );
+        let d = decode(&bytes);
+        assert!(d.flows_started > 0, "{p}: flows within the part");
+        slices.extend(d.slices);
+    }
+    let one_file = decode(&whole);
+    assert_eq!(
+        sorted(slices),
+        sorted(one_file.slices.clone()),
+        "the parts hold the one file's slices, each once"
+    );
+    let overview =
+        decode(&std::fs::read(out.join("timeline.overview.perfetto-trace")).expect("overview"));
+    let count = |d: &Decoded, cat: &str| d.slices.iter().filter(|s| s.cat == cat).count();
+    assert_eq!(
+        count(&overview, "token"),
+        count(&one_file, "token"),
+        "every token"
+    );
+    assert_eq!(
+        count(&overview, "graph"),
+        count(&one_file, "graph"),
+        "every graph"
+    );
+    assert!(count(&overview, "layer") > 0, "layer slices");
+    assert!(
+        overview
+            .slices
+            .iter()
+            .all(|s| s.cat != "sched" && s.tid < STATE_TID_BASE),
+        "no thread states"
+    );
+    assert_eq!(
+        overview.slices.len(),
+        count(&overview, "token")
+            + count(&overview, "graph")
+            + count(&overview, "layer")
+            + count(&overview, "phase"),
+        "no operators"
+    );
+    let page = std::fs::read_to_string(out.join("index.html")).expect("index.html");
+    for p in &parts {
+        assert!(page.contains(p.as_str()), "index.html links {p}");
+    }
+    if let Some(python) = venv_python() {
+        for f in parts
+            .iter()
+            .map(String::as_str)
+            .chain(["timeline.overview.perfetto-trace"])
+        {
+            let out = std::process::Command::new(&python)
+                .arg(
+                    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                        .join("tests/perfetto_check.py"),
+                )
+                .arg(out.join(f))
+                .output()
+                .expect("python runs");
+            assert!(
+                out.status.success(),
+                "{f}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// `--tokens A..B`: the timeline of those decode calls, with their operators.
+#[test]
+fn a_token_range_gives_the_timeline_of_those_calls() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let trace = tmp.path().join("t.pftrace");
+    synthetic::write_trace(&trace, &SynthSpec::sized(12, 20, 2)).expect("write");
+    let range = analyzer::timeline::RangeSpec::parse("3..5", true);
+    let opts = analyzer::AnalyzeOptions::default()
+        .with_graphics(false)
+        .with_timeline_range(range);
+    analyzer::run(&trace, tmp.path().join("out").as_path(), &opts).expect("analysis");
+    let d = decode(&std::fs::read(tmp.path().join("out/timeline.perfetto-trace")).expect("file"));
+    let tokens = d.slices.iter().filter(|s| s.cat == "token").count();
+    assert_eq!(tokens, 2, "decode calls 3 and 4");
+    let ops = d
+        .slices
+        .iter()
+        .filter(|s| !["token", "graph", "phase"].contains(&s.cat.as_str()) && s.cat != "sched")
+        .count();
+    assert_eq!(ops, 2 * 20 * 2, "their operators on both threads");
+}

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use analyzer::{AnalyzeOptions, ColorBy, IterSelector, Progress, TimelineFormat};
+use analyzer::{
+    AnalyzeOptions, ColorBy, IterSelector, Progress, TimelineFormat, timeline::RangeSpec,
+};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -16,8 +18,11 @@ pub enum FormatArg {
     /// Perfetto's protobuf TrackEvent trace, `timeline.perfetto-trace` (Perfetto UI,
     /// trace_processor): compact, for long runs.
     Perfetto,
-    /// Both files.
+    /// Both files, however long the run.
     Both,
+    /// Both files when the timeline fits one Perfetto file, else the Perfetto files only
+    /// (an overview and full-detail parts; the JSON would be 2.4 times larger).
+    Auto,
 }
 
 impl From<FormatArg> for TimelineFormat {
@@ -26,6 +31,7 @@ impl From<FormatArg> for TimelineFormat {
             FormatArg::Chrome => TimelineFormat::Chrome,
             FormatArg::Perfetto => TimelineFormat::Perfetto,
             FormatArg::Both => TimelineFormat::Both,
+            FormatArg::Auto => TimelineFormat::Auto,
         }
     }
 }
@@ -46,9 +52,21 @@ pub struct AnalyzeArgs {
     /// Metric that colours the DAG: time, bandwidth, or a counter name (task-clock, cycles...).
     #[arg(long, default_value = "time")]
     pub color_by: ColorBy,
-    /// Timeline format: `timeline.perfetto-trace`, `timeline.json`, or both.
-    #[arg(long, value_enum, default_value = "both")]
+    /// Timeline format: `timeline.perfetto-trace`, `timeline.json`, both, or auto (both
+    /// unless the timeline is split into parts).
+    #[arg(long, value_enum, default_value = "auto")]
     pub format: FormatArg,
+    /// Timeline of decode calls A..B only (by start, from 0; B not included; `A..` to the
+    /// end).
+    #[arg(long, value_name = "A..B", conflicts_with = "time")]
+    pub tokens: Option<String>,
+    /// Timeline of seconds A..B from the first event only (`1.5..3`, `500ms..2s`, `10..`).
+    #[arg(long, value_name = "A..B")]
+    pub time: Option<String>,
+    /// Largest full-detail Perfetto file: a longer timeline is cut into files of decode
+    /// call ranges beside an overview file of the whole run (`256M`, `64M`).
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub part_size: String,
     /// Do not render SVGs (DAG via Graphviz, plots).
     #[arg(long)]
     pub no_graphics: bool,
@@ -57,7 +75,26 @@ pub struct AnalyzeArgs {
 impl AnalyzeArgs {
     /// The library options.
     pub fn options(&self) -> anyhow::Result<AnalyzeOptions> {
+        let range = match (&self.tokens, &self.time) {
+            (Some(t), _) => Some(RangeSpec::parse(t, true).ok_or_else(|| {
+                anyhow::anyhow!("--tokens {t}: expected decode calls A..B (0..100, 50..)")
+            })?),
+            (None, Some(t)) => Some(RangeSpec::parse(t, false).ok_or_else(|| {
+                anyhow::anyhow!("--time {t}: expected seconds A..B (1.5..3, 500ms..2s, 10..)")
+            })?),
+            (None, None) => None,
+        };
+        let part_bytes = crate::output_limits::parse_size(&self.part_size)
+            .filter(|&b| b >= crate::output_limits::MIN_SIZE)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--part-size {}: expected a size of at least 64K",
+                    self.part_size
+                )
+            })?;
         Ok(AnalyzeOptions::default()
+            .with_timeline_range(range)
+            .with_part_bytes(part_bytes)
             .with_format(self.format.into())
             .with_iter(self.iter)
             .with_color_by(self.color_by.clone())

@@ -354,3 +354,100 @@ impl RawPrefillMatmul {
         self.total_ns as f64 / 1e6 / self.calls as f64
     }
 }
+
+/// Tokens of the long run: the one-file timeline of this run at 2 threads would be about
+/// 250 MB, past what the plan puts in one file (80 % of 256 MB).
+const LONG_RUN_TOKENS: u64 = 2000;
+
+/// A long run recorded as a `--switch-output` series and analyzed as one gives Perfetto
+/// files the UI opens: full-detail parts of at most 256 MB and an overview, each decoded
+/// by Perfetto's own Python schema (`analyzer/tests/perfetto_check.py`), and no JSON.
+#[test]
+fn a_long_run_gives_perfetto_parts_of_at_most_256_mb_and_an_overview() {
+    require_root!();
+    let Some(model) = smollm2() else { return };
+    let python = support::workspace().join(".venv/bin/python");
+    if !python.exists() {
+        support::skip_unless_required(
+            support::REQUIRE_ORACLE_ENV,
+            "no .venv for Perfetto's Python schema",
+            "run `cargo xtask setup --oracle`",
+        );
+        return;
+    }
+    let n = LONG_RUN_TOKENS.to_string();
+    let (trace, _) = support::record_engine_with(
+        "long",
+        &model,
+        &["--switch-output", "32M"],
+        &[
+            "-p",
+            "Tell me a long story",
+            "-n",
+            &n,
+            "-c",
+            "4096",
+            "-t",
+            "2",
+            "--temp",
+            "0",
+            "--ignore-eos",
+        ],
+    );
+    let members = trace_format::members(&trace).expect("folder lists");
+    assert!(members.len() >= 2, "a series: {members:?}");
+    let out = tempfile::tempdir().expect("tempdir");
+    let analyzed = profinfer()
+        .arg("analyze")
+        .arg(&trace)
+        .arg("-o")
+        .arg(out.path())
+        .arg("--no-graphics")
+        .output()
+        .expect("profinfer runs");
+    support::assert_success(&analyzed);
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(out.path())
+        .expect("out dir")
+        .flatten()
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, e.metadata().expect("metadata").len())
+        })
+        .filter(|(n, _)| n.ends_with(".perfetto-trace"))
+        .collect();
+    files.sort();
+    eprintln!("{files:?}");
+    assert!(
+        files
+            .iter()
+            .any(|(n, _)| n == "timeline.overview.perfetto-trace"),
+        "an overview: {files:?}"
+    );
+    let parts = files
+        .iter()
+        .filter(|(n, _)| n.starts_with("timeline.tokens-"))
+        .count();
+    assert!(parts >= 2, "the full detail in parts: {files:?}");
+    assert!(
+        !out.path().join("timeline.json").exists(),
+        "no JSON for a run this long"
+    );
+    for (name, bytes) in &files {
+        assert!(*bytes <= 256 << 20, "{name}: {bytes} bytes");
+        let check = std::process::Command::new(&python)
+            .arg(support::workspace().join("analyzer/tests/perfetto_check.py"))
+            .arg(out.path().join(name))
+            .output()
+            .expect("python runs");
+        let text = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            check.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        assert!(text.contains("every flow ends: True"), "{name}: {text}");
+    }
+    for (_, m) in members {
+        std::fs::remove_file(m).ok();
+    }
+}

@@ -21,7 +21,8 @@ use crate::{
     export::{json_str, us},
     model::TraceModel,
     timeline::{
-        self, Arg, ArgValue, Instant, Layout, Slice, TimelineOptions, TimelineSink, TrackId,
+        self, Arg, ArgValue, Instant, Layout, Slice, TimeRange, TimelineOptions, TimelineSink,
+        TrackId,
     },
 };
 
@@ -41,6 +42,8 @@ pub struct ChromeOptions {
     pub ops: bool,
     /// Emit thread-state slices.
     pub states: bool,
+    /// Only what begins in this range (`profinfer analyze --tokens`, `--time`).
+    pub range: Option<TimeRange>,
 }
 
 impl Default for ChromeOptions {
@@ -48,6 +51,7 @@ impl Default for ChromeOptions {
         ChromeOptions {
             ops: true,
             states: true,
+            range: None,
         }
     }
 }
@@ -224,7 +228,7 @@ pub fn write(model: &TraceModel, opts: &ChromeOptions, mut w: impl Write) -> io:
         line: String::new(),
     };
     // Flows are not drawn in this format.
-    let opts = TimelineOptions::new(opts.ops, opts.states, false);
+    let opts = TimelineOptions::new(opts.ops, opts.states, false).with_range(opts.range);
     timeline::walk(model, &opts, &mut sink)?;
     w.write_all(b"\n],\"otherData\":{\"base_ns\":")?;
     w.write_all(base.to_string().as_bytes())?;

@@ -17,6 +17,7 @@ pub mod perfetto_schema;
 pub mod plot;
 pub mod summary;
 pub mod terminal;
+pub mod timeline_parts;
 
 /// Nanoseconds as microseconds with the nanoseconds kept as three decimals (`12.345`).
 pub fn us(ns: u64) -> String {

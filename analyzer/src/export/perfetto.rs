@@ -42,8 +42,8 @@ use crate::{
     },
     model::TraceModel,
     timeline::{
-        self, Arg, ArgValue, Instant, Layout, Slice, SliceName, TimelineOptions, TimelineSink,
-        Track, TrackId,
+        self, Arg, ArgValue, Instant, Layout, Slice, SliceName, TimeRange, TimelineOptions,
+        TimelineSink, Track, TrackId,
     },
 };
 
@@ -57,6 +57,10 @@ pub struct PerfettoOptions {
     pub states: bool,
     /// Emit flows from graphs to their operators.
     pub flows: bool,
+    /// Emit a slice per layer of each graph (the overview of a long run).
+    pub layers: bool,
+    /// Only what begins in this range (a part of a long run's timeline).
+    pub range: Option<TimeRange>,
 }
 
 impl Default for PerfettoOptions {
@@ -65,6 +69,30 @@ impl Default for PerfettoOptions {
             ops: true,
             states: true,
             flows: true,
+            layers: false,
+            range: None,
+        }
+    }
+}
+
+impl PerfettoOptions {
+    /// The full detail of `range`.
+    pub fn part(range: TimeRange) -> PerfettoOptions {
+        PerfettoOptions {
+            range: Some(range),
+            ..PerfettoOptions::default()
+        }
+    }
+
+    /// The overview of a long run (of `range`): tokens, graphs, layers, phases, backend
+    /// calls, counters and marks, without operators or scheduler states.
+    pub fn overview(range: Option<TimeRange>) -> PerfettoOptions {
+        PerfettoOptions {
+            ops: false,
+            states: false,
+            flows: false,
+            layers: true,
+            range,
         }
     }
 }
@@ -570,7 +598,9 @@ pub fn write(
             nodes: HashMap::new(),
             stats: PerfettoStats::default(),
         };
-        let opts = TimelineOptions::new(opts.ops, opts.states, opts.flows);
+        let opts = TimelineOptions::new(opts.ops, opts.states, opts.flows)
+            .with_layers(opts.layers)
+            .with_range(opts.range);
         let walked = timeline::walk(model, &opts, &mut wr)?;
         wr.os.flush().map_err(io::Error::from)?;
         PerfettoStats {

@@ -30,6 +30,7 @@
 
 mod lanes;
 pub mod layout;
+pub mod range;
 pub mod slice_args;
 mod thread_track;
 
@@ -38,6 +39,7 @@ use std::{borrow::Cow, io};
 use crate::model::TraceModel;
 
 pub use layout::{Layout, Track, TrackId};
+pub use range::{RangeSpec, TimeRange};
 
 /// What the walk emits.
 #[derive(Clone, Copy, Debug)]
@@ -49,22 +51,42 @@ pub struct TimelineOptions {
     pub states: bool,
     /// Flows from graphs to their operators.
     pub flows: bool,
+    /// A slice per layer of each graph, on the graph's thread (from its first node's
+    /// start to its last node's end over all threads): the overview of a long run.
+    pub layers: bool,
+    /// Only what begins in this range ([`range`]).
+    pub range: Option<TimeRange>,
 }
 
 impl Default for TimelineOptions {
     fn default() -> Self {
-        TimelineOptions {
-            ops: true,
-            states: true,
-            flows: true,
-        }
+        TimelineOptions::new(true, true, true)
     }
 }
 
 impl TimelineOptions {
-    /// The options with operator slices, states and flows as given.
+    /// The options with operator slices, states and flows as given (no layer slices, the
+    /// whole run).
     pub fn new(ops: bool, states: bool, flows: bool) -> TimelineOptions {
-        TimelineOptions { ops, states, flows }
+        TimelineOptions {
+            ops,
+            states,
+            flows,
+            layers: false,
+            range: None,
+        }
+    }
+
+    /// With layer slices or without.
+    pub fn with_layers(mut self, layers: bool) -> TimelineOptions {
+        self.layers = layers;
+        self
+    }
+
+    /// Only what begins in `range` (`None`: the whole run).
+    pub fn with_range(mut self, range: Option<TimeRange>) -> TimelineOptions {
+        self.range = range;
+        self
     }
 }
 
@@ -235,6 +257,17 @@ pub struct WalkStats {
 /// # Errors
 /// The sink's I/O errors.
 pub fn walk(
+    model: &TraceModel,
+    opts: &TimelineOptions,
+    sink: &mut impl TimelineSink,
+) -> io::Result<WalkStats> {
+    match opts.range {
+        Some(range) => walk_all(model, opts, &mut range::RangeFilter::new(sink, range)),
+        None => walk_all(model, opts, sink),
+    }
+}
+
+fn walk_all(
     model: &TraceModel,
     opts: &TimelineOptions,
     sink: &mut impl TimelineSink,

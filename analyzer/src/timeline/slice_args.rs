@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use crate::{
     backends::{GpuSlice, TokenSplit},
     model::{
-        BackendCall, GraphSpan, NONE_U32, OpSlice, PMC_MISSING, PhaseSpan, SchedState, StateSlice,
-        TokenSpan, TraceModel, backend_name,
+        BackendCall, GraphSpan, NONE_U32, NodeSpan, OpSlice, PMC_MISSING, PhaseSpan, SchedState,
+        StateSlice, TokenSpan, TraceModel, backend_name,
     },
 };
 
@@ -20,6 +20,8 @@ pub struct NodeTexts {
     ops: Vec<String>,
     shapes: Vec<String>,
     backends: Vec<(u32, String)>,
+    /// `layer 0`, `layer 1`, ... up to the model's last layer.
+    layers: Vec<String>,
 }
 
 impl NodeTexts {
@@ -37,6 +39,9 @@ impl NodeTexts {
             ops: model.nodes().iter().map(|n| n.op_name()).collect(),
             shapes: model.nodes().iter().map(|n| n.shape()).collect(),
             backends: kinds.into_iter().map(|k| (k, backend_name(k))).collect(),
+            layers: (0..=model.nodes().iter().map(|n| n.layer).max().unwrap_or(-1))
+                .map(|l| format!("layer {l}"))
+                .collect(),
         }
     }
 
@@ -186,6 +191,28 @@ pub fn op<'a>(
         }
     }
     (SliceName::Shared(&n.name), texts.op(s.node))
+}
+
+/// A layer's slice: the node spans `run` of one layer of a graph (all threads).
+pub fn layer<'a>(
+    model: &TraceModel,
+    texts: &'a NodeTexts,
+    run: &[NodeSpan],
+    args: &mut Vec<Arg<'a>>,
+) -> SliceName<'a> {
+    let layer = run
+        .first()
+        .map_or(-1, |s| model.nodes()[s.node as usize].layer);
+    args.extend([
+        Arg::int("layer", i64::from(layer)),
+        Arg::uint("nodes", run.len() as u64),
+        Arg::uint("busy_ns", run.iter().map(|s| s.busy_ns).sum()),
+    ]);
+    let name = usize::try_from(layer)
+        .ok()
+        .and_then(|l| texts.layers.get(l))
+        .map_or("layer ?", String::as_str);
+    SliceName::Shared(name)
 }
 
 /// A scheduler-state slice: `running cpu N`, `runnable`, `sleeping`.

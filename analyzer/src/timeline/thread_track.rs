@@ -13,17 +13,20 @@ use super::{
 };
 
 /// What a slice of a thread track is (an index into the model's list of that kind).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Item {
     Token(u32),
     Graph(u32),
     Phase(u32),
     Backend(u32),
+    /// A layer of graph `.0`: its node spans `.1` (a range of
+    /// [`TraceModel::graph_node_spans`]).
+    Layer(u32, std::ops::Range<u32>),
     Op(u32),
 }
 
 /// A slice to write: its interval and, at equal intervals, its depth (outer first).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Span {
     start: u64,
     end: u64,
@@ -100,8 +103,67 @@ impl<'a> ThreadWalk<'a> {
         }
     }
 
-    /// The slices of thread `tid` (index `thread`), each kind in its own time order.
-    fn spans(&self, thread: u32, tid: u32) -> [Vec<Span>; 5] {
+    /// The layers of each graph of `tid`: runs of node spans of one layer (>= 0).
+    fn layers(&self, tid: u32) -> Vec<Span> {
+        let m = self.model;
+        let mut out = Vec::new();
+        if !self.opts.layers {
+            return out;
+        }
+        for g in m
+            .graphs()
+            .iter()
+            .filter(|g| g.tid == tid && g.end_ns.is_some())
+        {
+            let spans = m.graph_node_spans(g);
+            let layer_of = |i: usize| m.nodes()[spans[i].node as usize].layer;
+            let mut i = 0;
+            while i < spans.len() {
+                let layer = layer_of(i);
+                let mut j = i + 1;
+                while j < spans.len() && layer_of(j) == layer {
+                    j += 1;
+                }
+                if layer >= 0 {
+                    let run = &spans[i..j];
+                    out.push(Span {
+                        start: run.iter().map(|s| s.start_ns).min().unwrap_or(0),
+                        end: run.iter().map(|s| s.end_ns).max().unwrap_or(0),
+                        rank: 2,
+                        item: Item::Layer(g.index, i as u32..j as u32),
+                    });
+                }
+                i = j;
+            }
+        }
+        out.sort_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
+        out
+    }
+
+    /// The slices of thread `tid` (index `thread`), each kind in its own time order,
+    /// those that cannot be in the walk's range left out.
+    fn spans(&self, thread: u32, tid: u32) -> [Vec<Span>; 6] {
+        let mut lists = self.all_spans(thread, tid);
+        if let Some(range) = self.opts.range {
+            // Kept: what begins in the range, and what nests in it (which ends before
+            // the outer slices that begin in the range end).
+            let horizon = lists[..5]
+                .iter()
+                .flatten()
+                .filter(|s| range.contains(s.start))
+                .map(|s| s.end)
+                .max()
+                .unwrap_or(0)
+                .max(range.end_ns);
+            for list in &mut lists {
+                list.retain(|s| s.start >= range.start_ns && s.start < horizon);
+            }
+        }
+        lists
+    }
+
+    /// Every slice of thread `tid` (index `thread`), each kind in its own time order.
+    fn all_spans(&self, thread: u32, tid: u32) -> [Vec<Span>; 6] {
         let m = self.model;
         let tokens = m
             .tokens()
@@ -178,7 +240,7 @@ impl<'a> ThreadWalk<'a> {
                 item: Item::Op(i as u32),
             })
             .collect();
-        [tokens, graphs, phases, backend, ops]
+        [tokens, graphs, phases, backend, self.layers(tid), ops]
     }
 
     /// Writes thread `tid`'s track (thread index `thread`) to `sink`.
@@ -202,9 +264,9 @@ impl<'a> ThreadWalk<'a> {
             let mut best: Option<(Span, usize)> = None;
             for (k, list) in lists.iter_mut().enumerate() {
                 if let Some(s) = list.peek()
-                    && best.is_none_or(|(b, _)| s.key() < b.key())
+                    && best.as_ref().is_none_or(|(b, _)| s.key() < b.key())
                 {
-                    best = Some((*s, k));
+                    best = Some((s.clone(), k));
                 }
             }
             let Some((mut span, k)) = best else { break };
@@ -222,7 +284,7 @@ impl<'a> ThreadWalk<'a> {
                 stats.clamped += 1;
             }
             args.clear();
-            let next_op = lists[4].peek().copied();
+            let next_op = lists[5].peek().cloned();
             self.begin(&span, thread, next_op, &mut flows, &mut args, sink, stats)?;
             stack.push(span.end);
         }
@@ -255,7 +317,7 @@ impl<'a> ThreadWalk<'a> {
             _ => None,
         };
         let (name, category, flow_ids, terminating): (SliceName<'a>, &str, Vec<u64>, Vec<u64>) =
-            match span.item {
+            match span.item.clone() {
                 Item::Token(i) => {
                     let t = &m.tokens()[i as usize];
                     let split = self.layout.token_splits.get(t.index as usize);
@@ -289,6 +351,16 @@ impl<'a> ThreadWalk<'a> {
                     (
                         slice_args::backend_call(c, texts, args),
                         "backend",
+                        Vec::new(),
+                        Vec::new(),
+                    )
+                }
+                Item::Layer(g, spans) => {
+                    let graph = &m.graphs()[g as usize];
+                    let run = &m.graph_node_spans(graph)[spans.start as usize..spans.end as usize];
+                    (
+                        slice_args::layer(m, texts, run, args),
+                        "layer",
                         Vec::new(),
                         Vec::new(),
                     )
