@@ -967,6 +967,150 @@ fn llama_server_serving_two_requests_at_once_is_traced_by_pid() {
     let _ = std::fs::remove_file(&trace);
 }
 
+/// `profinfer analyze trace -o dir`, asserting it succeeds; its peak resident memory,
+/// KiB (its own, from `wait4`).
+#[allow(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its resource usage"
+)]
+fn analyze_peak_rss(trace: &Path, dir: &Path) -> u64 {
+    let child = profinfer()
+        .arg("analyze")
+        .arg(trace)
+        .arg("-o")
+        .arg(dir)
+        .arg("--no-graphics")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("profinfer runs");
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data that `wait4` fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child with valid status and rusage pointers.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(r, child.id() as i32, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "analyze failed ({status:#x})"
+    );
+    u64::try_from(usage.ru_maxrss).unwrap_or(0)
+}
+
+/// Requests of the afternoon test: several hundred, from two clients at once.
+const AFTERNOON_REQUESTS: usize = 300;
+
+/// What request `i` of the afternoon asks: a prompt of mixed length (a few words up to
+/// a paragraph, numbered so no two are alike and no slot's cache holds it) and 4..24
+/// tokens.
+fn afternoon_request(i: usize) -> (String, u32) {
+    const STORY: &str = "The lighthouse keeper climbed the narrow stairs every evening, \
+        counting the steps as his father had, and watched the ships pass far out at sea \
+        while the wind carried the smell of salt and rain across the rocks below. ";
+    let prompt = format!("Request {i}: {}", STORY.repeat(i % 4)) + "Once upon a time";
+    (prompt, 4 + (i * 7 % 21) as u32)
+}
+
+/// llama-server serving a bounded loop of requests for a while, recorded by pid as a
+/// `--switch-output` series (token, graph and scheduler levels: what one would keep for
+/// hours) and analyzed as one: every request is there with its own time to first token
+/// and time per output token, its decode steps as many as it asked tokens (less the
+/// first), and nothing was lost.
+#[test]
+fn llama_server_for_an_afternoon_is_recorded_as_a_series_with_every_request_timed() {
+    require_root!();
+    let Some(site) = venv() else { return };
+    let model = smollm2("llama-server").unwrap_or_else(|| engine_and_model().1.clone());
+    let server = LlamaServer::start(&site, &model);
+    let trace = trace_path("llama-server-afternoon");
+    let recorder = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(&trace)
+        .args(["--levels", "token,graph,sched", "--switch-output", "256K"])
+        .arg("--pid")
+        .arg(server.child.id().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("profinfer runs");
+    let start = std::time::Instant::now();
+    while trace_format::trace_files(&trace).is_empty() {
+        assert!(start.elapsed().as_secs() < 60, "profinfer did not attach");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let port = server.port;
+    let clients: Vec<_> = (0..2)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut asked = Vec::new();
+                for i in (c..AFTERNOON_REQUESTS).step_by(2) {
+                    let (prompt, n) = afternoon_request(i);
+                    let body = serde_json::json!({
+                        "prompt": prompt, "n_predict": n, "temperature": 0,
+                        "ignore_eos": true, "cache_prompt": false,
+                    })
+                    .to_string();
+                    let (code, reply) = http(port, "POST", "/completion", &body).expect("answer");
+                    assert_eq!(code, 200, "{reply}");
+                    asked.push(n);
+                }
+                asked
+            })
+        })
+        .collect();
+    let mut asked: Vec<u32> = clients
+        .into_iter()
+        .flat_map(|c| c.join().expect("client"))
+        .collect();
+    let served_s = start.elapsed().as_secs_f64();
+    // SAFETY: a plain signal to the recorder this test started.
+    assert_eq!(unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) }, 0);
+    let out = recorder.wait_with_output().expect("profinfer exits");
+    drop(server);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}\n{AFTERNOON_REQUESTS} requests in {served_s:.0} s");
+    assert!(out.status.success(), "record failed: {stderr}");
+    let files = trace_format::trace_files(&trace);
+    assert!(files.len() >= 3, "a series: {files:?}");
+
+    let dir = trace.with_extension("views");
+    let peak_kib = analyze_peak_rss(&trace, &dir);
+    eprintln!(
+        "profinfer analyze of the series: peak RSS {} MiB",
+        peak_kib / 1024
+    );
+    assert!(peak_kib < 512 << 10, "within the analyzer's 512 MiB bound");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary"))
+            .expect("JSON");
+    assert_eq!(
+        summary["events"]["lost"], 0,
+        "nothing lost: {}",
+        summary["events"]
+    );
+    assert_eq!(
+        summary["unpaired"]["token_enter"], 0,
+        "no call split at a seam"
+    );
+    let requests = summary["requests"].as_array().expect("requests");
+    assert_eq!(requests.len(), AFTERNOON_REQUESTS, "every request");
+    let mut steps: Vec<u32> = requests
+        .iter()
+        .map(|r| {
+            assert!(r["ttft_ms"].as_f64().is_some_and(|t| t > 0.0), "TTFT: {r}");
+            assert!(r["tpot_ms"].as_f64().is_some_and(|t| t > 0.0), "TPOT: {r}");
+            assert_eq!(r["started_before"], false, "{r}");
+            r["decode_steps"].as_u64().expect("decode steps") as u32 + 1
+        })
+        .collect();
+    steps.sort_unstable();
+    asked.sort_unstable();
+    assert_eq!(steps, asked, "each request's tokens, as it asked them");
+    for f in files {
+        let _ = std::fs::remove_file(f);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Sends A (streamed, [`A_TOKENS`]), and once its first token is in, B ([`B_TOKENS`]);
 /// after B's answer, reads A's stream to its end: both requests answered in full, the
 /// server idle again.
