@@ -908,6 +908,27 @@ impl Drop for LlamaServer {
     }
 }
 
+/// `profinfer record -o trace flags --pid <server>`, returned once it has attached (its
+/// trace, or the first file of its series, exists); stop it with SIGINT.
+fn record_server(server: &LlamaServer, trace: &Path, flags: &[&str]) -> std::process::Child {
+    let recorder = profinfer()
+        .arg("record")
+        .arg("-o")
+        .arg(trace)
+        .args(flags)
+        .arg("--pid")
+        .arg(server.child.id().to_string())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("profinfer runs");
+    let start = std::time::Instant::now();
+    while trace_format::trace_files(trace).is_empty() {
+        assert!(start.elapsed().as_secs() < 60, "profinfer did not attach");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    recorder
+}
+
 /// Tokens request B asks for: its prompt's call gives the first, 15 decode steps the
 /// rest.
 const B_TOKENS: u32 = 16;
@@ -942,20 +963,7 @@ fn llama_server_serving_two_requests_at_once_is_traced_by_pid() {
     let server = LlamaServer::start(&site, &model);
     let trace = trace_path("llama-server-2");
     let _ = std::fs::remove_file(&trace);
-    let recorder = profinfer()
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .arg("--pid")
-        .arg(server.child.id().to_string())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("profinfer runs");
-    let start = std::time::Instant::now();
-    while !trace.exists() {
-        assert!(start.elapsed().as_secs() < 60, "profinfer did not attach");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let recorder = record_server(&server, &trace, &[]);
     overlap_two_requests(server.port);
     // SAFETY: a plain signal to the recorder this test started.
     assert_eq!(unsafe { libc::kill(recorder.id() as i32, libc::SIGINT) }, 0);
@@ -1022,21 +1030,9 @@ fn llama_server_for_an_afternoon_is_recorded_as_a_series_with_every_request_time
     let model = smollm2("llama-server").unwrap_or_else(|| engine_and_model().1.clone());
     let server = LlamaServer::start(&site, &model);
     let trace = trace_path("llama-server-afternoon");
-    let recorder = profinfer()
-        .arg("record")
-        .arg("-o")
-        .arg(&trace)
-        .args(["--levels", "token,graph,sched", "--switch-output", "256K"])
-        .arg("--pid")
-        .arg(server.child.id().to_string())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("profinfer runs");
+    let flags = ["--levels", "token,graph,sched", "--switch-output", "256K"];
+    let recorder = record_server(&server, &trace, &flags);
     let start = std::time::Instant::now();
-    while trace_format::trace_files(&trace).is_empty() {
-        assert!(start.elapsed().as_secs() < 60, "profinfer did not attach");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
     let port = server.port;
     let clients: Vec<_> = (0..2)
         .map(|c| {
