@@ -252,6 +252,10 @@ pub struct IngestInfo {
     pub events_read: u64,
     /// Byte offset of the first broken chunk, if the trace is truncated.
     pub truncated_at: Option<u64>,
+    /// The file of a series that is truncated there (`None` for one file).
+    pub truncated_file: Option<String>,
+    /// Files read: 1, or a `--switch-output` series' members.
+    pub files: usize,
     /// A record error that stopped reading early (message), if any.
     pub read_error: Option<String>,
     /// Events that came later than the reordering window allowed.
@@ -289,7 +293,10 @@ pub fn load(
 ) -> Result<(TraceModel, TraceFiles, IngestInfo), AnalyzeError> {
     let files = TraceFiles::open(path)?;
     let mut model = TraceModel::new(files.header());
-    let mut info = IngestInfo::default();
+    let mut info = IngestInfo {
+        files: files.readers().len(),
+        ..IngestInfo::default()
+    };
     let expected = files
         .footer()
         .map(|f| f.events_written + f.collector_events);
@@ -313,6 +320,9 @@ pub fn load(
         };
         if info.truncated_at.is_none() {
             info.truncated_at = reader.truncated_at();
+            if many && info.truncated_at.is_some() {
+                info.truncated_file = Some(files.paths()[i].display().to_string());
+            }
         }
         let mut skip = files.head_records(i);
         let mut chunks: Chunks<'_> = reader.chunks();

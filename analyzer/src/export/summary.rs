@@ -83,6 +83,9 @@ pub struct TraceSection {
     pub end_reason: Option<String>,
     /// Byte offset of the first broken chunk.
     pub truncated_at: Option<u64>,
+    /// Files of the recording: 1, or the members of a `--switch-output` series read as
+    /// one.
+    pub files: usize,
     /// Counters recorded.
     pub counters: Vec<String>,
     /// What the recording gives (span bounds, sampled windows, counters).
@@ -223,9 +226,12 @@ pub fn summarize(
     let lost = footer.map_or_else(|| model.lost_from_records(), |f| f.events_lost);
     let mut warnings = Vec::new();
     if let Some(off) = ingest.truncated_at {
-        warnings.push(format!(
-            "trace is truncated at byte {off}: analyzed the complete prefix"
-        ));
+        warnings.push(match &ingest.truncated_file {
+            Some(file) => {
+                format!("{file} is truncated at byte {off}: analyzed its complete prefix")
+            }
+            None => format!("trace is truncated at byte {off}: analyzed the complete prefix"),
+        });
     }
     if footer.is_none() {
         warnings.push("trace has no footer: recording did not end cleanly".to_owned());
@@ -268,6 +274,7 @@ pub fn summarize(
             complete: footer.is_some(),
             end_reason: footer.map(|f| f.end_reason.clone()),
             truncated_at: ingest.truncated_at,
+            files: ingest.files.max(1),
             counters: model.counter_names().to_vec(),
             recording: crate::recording_mode::recording_mode(&header.recording_settings(), model),
         },

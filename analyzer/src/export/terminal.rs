@@ -67,7 +67,15 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
 /// The trace, target, recording, event and token lines at the top of the report.
 fn write_header(r: &Report, w: &mut impl Write) -> io::Result<()> {
     let s = &r.summary;
-    writeln!(w, "profinfer report: {}", r.trace)?;
+    if s.trace.files > 1 {
+        writeln!(
+            w,
+            "profinfer report: {} (a series of {} files, read as one)",
+            r.trace, s.trace.files
+        )?;
+    } else {
+        writeln!(w, "profinfer report: {}", r.trace)?;
+    }
     let end = s
         .trace
         .end_reason
