@@ -173,6 +173,27 @@ fn switch_output_writes_a_series_of_files_that_read_alone_and_as_one() {
         text.contains(&format!("(a series of {} files, read as one)", files.len())),
         "{text}"
     );
+    // Exported as one run, once however often it is exported.
+    let dataset = tempfile::tempdir().expect("tempdir");
+    for _ in 0..2 {
+        let export = profinfer()
+            .arg("export")
+            .arg(&base)
+            .arg("--parquet")
+            .arg(dataset.path())
+            .output()
+            .expect("export runs");
+        assert_success(&export);
+        let line = String::from_utf8_lossy(&export.stderr);
+        assert!(
+            line.contains(&format!("tokens {}", whole.tokens().len())),
+            "the series' tokens: {line}"
+        );
+    }
+    let runs = std::fs::read_dir(dataset.path().join("runs"))
+        .expect("runs table")
+        .count();
+    assert_eq!(runs, 1, "one run for the series, exported twice");
     for (_, p) in files {
         std::fs::remove_file(p).ok();
     }
