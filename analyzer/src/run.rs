@@ -536,11 +536,11 @@ fn write_split_timeline(
     let n = written.len();
     for (i, (part, _)) in written.iter().enumerate() {
         let desc = format!(
-            "Perfetto protobuf trace, part {} of {n}: decode calls {}..{} in full detail \
+            "Perfetto protobuf trace, part {} of {n}: decode calls {} to {} in full detail \
              (operators per thread, flows, thread states)",
             i + 1,
             part.tokens.start,
-            part.tokens.end
+            part.tokens.end.saturating_sub(1).max(part.tokens.start)
         );
         o.add(&part.file_name(), "ProfTime", desc);
     }

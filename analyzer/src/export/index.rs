@@ -741,12 +741,27 @@ fn write_figure_body(
 
 fn write_files(files: &[OutputFile], w: &mut impl Write) -> io::Result<()> {
     writeln!(w, "<h2 id=\"files\">Raw files</h2>")?;
-    writeln!(
-        w,
-        "<p>Open <code>timeline.perfetto-trace</code> (Perfetto protobuf) or \
-         <code>timeline.json</code> (Chrome JSON) in ui.perfetto.dev (Open trace file); \
-         the JSON also in chrome://tracing; docs/views.md says how to read each view.</p>"
-    )?;
+    if files
+        .iter()
+        .any(|f| f.file == "timeline.overview.perfetto-trace")
+    {
+        writeln!(
+            w,
+            "<p>This run's timeline is too long for one file Perfetto's UI opens: open \
+             <code>timeline.overview.perfetto-trace</code> in ui.perfetto.dev (Open trace \
+             file) to find the stretch to look at, then the <code>timeline.tokens-*</code> \
+             file of its decode calls for the full detail (<code>profinfer analyze \
+             --tokens A..B</code> makes the timeline of any range); docs/views.md says how \
+             to read each view.</p>"
+        )?;
+    } else {
+        writeln!(
+            w,
+            "<p>Open <code>timeline.perfetto-trace</code> (Perfetto protobuf) or \
+             <code>timeline.json</code> (Chrome JSON) in ui.perfetto.dev (Open trace file); \
+             the JSON also in chrome://tracing; docs/views.md says how to read each view.</p>"
+        )?;
+    }
     let mut views: Vec<&str> = Vec::new();
     for f in files {
         if !views.contains(&f.view) {
