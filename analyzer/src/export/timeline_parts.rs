@@ -12,14 +12,18 @@
 
 use std::ops::Range;
 
-use crate::{model::TraceModel, timeline::TimeRange};
+use crate::{
+    model::TraceModel,
+    timeline::{TimeRange, range::call_starts},
+};
 
 /// The largest full-detail timeline file written by default.
 pub const DEFAULT_PART_BYTES: u64 = 256 << 20;
 
-/// Protobuf bytes per operator slice or scheduler state, as the estimate takes it: the
-/// largest measured, on a 2000-token SmolLM2 run (401 MB for 4.9 M records: 82 bytes),
-/// rounded up.
+/// Protobuf bytes per operator slice or scheduler state, as the estimate takes it, rounded
+/// up from what was seen: 82 in issue 43's 2000-token SmolLM2 run (401 MB for 4.9 M
+/// records), 95 in this change's (2.6 M records, parts adding up to 247 MB;
+/// docs/performance.md has the command).
 pub const BYTES_PER_EVENT: u64 = 100;
 
 /// Share of the part size the plan fills (the rest is the estimate's margin).
@@ -57,13 +61,6 @@ fn digits(calls: usize) -> usize {
     calls.saturating_sub(1).max(1).to_string().len()
 }
 
-/// The decode calls' starts, in time order.
-fn token_starts(model: &TraceModel) -> Vec<u64> {
-    let mut starts: Vec<u64> = model.tokens().iter().map(|t| t.start_ns).collect();
-    starts.sort_unstable();
-    starts
-}
-
 /// The events (operator slices, scheduler states) that begin in each window of `range`
 /// between decode call starts `starts`: window 0 is before the first call, window `i`
 /// from call `i - 1`'s start.
@@ -85,18 +82,11 @@ fn events_per_window(model: &TraceModel, starts: &[u64], range: TimeRange) -> Ve
     counts
 }
 
-/// The estimated size of the full-detail timeline of `range`, bytes.
-pub fn estimate_bytes(model: &TraceModel, range: TimeRange) -> u64 {
-    let starts = token_starts(model);
-    let events: u64 = events_per_window(model, &starts, range).iter().sum();
-    (events + model.tokens().len() as u64 * 4) * BYTES_PER_EVENT
-}
-
 /// The files of `range`'s full-detail timeline: as few as hold it with each planned at
 /// most `FILL` of `max_bytes`, of about equal size (one part when it all fits; a decode
 /// call larger than that is a part of its own).
 pub fn plan(model: &TraceModel, range: TimeRange, max_bytes: u64) -> Vec<TimelinePart> {
-    let starts = token_starts(model);
+    let starts = call_starts(model);
     let per_window = events_per_window(model, &starts, range);
     let budget = ((max_bytes as f64 * FILL) as u64).max(BYTES_PER_EVENT);
     // The windows the range touches: window w covers [bound(w), bound(w + 1)).
@@ -179,7 +169,7 @@ pub fn overview_has_layers(model: &TraceModel, range: TimeRange, max_bytes: u64)
 
 /// Halves of `part` at its middle decode call (`None` for a part of one call).
 pub fn halves(model: &TraceModel, part: &TimelinePart) -> Option<(TimelinePart, TimelinePart)> {
-    let starts = token_starts(model);
+    let starts = call_starts(model);
     let (a, b) = (part.tokens.start, part.tokens.end);
     if b <= a + 1 {
         return None;
@@ -242,6 +232,13 @@ pub fn write_parts<E>(
 mod tests {
     use super::*;
     use crate::synthetic::{SynthSpec, model};
+
+    /// The estimated size of the full-detail timeline of `range`, bytes.
+    fn estimate_bytes(model: &TraceModel, range: TimeRange) -> u64 {
+        let starts = call_starts(model);
+        let events: u64 = events_per_window(model, &starts, range).iter().sum();
+        (events + model.tokens().len() as u64 * 4) * BYTES_PER_EVENT
+    }
 
     #[test]
     fn parts_cover_every_call_once_in_order_within_the_budget() {

@@ -33,6 +33,13 @@ impl TimeRange {
     }
 }
 
+/// The decode calls' starts, in time order (the order ranges count calls in).
+pub fn call_starts(model: &crate::TraceModel) -> Vec<u64> {
+    let mut starts: Vec<u64> = model.tokens().iter().map(|t| t.start_ns).collect();
+    starts.sort_unstable();
+    starts
+}
+
 /// A part of a run as a person names it: decode calls `A..B` (by start, from 0; `B`
 /// not included) or seconds `A..B` from the first event.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,8 +89,7 @@ impl RangeSpec {
     pub fn resolve(&self, model: &crate::TraceModel) -> TimeRange {
         match self {
             RangeSpec::Tokens(r) => {
-                let mut starts: Vec<u64> = model.tokens().iter().map(|t| t.start_ns).collect();
-                starts.sort_unstable();
+                let starts = call_starts(model);
                 TimeRange {
                     start_ns: starts.get(r.start).copied().unwrap_or(u64::MAX),
                     end_ns: starts.get(r.end).copied().unwrap_or(u64::MAX),

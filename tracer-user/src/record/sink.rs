@@ -172,7 +172,10 @@ fn apportion(weights: &[u64], total: u64) -> Vec<u64> {
             .collect()
     };
     let rest = total - out.iter().sum::<u64>();
-    let largest = (0..weights.len()).max_by_key(|&i| weights[i]).unwrap_or(0);
+    // The first of the largest (max_by_key would give the last).
+    let largest = (0..weights.len())
+        .min_by_key(|&i| std::cmp::Reverse(weights[i]))
+        .unwrap_or(0);
     out[largest] += rest;
     out
 }
@@ -381,7 +384,9 @@ impl<'o> TraceSink<'o> {
         member.written += 1;
         self.written += 1;
         self.since_tick += 1;
-        self.head.observe(kind, record);
+        if self.limits.switch.is_some() {
+            self.head.observe(kind, record);
+        }
         if let (Some(max), Some(_)) = (self.limits.max_size, self.limits.switch) {
             let current = member.writer.len() + FOOTER_RESERVE;
             if self.series.bytes + current > max {
@@ -535,7 +540,9 @@ impl<'o> TraceSink<'o> {
         }
         member.collector_events += 1;
         self.collector_events += 1;
-        self.head.observe(word(bytes, 0), bytes);
+        if self.limits.switch.is_some() {
+            self.head.observe(word(bytes, 0), bytes);
+        }
         Ok(())
     }
 
