@@ -14,7 +14,9 @@ use serde::Serialize;
 
 use common::event::BackendSpanKind;
 
-use crate::model::{BackendCall, NodeInfo, PhaseKind, TraceModel, backend_name};
+use crate::model::{
+    BackendCall, GraphSpan, NodeInfo, PhaseKind, TokenSpan, TraceModel, backend_name,
+};
 
 /// Where one decode call's time went.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -116,10 +118,13 @@ impl BackendOpRow {
 pub struct BackendStats {
     /// Backend names seen in graphs, in kind order.
     pub backends: Vec<String>,
-    /// Per decode call, in order.
+    /// Per decode call, in order (empty from a [`BackendTable::totals_only`], as
+    /// `profinfer report` builds it).
     pub tokens: Vec<TokenSplit>,
     /// Totals over the run.
     pub total: TokenSplit,
+    /// Decode calls with at least one graph split.
+    pub split_calls: usize,
     /// Per op type, shape and backend, sorted by op, shape, backend.
     pub ops: Vec<BackendOpRow>,
     /// The timeline of one decode step, for the picture (not in `stats.json`).
@@ -168,78 +173,142 @@ pub struct CallTimeline {
     pub bars: Vec<CallBar>,
 }
 
-/// The first decode step that was split or swapped KV, laid out per thread.
-fn call_timeline(model: &TraceModel, tokens: &[TokenSplit]) -> Option<CallTimeline> {
-    let tok = model.tokens().iter().find(|t| {
-        t.phase == crate::model::TokenPhase::Decode
-            && t.end_ns.is_some()
-            && tokens
-                .get(t.index as usize)
-                .is_some_and(|s| s.splits.len() > 1 || s.kv_io_ns > 0)
-    })?;
-    let (t0, t1) = (tok.start_ns, tok.end_ns?);
+/// Where a bar of a captured call goes: a thread's lane, or (a split the backend
+/// computes asynchronously: llama.cpp's GPU splits, which have no node spans) a lane of
+/// its own, though the decode thread records and submits it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LaneKey {
+    Thread { kind: u32, tid: u32 },
+    Async { kind: u32, tid: u32 },
+}
+
+/// A bar of a captured call, on the trace's clock.
+#[derive(Clone, Copy, Debug)]
+struct RawBar {
+    /// The graph it belongs to (graphs close out of order: bars are drawn in graph
+    /// order).
+    graph: u32,
+    lane: LaneKey,
+    start_ns: u64,
+    end_ns: u64,
+    kind: BarKind,
+}
+
+/// The bars of one closed graph: its split and its operators' slices.
+fn graph_bars(model: &TraceModel, g: &GraphSpan, out: &mut Vec<RawBar>) {
     let threads = model.threads();
     let nodes = model.nodes();
+    let (kind, tid) = (g.backend_kind, g.tid);
+    out.push(RawBar {
+        graph: g.index,
+        lane: if kind != 0 && g.nodes.is_empty() {
+            LaneKey::Async { kind, tid }
+        } else {
+            LaneKey::Thread { kind, tid }
+        },
+        start_ns: g.start_ns,
+        end_ns: g.end_ns.unwrap_or(u64::MAX),
+        kind: BarKind::Split,
+    });
+    for span in model.graph_node_spans(g) {
+        let bar = match OpType::from_u32(nodes[span.node as usize].op) {
+            Some(OpType::BackendCopy) => BarKind::Copy,
+            Some(OpType::BackendSync) => BarKind::Sync,
+            Some(OpType::KvFetch) => BarKind::Kv,
+            _ => BarKind::Compute,
+        };
+        for sl in model.span_slices(span) {
+            out.push(RawBar {
+                graph: g.index,
+                lane: LaneKey::Thread {
+                    kind,
+                    tid: threads[sl.thread as usize].tid,
+                },
+                start_ns: sl.start_ns,
+                end_ns: sl.end_ns,
+                kind: bar,
+            });
+        }
+    }
+}
+
+/// The graphs' bars of the decode step the call timeline may show: the first one that
+/// was split or swapped KV, kept while graphs are read (the step is known to qualify
+/// once the next one begins).
+#[derive(Clone, Debug, Default)]
+struct CallCapture {
+    token: Option<u32>,
+    bars: Vec<RawBar>,
+    frozen: bool,
+}
+
+/// Whether decode call `t` was split or swapped KV (its KV phases are searched from
+/// the end: they are recent when this is asked).
+fn qualifies(model: &TraceModel, split: Option<&TokenSplit>, t: u32) -> bool {
+    split.is_some_and(|s| s.splits.len() > 1)
+        || model
+            .phases()
+            .iter()
+            .rev()
+            .take_while(|p| p.token.is_none_or(|x| x >= t))
+            .any(|p| p.token == Some(t) && p.kind.is_kv())
+}
+
+/// The call timeline of captured decode step `tok`: its graphs' bars, then its KV
+/// phases and backend calls, laid out per thread.
+fn call_timeline(
+    model: &TraceModel,
+    tok: &TokenSpan,
+    graph_bars: &[RawBar],
+) -> Option<CallTimeline> {
+    let (t0, t1) = (tok.start_ns, tok.end_ns?);
+    let threads = model.threads();
     // (backend kind, tid) per lane, in order of first sight.
     let mut lanes: Vec<(u32, u32)> = Vec::new();
-    let lane_of = |lanes: &mut Vec<(u32, u32)>, kind: u32, tid: u32| {
-        if let Some(i) = lanes.iter().position(|l| l.1 == tid) {
-            return i;
-        }
-        lanes.push((kind, tid));
-        lanes.len() - 1
+    let lane_of = |lanes: &mut Vec<(u32, u32)>, key: LaneKey| {
+        let i = match key {
+            LaneKey::Thread { tid, .. } => lanes.iter().position(|l| l.1 == tid),
+            LaneKey::Async { kind, tid } => lanes.iter().position(|l| *l == (kind, tid)),
+        };
+        i.unwrap_or_else(|| {
+            lanes.push(match key {
+                LaneKey::Thread { kind, tid } | LaneKey::Async { kind, tid } => (kind, tid),
+            });
+            lanes.len() - 1
+        })
     };
+    let cpu = |tid| LaneKey::Thread { kind: 0, tid };
     let mut bars = Vec::new();
     let rel = |ns: u64| ns.clamp(t0, t1) - t0;
-    // The decode thread first.
-    lane_of(&mut lanes, 0, tok.tid);
-    for g in model.token_graphs(tok.index) {
-        // A split the backend computes asynchronously (llama.cpp's GPU splits: no node
-        // spans) gets its own lane, though the decode thread records and submits it.
-        let lane = if g.backend_kind != 0 && g.nodes.is_empty() {
-            match lanes.iter().position(|l| *l == (g.backend_kind, g.tid)) {
-                Some(i) => i,
-                None => {
-                    lanes.push((g.backend_kind, g.tid));
-                    lanes.len() - 1
-                }
-            }
-        } else {
-            lane_of(&mut lanes, g.backend_kind, g.tid)
-        };
+    let mut push = |lanes: &mut Vec<(u32, u32)>, b: RawBar| {
+        let lane = lane_of(lanes, b.lane);
         bars.push(CallBar {
             lane,
-            start_ns: rel(g.start_ns),
-            end_ns: rel(g.end_ns.unwrap_or(t1)),
-            kind: BarKind::Split,
+            start_ns: rel(b.start_ns),
+            end_ns: rel(b.end_ns),
+            kind: b.kind,
         });
-        for span in model.graph_node_spans(g) {
-            let kind = match OpType::from_u32(nodes[span.node as usize].op) {
-                Some(OpType::BackendCopy) => BarKind::Copy,
-                Some(OpType::BackendSync) => BarKind::Sync,
-                Some(OpType::KvFetch) => BarKind::Kv,
-                _ => BarKind::Compute,
-            };
-            for sl in model.span_slices(span) {
-                let lane = lane_of(&mut lanes, g.backend_kind, threads[sl.thread as usize].tid);
-                bars.push(CallBar {
-                    lane,
-                    start_ns: rel(sl.start_ns),
-                    end_ns: rel(sl.end_ns),
-                    kind,
-                });
-            }
-        }
+    };
+    // The decode thread first.
+    lane_of(&mut lanes, cpu(tok.tid));
+    let mut graph_bars = graph_bars.to_vec();
+    graph_bars.sort_by_key(|b| b.graph);
+    for b in graph_bars {
+        push(&mut lanes, b);
     }
     for p in model.phases() {
         if p.token == Some(tok.index) && p.kind.is_kv() {
-            let lane = lane_of(&mut lanes, 0, p.tid);
-            bars.push(CallBar {
-                lane,
-                start_ns: rel(p.start_ns),
-                end_ns: rel(p.end_ns),
-                kind: BarKind::Kv,
-            });
+            let (start_ns, end_ns) = (p.start_ns, p.end_ns);
+            push(
+                &mut lanes,
+                RawBar {
+                    graph: u32::MAX,
+                    lane: cpu(p.tid),
+                    start_ns,
+                    end_ns,
+                    kind: BarKind::Kv,
+                },
+            );
         }
     }
     for c in model.backend_calls() {
@@ -251,13 +320,17 @@ fn call_timeline(model: &TraceModel, tokens: &[TokenSplit]) -> Option<CallTimeli
             k if k.is_transfer() => BarKind::Copy,
             _ => continue,
         };
-        let lane = lane_of(&mut lanes, 0, c.tid);
-        bars.push(CallBar {
-            lane,
-            start_ns: rel(c.start_ns),
-            end_ns: rel(c.end_ns),
-            kind,
-        });
+        let (start_ns, end_ns) = (c.start_ns, c.end_ns);
+        push(
+            &mut lanes,
+            RawBar {
+                graph: u32::MAX,
+                lane: cpu(c.tid),
+                start_ns,
+                end_ns,
+                kind,
+            },
+        );
     }
     // CPU lanes first (decode thread on top), then the other backends'.
     let mut order: Vec<usize> = (0..lanes.len()).collect();
@@ -456,7 +529,7 @@ fn add(into: &mut TokenSplit, from: &TokenSplit) {
 /// Adds graph `g`'s node spans to `t` (and to the per-op table, if given).
 fn add_graph(
     model: &TraceModel,
-    g: &crate::model::GraphSpan,
+    g: &GraphSpan,
     t: Option<&mut TokenSplit>,
     mut ops: Option<&mut BTreeMap<(String, String, String), BackendOpRow>>,
 ) {
@@ -608,46 +681,202 @@ pub fn token_split(model: &TraceModel, token: u32) -> TokenSplit {
 
 /// Computes the backend view.
 pub fn compute(model: &TraceModel) -> BackendStats {
-    let graphs = model.graphs();
-    let mut kinds: Vec<u32> = graphs.iter().map(|g| g.backend_kind).collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    let mut tokens: Vec<TokenSplit> = model
-        .tokens()
-        .iter()
-        .map(|t| TokenSplit {
-            token: t.index,
+    let mut table = BackendTable::default();
+    for g in model.graphs() {
+        table.add_graph(model, g);
+    }
+    table.finish(model)
+}
+
+/// The backend view built graph by graph as graphs close: what it keeps grows with the
+/// decode calls (one row each), or not at all ([`BackendTable::totals_only`]).
+#[derive(Clone, Debug)]
+pub struct BackendTable {
+    kinds: Vec<u32>,
+    ops: BTreeMap<(String, String, String), BackendOpRow>,
+    call: CallCapture,
+    keep_rows: bool,
+    /// Per decode call (when rows are kept).
+    rows: Vec<TokenSplit>,
+    /// The latest decode call's split (when they are not).
+    open: Option<TokenSplit>,
+    /// The closed calls' sum (when rows are not kept).
+    closed: TokenSplit,
+    split_calls: usize,
+}
+
+impl Default for BackendTable {
+    fn default() -> Self {
+        BackendTable {
+            kinds: Vec::new(),
+            ops: BTreeMap::new(),
+            call: CallCapture::default(),
+            keep_rows: true,
+            rows: Vec::new(),
+            open: None,
+            closed: TokenSplit {
+                token: u32::MAX,
+                ..TokenSplit::default()
+            },
+            split_calls: 0,
+        }
+    }
+}
+
+impl BackendTable {
+    /// A table that sums decode calls as they complete instead of keeping a row for
+    /// each (for reading a recording of any length in bounded memory).
+    pub fn totals_only() -> BackendTable {
+        BackendTable {
+            keep_rows: false,
+            ..BackendTable::default()
+        }
+    }
+
+    /// Adds closed graph `g` of `model`.
+    pub fn add_graph(&mut self, model: &TraceModel, g: &GraphSpan) {
+        if !self.kinds.contains(&g.backend_kind) {
+            self.kinds.push(g.backend_kind);
+        }
+        // Before the graph's call takes the place of the last one (without rows, the
+        // last call's split is only held until then).
+        self.capture(model, g);
+        let mut ops = std::mem::take(&mut self.ops);
+        let t = g.token.map(|t| self.row(t));
+        add_graph(model, g, t, Some(&mut ops));
+        self.ops = ops;
+    }
+
+    /// The split of decode call `t`, for adding a graph of it.
+    fn row(&mut self, t: u32) -> &mut TokenSplit {
+        if self.keep_rows {
+            if self.rows.len() <= t as usize {
+                self.rows.resize(t as usize + 1, TokenSplit::default());
+            }
+            return &mut self.rows[t as usize];
+        }
+        if self.open.as_ref().is_some_and(|o| o.token != t) {
+            self.close_open();
+        }
+        self.open.get_or_insert_with(|| TokenSplit {
+            token: t,
             ..TokenSplit::default()
         })
-        .collect();
-    let mut ops: BTreeMap<(String, String, String), BackendOpRow> = BTreeMap::new();
-    for g in graphs {
-        let t = g.token.and_then(|t| tokens.get_mut(t as usize));
-        add_graph(model, g, t, Some(&mut ops));
     }
+
+    /// Adds the open decode call into the closed calls' sum.
+    fn close_open(&mut self) {
+        if let Some(o) = self.open.take() {
+            self.split_calls += usize::from(!o.splits.is_empty());
+            add(&mut self.closed, &o);
+        }
+    }
+
+    /// The split of decode call `t`, if still held.
+    fn split_of(&self, t: u32) -> Option<&TokenSplit> {
+        if self.keep_rows {
+            self.rows.get(t as usize)
+        } else {
+            self.open.as_ref().filter(|o| o.token == t)
+        }
+    }
+
+    /// Keeps graph `g`'s bars while its decode step may be the one the call timeline
+    /// shows.
+    fn capture(&mut self, model: &TraceModel, g: &GraphSpan) {
+        let Some(t) = g.token else {
+            return;
+        };
+        if self.call.frozen {
+            return;
+        }
+        if self.call.token != Some(t) {
+            if let Some(prev) = self.call.token
+                && qualifies(model, self.split_of(prev), prev)
+            {
+                self.call.frozen = true;
+                return;
+            }
+            let decode = model
+                .tokens()
+                .get(t as usize)
+                .is_some_and(|tok| tok.phase == crate::model::TokenPhase::Decode);
+            self.call.bars.clear();
+            self.call.token = decode.then_some(t);
+            if !decode {
+                return;
+            }
+        }
+        graph_bars(model, g, &mut self.call.bars);
+    }
+
+    /// The backend view, once every graph was added (phases and backend calls are read
+    /// from `model`).
+    pub fn finish(mut self, model: &TraceModel) -> BackendStats {
+        self.kinds.sort_unstable();
+        let call = self
+            .call
+            .token
+            .filter(|&t| self.call.frozen || qualifies(model, self.split_of(t), t))
+            .and_then(|t| model.tokens().get(t as usize))
+            .filter(|tok| tok.end_ns.is_some())
+            .and_then(|tok| call_timeline(model, tok, &self.call.bars));
+        let (tokens, total, split_calls) = if self.keep_rows {
+            let mut rows = std::mem::take(&mut self.rows);
+            rows.resize(model.tokens().len().max(rows.len()), TokenSplit::default());
+            for (i, t) in rows.iter_mut().enumerate() {
+                t.token = i as u32;
+            }
+            add_token_records(model, &mut Rows::PerCall(&mut rows));
+            let mut total = self.closed.clone();
+            for t in &rows {
+                add(&mut total, t);
+            }
+            let split_calls = rows.iter().filter(|t| !t.splits.is_empty()).count();
+            (rows, total, split_calls)
+        } else {
+            self.close_open();
+            let mut total = std::mem::take(&mut self.closed);
+            add_token_records(model, &mut Rows::Sum(&mut total));
+            (Vec::new(), total, self.split_calls)
+        };
+        BackendStats {
+            backends: self.kinds.into_iter().map(backend_name).collect(),
+            call,
+            tokens,
+            total,
+            split_calls,
+            ops: self.ops.into_values().collect(),
+        }
+    }
+}
+
+/// Where a decode call's records are added: its own row, or one sum for every call.
+enum Rows<'a> {
+    PerCall(&'a mut [TokenSplit]),
+    Sum(&'a mut TokenSplit),
+}
+
+impl Rows<'_> {
+    fn get(&mut self, t: u32) -> Option<&mut TokenSplit> {
+        match self {
+            Rows::PerCall(rows) => rows.get_mut(t as usize),
+            Rows::Sum(total) => Some(total),
+        }
+    }
+}
+
+/// Adds the KV phases and backend calls of each decode call to its row.
+fn add_token_records(model: &TraceModel, rows: &mut Rows<'_>) {
     for p in model.phases().iter().filter(|p| p.kind.is_kv()) {
-        if let Some(t) = p.token.and_then(|t| tokens.get_mut(t as usize)) {
+        if let Some(t) = p.token.and_then(|t| rows.get(t)) {
             add_kv_phase(t, p);
         }
     }
     for c in model.backend_calls() {
-        if let Some(t) = c.token.and_then(|t| tokens.get_mut(t as usize)) {
+        if let Some(t) = c.token.and_then(|t| rows.get(t)) {
             add_backend_call(t, c);
         }
-    }
-    let mut total = TokenSplit {
-        token: u32::MAX,
-        ..TokenSplit::default()
-    };
-    for t in &tokens {
-        add(&mut total, t);
-    }
-    BackendStats {
-        backends: kinds.into_iter().map(backend_name).collect(),
-        call: call_timeline(model, &tokens),
-        tokens,
-        total,
-        ops: ops.into_values().collect(),
     }
 }
 

@@ -16,8 +16,8 @@ use crate::{
     AnalyzeError,
     export::summary::{self, Summary},
     ingest::{self, NoProgress},
-    model::{TokenPhase, TraceModel},
-    op_groups::{self, GroupBy, OpGroup},
+    model::{Retention, TokenPhase, TraceModel},
+    op_groups::{self, GroupBy, GroupTable, OpGroup},
 };
 
 /// Which decode calls are compared.
@@ -145,19 +145,53 @@ pub fn diff_traces(
     by: GroupBy,
     phase: DiffPhase,
 ) -> Result<Diff, AnalyzeError> {
-    let load = |p: &Path| -> Result<(TraceModel, Summary, Vec<String>), AnalyzeError> {
-        let (model, reader, info) = ingest::load(p, &NoProgress)?;
+    // Each run's groups are summed graph by graph as graphs close and the operators
+    // dropped: runs of any length compare in bounded memory.
+    let load = |p: &Path| -> Result<(DiffRun, Vec<OpGroup>), AnalyzeError> {
+        let mut table = GroupTable::new(by, phase.token_phase());
+        let (model, reader, info) =
+            ingest::load_with(p, &NoProgress, Retention::Aggregates, &mut |m, g| {
+                table.add_graph(m, g);
+            })?;
         let s = summary::summarize(&model, reader.header(), reader.footer(), &info, Vec::new());
-        Ok((model, s, reader.header().target.args.clone()))
+        let command = reader.header().target.args.clone();
+        let groups = table.finish(&model);
+        Ok(side(
+            &model,
+            s,
+            p.display().to_string(),
+            command,
+            phase,
+            groups,
+        ))
     };
-    let (ma, sa, ca) = load(a)?;
-    let (mb, sb, cb) = load(b)?;
-    Ok(diff(
-        (&ma, sa, a.display().to_string(), ca),
-        (&mb, sb, b.display().to_string(), cb),
-        by,
-        phase,
-    ))
+    Ok(compare(load(a)?, load(b)?, by, phase))
+}
+
+/// One run's side of a diff, from its groups.
+fn side(
+    m: &TraceModel,
+    summary: Summary,
+    trace: String,
+    command: Vec<String>,
+    phase: DiffPhase,
+    groups: Vec<OpGroup>,
+) -> (DiffRun, Vec<OpGroup>) {
+    let calls = m
+        .tokens()
+        .iter()
+        .filter(|t| phase.token_phase().is_none_or(|p| t.phase == p))
+        .count();
+    let op_ms: f64 = groups.iter().map(|g| g.total_ms).sum();
+    let run = DiffRun {
+        trace,
+        command,
+        summary,
+        calls,
+        op_ms_per_call: per(op_ms, calls),
+        tpot_ms: summary::tpot_values(m),
+    };
+    (run, groups)
 }
 
 /// Compares two runs: each is its model, summary, trace name and command line.
@@ -167,26 +201,20 @@ pub fn diff(
     by: GroupBy,
     phase: DiffPhase,
 ) -> Diff {
-    let side = |(m, s, trace, command): (&TraceModel, Summary, String, Vec<String>)| {
-        let calls = m
-            .tokens()
-            .iter()
-            .filter(|t| phase.token_phase().is_none_or(|p| t.phase == p))
-            .count();
+    let run = |(m, s, trace, command): (&TraceModel, Summary, String, Vec<String>)| {
         let groups = op_groups::group_in(m, by, phase.token_phase());
-        let op_ms: f64 = groups.iter().map(|g| g.total_ms).sum();
-        let run = DiffRun {
-            trace,
-            command,
-            summary: s,
-            calls,
-            op_ms_per_call: per(op_ms, calls),
-            tpot_ms: summary::tpot_values(m),
-        };
-        (run, groups)
+        side(m, s, trace, command, phase, groups)
     };
-    let (ra, ga) = side(a);
-    let (rb, gb) = side(b);
+    compare(run(a), run(b), by, phase)
+}
+
+/// Compares two runs' sides.
+fn compare(
+    (ra, ga): (DiffRun, Vec<OpGroup>),
+    (rb, gb): (DiffRun, Vec<OpGroup>),
+    by: GroupBy,
+    phase: DiffPhase,
+) -> Diff {
     let mut keys: Vec<&str> = ga.iter().chain(&gb).map(|g| g.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -361,6 +389,31 @@ mod tests {
             Vec::new(),
         );
         (m, s)
+    }
+
+    #[test]
+    fn traces_read_graph_by_graph_diff_as_their_whole_models_do() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (pa, pb) = (dir.path().join("a.pftrace"), dir.path().join("b.pftrace"));
+        synthetic::write_trace(&pa, &SynthSpec::sized(6, 12, 2)).expect("a");
+        synthetic::write_trace(&pb, &SynthSpec::sized(9, 10, 2)).expect("b");
+        let full = |p: &Path| {
+            let (m, files, info) = ingest::load(p, &NoProgress).expect("load");
+            let s = summary::summarize(&m, files.header(), files.footer(), &info, Vec::new());
+            (m, s, files.header().target.args.clone())
+        };
+        let ((ma, sa, ca), (mb, sb, cb)) = (full(&pa), full(&pb));
+        for phase in [DiffPhase::All, DiffPhase::Decode, DiffPhase::Prefill] {
+            let streamed = diff_traces(&pa, &pb, GroupBy::Node, phase).expect("diff");
+            let whole = diff(
+                (&ma, sa.clone(), pa.display().to_string(), ca.clone()),
+                (&mb, sb.clone(), pb.display().to_string(), cb.clone()),
+                GroupBy::Node,
+                phase,
+            );
+            assert_eq!(streamed, whole, "{phase:?}");
+            assert!(!streamed.rows.is_empty());
+        }
     }
 
     #[test]

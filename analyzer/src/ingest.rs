@@ -10,7 +10,11 @@ use std::{collections::VecDeque, path::Path};
 
 use trace_format::{Chunks, Event, EventChunk, RecordRef};
 
-use crate::{AnalyzeError, TraceModel, trace_files::TraceFiles};
+use crate::{
+    AnalyzeError, TraceModel,
+    model::{GraphSpan, Retention},
+    trace_files::TraceFiles,
+};
 
 /// Events are held back until the newest event seen is this much later (ns): the
 /// largest out-of-order distance tolerated between records of different CPUs.
@@ -291,8 +295,24 @@ pub fn load(
     path: &Path,
     progress: &dyn Progress,
 ) -> Result<(TraceModel, TraceFiles, IngestInfo), AnalyzeError> {
+    load_with(path, progress, Retention::All, &mut |_, _| {})
+}
+
+/// [`load`] into a model that keeps `retention` of each closed graph, calling
+/// `on_graph` with every graph once it has closed, while its operator detail can still
+/// be read (with [`Retention::Aggregates`] it is dropped afterwards: the way to read a
+/// recording of any length in bounded memory).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_with(
+    path: &Path,
+    progress: &dyn Progress,
+    retention: Retention,
+    on_graph: &mut dyn FnMut(&TraceModel, &GraphSpan),
+) -> Result<(TraceModel, TraceFiles, IngestInfo), AnalyzeError> {
     let files = TraceFiles::open(path)?;
-    let mut model = TraceModel::new(files.header());
+    let mut model = TraceModel::with_retention(files.header(), retention);
     let mut info = IngestInfo {
         files: files.readers().len(),
         ..IngestInfo::default()
@@ -306,6 +326,7 @@ pub fn load(
     let mut apply = |arena: &mut ChunkArena<'_>, s: &Slot| {
         if let Some(r) = arena.record(s) {
             model.apply_record(&r);
+            model.release_closed(&mut *on_graph);
         }
         arena.done(s);
     };
@@ -366,6 +387,7 @@ pub fn load(
     progress.update(info.events_read, expected);
     info.late_events = window.late_events();
     model.finish(files.footer().map(|f| f.end_ts_ns).filter(|&t| t > 0));
+    model.release_closed(&mut *on_graph);
     Ok((model, files, info))
 }
 

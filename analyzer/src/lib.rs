@@ -31,6 +31,7 @@ pub mod report;
 mod run;
 pub mod run_timings;
 pub mod stats;
+pub mod streaming_stats;
 pub mod synthetic;
 pub mod timeline;
 pub mod trace_files;

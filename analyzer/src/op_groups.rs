@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::model::{OpAggregate, TokenPhase, TraceModel};
-use crate::stats::percentile;
+use crate::model::{GraphSpan, OpAggregate, TokenPhase, TraceModel};
+use crate::streaming_stats::{Moments, Quantiles};
 
 /// What operator time is grouped by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -66,6 +66,9 @@ pub struct OpGroup {
     pub p50_us: f64,
     /// 99th-percentile node duration, µs.
     pub p99_us: f64,
+    /// Whether p50 and p99 are exact (nearest rank); else a sketch's, within
+    /// [`crate::streaming_stats::SKETCH_RELATIVE_ERROR`] of the true value.
+    pub quantiles_exact: bool,
     /// Time per decode call it ran in, ms: mean over those calls.
     pub per_token_ms: f64,
     /// Standard deviation of the time per decode call, ms (0 with fewer than two calls).
@@ -86,103 +89,160 @@ pub fn group(model: &TraceModel, by: GroupBy) -> Vec<OpGroup> {
 /// [`group`] over the node spans of decode calls of one phase only (`None`: all spans,
 /// including graphs outside any decode call).
 pub fn group_in(model: &TraceModel, by: GroupBy, phase: Option<TokenPhase>) -> Vec<OpGroup> {
-    struct Acc {
-        agg: OpAggregate,
-        durations: Vec<u64>,
-        per_token: BTreeMap<u32, u64>,
+    let mut table = GroupTable::new(by, phase);
+    for g in model.graphs() {
+        table.add_graph(model, g);
     }
-    let graphs = model.graphs();
-    let nodes = model.nodes();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut accs: Vec<(String, Acc)> = Vec::new();
-    let mut op_total_ns = 0u64;
-    let tokens = model.tokens();
-    for span in model.node_spans() {
-        let token = graphs.get(span.graph as usize).and_then(|g| g.token);
-        if let Some(phase) = phase
-            && token.and_then(|t| tokens.get(t as usize)).map(|t| t.phase) != Some(phase)
-        {
-            continue;
-        }
-        let node = &nodes[span.node as usize];
-        let key = match by {
-            GroupBy::OpType => node.op_name(),
-            GroupBy::Node => node.name.clone(),
-            GroupBy::Layer if node.layer >= 0 => format!("layer {}", node.layer),
-            GroupBy::Layer => "other".to_owned(),
-        };
-        let at = *index.entry(key.clone()).or_insert_with(|| {
-            accs.push((
-                key,
-                Acc {
-                    agg: OpAggregate::default(),
-                    durations: Vec::new(),
-                    per_token: BTreeMap::new(),
-                },
-            ));
-            accs.len() - 1
-        });
-        let acc = &mut accs[at].1;
-        acc.agg.add(span);
-        acc.durations.push(span.dur_ns());
-        if let Some(token) = token {
-            *acc.per_token.entry(token).or_default() += span.dur_ns();
-        }
-        op_total_ns += span.dur_ns();
-    }
-    let names = model.counter_names();
-    let mut groups: Vec<OpGroup> = accs
-        .into_iter()
-        .map(|(key, mut acc)| {
-            acc.durations.sort_unstable();
-            let us: Vec<f64> = acc.durations.iter().map(|&d| d as f64 / 1e3).collect();
-            let per_token: Vec<f64> = acc.per_token.values().map(|&d| d as f64 / 1e6).collect();
-            let (mean, sd) = mean_sd(&per_token);
-            OpGroup {
-                key,
-                count: acc.agg.count,
-                total_ms: acc.agg.total_ns as f64 / 1e6,
-                share: if op_total_ns == 0 {
-                    0.0
-                } else {
-                    acc.agg.total_ns as f64 / op_total_ns as f64
-                },
-                mean_us: acc.agg.mean_ns() / 1e3,
-                p50_us: percentile(&us, 50.0).unwrap_or(0.0),
-                p99_us: percentile(&us, 99.0).unwrap_or(0.0),
-                per_token_ms: mean,
-                per_token_sd_ms: sd,
-                tokens: per_token.len(),
-                idle_share: acc.agg.idle_share(),
-                counters: names
-                    .iter()
-                    .zip(acc.agg.pmc.iter().zip(&acc.agg.pmc_nodes))
-                    .filter(|(_, (_, n))| **n > 0)
-                    .map(|(name, (&v, _))| (name.clone(), v))
-                    .collect(),
-            }
-        })
-        .collect();
-    groups.sort_by(|a, b| {
-        b.total_ms
-            .total_cmp(&a.total_ms)
-            .then_with(|| a.key.cmp(&b.key))
-    });
-    groups
+    table.finish(model)
 }
 
-/// Mean and sample standard deviation (0 for fewer than two values).
-fn mean_sd(v: &[f64]) -> (f64, f64) {
-    if v.is_empty() {
-        return (0.0, 0.0);
+/// One group's running totals.
+#[derive(Debug, Default)]
+struct GroupAcc {
+    key: String,
+    agg: OpAggregate,
+    durations: Quantiles,
+    /// The decode call being summed and its time so far.
+    open_token: Option<(u32, u64)>,
+    per_token: Moments,
+}
+
+impl GroupAcc {
+    fn flush_token(&mut self) {
+        if let Some((_, ns)) = self.open_token.take() {
+            self.per_token.add(ns as f64 / 1e6);
+        }
     }
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    if v.len() < 2 {
-        return (mean, 0.0);
+}
+
+/// The operator groups of a run, built graph by graph as graphs close (in memory
+/// bounded by the number of groups: the p50/p99 of a group with more than
+/// [`crate::streaming_stats::EXACT_VALUES`] executions come from a sketch).
+#[derive(Debug)]
+pub struct GroupTable {
+    by: GroupBy,
+    phase: Option<TokenPhase>,
+    index: HashMap<String, usize>,
+    /// The group of each node id (`usize::MAX`: not yet seen).
+    node_group: Vec<usize>,
+    accs: Vec<GroupAcc>,
+    op_total_ns: u64,
+}
+
+impl GroupTable {
+    /// An empty table grouping by `by`, over decode calls of `phase` (`None`: all).
+    pub fn new(by: GroupBy, phase: Option<TokenPhase>) -> GroupTable {
+        GroupTable {
+            by,
+            phase,
+            index: HashMap::new(),
+            node_group: Vec::new(),
+            accs: Vec::new(),
+            op_total_ns: 0,
+        }
     }
-    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, var.sqrt())
+
+    /// Adds the node spans of closed graph `g` of `model`.
+    pub fn add_graph(&mut self, model: &TraceModel, g: &GraphSpan) {
+        let token = g.token;
+        if let Some(phase) = self.phase
+            && token
+                .and_then(|t| model.tokens().get(t as usize))
+                .map(|t| t.phase)
+                != Some(phase)
+        {
+            return;
+        }
+        for span in model.graph_node_spans(g) {
+            let at = self.group_of(model, span.node);
+            let acc = &mut self.accs[at];
+            let dur = span.dur_ns();
+            acc.agg.add(span);
+            acc.durations.add(dur);
+            if let Some(token) = token {
+                match &mut acc.open_token {
+                    Some((t, ns)) if *t == token => *ns += dur,
+                    _ => {
+                        acc.flush_token();
+                        acc.open_token = Some((token, dur));
+                    }
+                }
+            }
+            self.op_total_ns += dur;
+        }
+    }
+
+    /// The group of node id `node`, created on first sight.
+    fn group_of(&mut self, model: &TraceModel, node: u32) -> usize {
+        let n = node as usize;
+        if self.node_group.len() <= n {
+            self.node_group.resize(n + 1, usize::MAX);
+        }
+        if self.node_group[n] != usize::MAX {
+            return self.node_group[n];
+        }
+        let info = &model.nodes()[n];
+        let key = match self.by {
+            GroupBy::OpType => info.op_name(),
+            GroupBy::Node => info.name.clone(),
+            GroupBy::Layer if info.layer >= 0 => format!("layer {}", info.layer),
+            GroupBy::Layer => "other".to_owned(),
+        };
+        let accs = &mut self.accs;
+        let at = *self.index.entry(key.clone()).or_insert_with(|| {
+            accs.push(GroupAcc {
+                key,
+                ..GroupAcc::default()
+            });
+            accs.len() - 1
+        });
+        self.node_group[n] = at;
+        at
+    }
+
+    /// The groups, largest total first (ties by key).
+    pub fn finish(self, model: &TraceModel) -> Vec<OpGroup> {
+        let names = model.counter_names();
+        let op_total_ns = self.op_total_ns;
+        let mut groups: Vec<OpGroup> = self
+            .accs
+            .into_iter()
+            .map(|mut acc| {
+                acc.flush_token();
+                let us = |p| acc.durations.percentile(p).unwrap_or(0.0) / 1e3;
+                OpGroup {
+                    count: acc.agg.count,
+                    total_ms: acc.agg.total_ns as f64 / 1e6,
+                    share: if op_total_ns == 0 {
+                        0.0
+                    } else {
+                        acc.agg.total_ns as f64 / op_total_ns as f64
+                    },
+                    mean_us: acc.agg.mean_ns() / 1e3,
+                    p50_us: us(50.0),
+                    p99_us: us(99.0),
+                    quantiles_exact: acc.durations.is_exact(),
+                    per_token_ms: acc.per_token.mean(),
+                    per_token_sd_ms: acc.per_token.sd(),
+                    tokens: acc.per_token.count() as usize,
+                    idle_share: acc.agg.idle_share(),
+                    counters: names
+                        .iter()
+                        .zip(acc.agg.pmc.iter().zip(&acc.agg.pmc_nodes))
+                        .filter(|(_, (_, n))| **n > 0)
+                        .map(|(name, (&v, _))| (name.clone(), v))
+                        .collect(),
+                    key: acc.key,
+                }
+            })
+            .collect();
+        groups.sort_by(|a, b| {
+            b.total_ms
+                .total_cmp(&a.total_ms)
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        groups
+    }
 }
 
 #[cfg(test)]
@@ -226,15 +286,6 @@ mod tests {
         );
         assert_eq!((prefill, decode), (12, 4 * 12));
         assert_eq!(prefill + decode, all);
-    }
-
-    #[test]
-    fn mean_and_sd_of_hand_values() {
-        assert_eq!(mean_sd(&[]), (0.0, 0.0));
-        assert_eq!(mean_sd(&[3.0]), (3.0, 0.0));
-        let (m, sd) = mean_sd(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
-        assert_eq!(m, 5.0);
-        assert!((sd - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn recording_mode(settings: &RecordingSettings, model: &TraceModel) -> Recor
         let (mut traced, mut all) = (0, 0);
         for t in decode {
             all += 1;
-            if t.op_type_ns.iter().any(|&ns| ns > 0) {
+            if t.op_ns > 0 {
                 traced += 1;
             }
         }

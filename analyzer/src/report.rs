@@ -9,10 +9,11 @@ use serde::Serialize;
 
 use crate::{
     AnalyzeError,
+    backends::BackendTable,
     export::summary::{self, Summary},
     ingest::{self, Progress},
-    model::TraceModel,
-    op_groups::{self, GroupBy, OpGroup},
+    model::{GraphSpan, Retention, TraceModel},
+    op_groups::{GroupBy, GroupTable, OpGroup},
 };
 
 /// One target thread's time.
@@ -75,10 +76,16 @@ pub fn report(
     top: usize,
     progress: &dyn Progress,
 ) -> Result<Report, AnalyzeError> {
-    let (model, reader, info) = ingest::load(trace, progress)?;
+    // Operators are summed graph by graph as graphs close, and their detail dropped:
+    // the report reads a recording of any length in bounded memory.
+    let mut tables = ReportTables::new(by, BackendTable::totals_only());
+    let (model, reader, info) =
+        ingest::load_with(trace, progress, Retention::Aggregates, &mut |m, g| {
+            tables.add_graph(m, g);
+        })?;
     // The per-type table is the report's own (`top`), so the summary goes without it.
     let summary = summary::summarize(&model, reader.header(), reader.footer(), &info, Vec::new());
-    Ok(build(&model, summary, trace.display().to_string(), by, top))
+    Ok(tables.finish(&model, summary, trace.display().to_string(), top))
 }
 
 /// The report of a model already built (pure: the summary comes from the caller).
@@ -89,7 +96,58 @@ pub fn build(
     by: GroupBy,
     top: usize,
 ) -> Report {
-    let mut groups = op_groups::group(model, by);
+    let mut tables = ReportTables::new(by, BackendTable::default());
+    for g in model.graphs() {
+        tables.add_graph(model, g);
+    }
+    tables.finish(model, summary, trace, top)
+}
+
+/// What the report sums graph by graph: its operator groups and the backend view.
+struct ReportTables {
+    by: GroupBy,
+    groups: GroupTable,
+    backends: BackendTable,
+}
+
+impl ReportTables {
+    fn new(by: GroupBy, backends: BackendTable) -> ReportTables {
+        ReportTables {
+            by,
+            groups: GroupTable::new(by, None),
+            backends,
+        }
+    }
+
+    fn add_graph(&mut self, model: &TraceModel, g: &GraphSpan) {
+        self.groups.add_graph(model, g);
+        self.backends.add_graph(model, g);
+    }
+
+    fn finish(self, model: &TraceModel, summary: Summary, trace: String, top: usize) -> Report {
+        let backends = self.backends.finish(model);
+        assemble(
+            model,
+            summary,
+            trace,
+            self.by,
+            top,
+            self.groups.finish(model),
+            backends,
+        )
+    }
+}
+
+/// The report from its parts.
+fn assemble(
+    model: &TraceModel,
+    summary: Summary,
+    trace: String,
+    by: GroupBy,
+    top: usize,
+    mut groups: Vec<OpGroup>,
+    backends: crate::backends::BackendStats,
+) -> Report {
     let op_total_ms = groups.iter().map(|g| g.total_ms).sum();
     let omitted = groups.len().saturating_sub(top);
     groups.truncate(top);
@@ -119,7 +177,7 @@ pub fn build(
         })
         .collect();
     Report {
-        backends: Some(crate::backends::compute(model)).filter(|b| b.is_interesting()),
+        backends: Some(backends).filter(|b| b.is_interesting()),
         windows: crate::windows::window_stats(model),
         trace,
         summary,
@@ -129,5 +187,74 @@ pub fn build(
         top: groups,
         omitted,
         threads,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::{self, BackendStats};
+    use crate::ingest::NoProgress;
+    use crate::synthetic::{SynthSpec, split_model, split_model_with, write_trace};
+
+    #[test]
+    fn a_report_read_graph_by_graph_equals_one_built_from_every_span() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.pftrace");
+        write_trace(&path, &SynthSpec::sized(40, 12, 2)).expect("trace");
+        let (full, files, info) = ingest::load(&path, &NoProgress).expect("load");
+        assert!(!full.node_spans().is_empty());
+        for by in [GroupBy::OpType, GroupBy::Node, GroupBy::Layer] {
+            let streamed = report(&path, by, 5, &NoProgress).expect("report");
+            let summary = summary::summarize(&full, files.header(), files.footer(), &info, vec![]);
+            let built = build(&full, summary, path.display().to_string(), by, 5);
+            assert_eq!(streamed, built, "{by:?}");
+            assert!(
+                streamed
+                    .top
+                    .iter()
+                    .all(|g| g.quantiles_exact && g.count > 0)
+            );
+        }
+    }
+
+    #[test]
+    fn a_model_that_keeps_aggregates_drops_every_closed_graphs_operators() {
+        let mut graphs = 0;
+        let mut spans = 0;
+        let m = split_model_with(6, Retention::Aggregates, &mut |m, g| {
+            graphs += 1;
+            spans += m.graph_node_spans(g).len();
+        });
+        let full = split_model(6);
+        assert_eq!(graphs, full.graphs().len());
+        assert_eq!(spans, full.node_spans().len());
+        assert!(spans > 0);
+        assert!(m.node_spans().is_empty() && m.slices().is_empty());
+        assert!(m.graphs().iter().all(|g| m.graph_node_spans(g).is_empty()));
+        assert_eq!(m.op_type_aggregates(), full.op_type_aggregates());
+        assert_eq!(m.tokens(), full.tokens());
+    }
+
+    #[test]
+    fn the_backend_view_sums_the_same_whether_calls_are_kept_or_not() {
+        let full = backends::compute(&split_model(6));
+        assert!(full.is_interesting() && full.call.is_some());
+        let streamed = |table: BackendTable| -> BackendStats {
+            let mut table = Some(table);
+            let mut t = table.take().expect("table");
+            let m = split_model_with(6, Retention::Aggregates, &mut |m, g| t.add_graph(m, g));
+            t.finish(&m)
+        };
+        assert_eq!(streamed(BackendTable::default()), full);
+        let totals = streamed(BackendTable::totals_only());
+        assert!(totals.tokens.is_empty());
+        assert_eq!(
+            BackendStats {
+                tokens: full.tokens.clone(),
+                ..totals
+            },
+            full
+        );
     }
 }

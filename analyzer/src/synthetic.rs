@@ -20,6 +20,7 @@ use common::{
 use trace_format::{TraceError, TraceFooter, TraceHeader, TraceWriter, event_kind_table};
 
 use crate::ingest::OrderKey;
+use crate::model::{GraphSpan, Retention};
 
 /// How a synthetic run records its operators.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -418,6 +419,16 @@ pub const SPLIT_SYNC_NS: u64 = 13_000;
 /// accel split still runs (`sync.ffn_up-1`, [`SPLIT_SYNC_NS`] long, then
 /// `to_cpu.ffn_up-1`). One thread per backend.
 pub fn split_model(calls: u32) -> crate::TraceModel {
+    split_model_with(calls, Retention::All, &mut |_, _| {})
+}
+
+/// [`split_model`] keeping `retention` of each graph, calling `on_graph` as each closes
+/// (as [`crate::ingest::load_with`] does).
+pub fn split_model_with(
+    calls: u32,
+    retention: Retention,
+    on_graph: &mut dyn FnMut(&crate::TraceModel, &GraphSpan),
+) -> crate::TraceModel {
     use trace_format::record_bytes;
     let mut events: Vec<(u64, Vec<u8>)> = Vec::new();
     let main = SYNTH_MAIN_TID;
@@ -545,15 +556,17 @@ pub fn split_model(calls: u32) -> crate::TraceModel {
         t = c1 + 1000;
     }
     events.sort_by_key(|(ts, _)| *ts);
-    let mut m = crate::TraceModel::new(&synth_header());
+    let mut m = crate::TraceModel::with_retention(&synth_header(), retention);
     for (_, rec) in &events {
         let kind = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
         let ev = EventKind::from_u32(kind)
             .and_then(|k| trace_format::decode_record(k, rec))
             .expect("synthetic records decode");
         m.apply(&ev);
+        m.release_closed(&mut *on_graph);
     }
     m.finish(None);
+    m.release_closed(&mut *on_graph);
     m
 }
 

@@ -48,7 +48,7 @@ pub fn window_stats(model: &TraceModel) -> Option<WindowStats> {
             continue;
         }
         let ms = (end - t.start_ns) as f64 / 1e6;
-        if t.op_type_ns.iter().any(|&ns| ns > 0) {
+        if t.op_ns > 0 {
             traced.push(ms);
         } else {
             untraced.push(ms);

@@ -975,33 +975,15 @@ fn llama_server_serving_two_requests_at_once_is_traced_by_pid() {
     let _ = std::fs::remove_file(&trace);
 }
 
-/// `profinfer analyze trace -o dir`, asserting it succeeds; its peak resident memory,
-/// KiB (its own, from `wait4`).
-#[allow(
-    clippy::zombie_processes,
-    reason = "reaped by wait4, which also gives its resource usage"
-)]
+/// Peak RSS (KiB) of `profinfer analyze TRACE -o DIR --no-graphics`.
 fn analyze_peak_rss(trace: &Path, dir: &Path) -> u64 {
-    let child = profinfer()
-        .arg("analyze")
+    let mut cmd = profinfer();
+    cmd.arg("analyze")
         .arg(trace)
         .arg("-o")
         .arg(dir)
-        .arg("--no-graphics")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("profinfer runs");
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data that `wait4` fills.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child with valid status and rusage pointers.
-    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(r, child.id() as i32, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "analyze failed ({status:#x})"
-    );
-    u64::try_from(usage.ru_maxrss).unwrap_or(0)
+        .arg("--no-graphics");
+    support::peak_rss_kib(&mut cmd)
 }
 
 /// Requests of the afternoon test: several hundred, from two clients at once.

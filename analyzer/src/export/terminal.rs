@@ -196,6 +196,14 @@ fn write_top(r: &Report, w: &mut impl Write) -> io::Result<()> {
         if r.omitted > 0 {
             writeln!(w, "  … {} more (raise -n)", r.omitted)?;
         }
+        if r.top.iter().any(|g| !g.quantiles_exact) {
+            writeln!(
+                w,
+                "  (p50/p99 of groups of over {} executions are a DDSketch's, within {:.0} %)",
+                crate::streaming_stats::EXACT_VALUES,
+                crate::streaming_stats::SKETCH_RELATIVE_ERROR * 100.0
+            )?;
+        }
     }
     Ok(())
 }
@@ -400,12 +408,7 @@ const SIDE_BY_SIDE_ROWS: usize = 8;
 /// The backend split: totals, then the same op and shape on each backend (Fig 12).
 fn write_backends(b: &crate::backends::BackendStats, w: &mut impl Write) -> io::Result<()> {
     let t = &b.total;
-    let calls = b
-        .tokens
-        .iter()
-        .filter(|t| !t.splits.is_empty())
-        .count()
-        .max(1) as f64;
+    let calls = b.split_calls.max(1) as f64;
     let per_call = |ns: u64| ms(ns as f64 / 1e6 / calls);
     writeln!(w)?;
     writeln!(

@@ -4,8 +4,13 @@
 //! the query methods; per-op-type and per-class aggregates are kept up to date as node
 //! spans complete (at each graph's exit), so a snapshot is cheap.
 //!
-//! Memory: 32 bytes per operator slice (+ 8 bytes per counter when counters were read),
-//! ~100 bytes per node span, plus the (small) token/graph/phase/state records. Node
+//! Memory, with [`Retention::All`]: 32 bytes per operator slice (+ 8 bytes per counter
+//! when counters were read), ~100 bytes per node span, plus the (small)
+//! token/graph/phase/state records. With [`Retention::Aggregates`] a closed graph's
+//! slices and spans are handed to the reader ([`TraceModel::release_closed`]) and
+//! dropped, and scheduler intervals are summed, not kept: what remains grows with decode
+//! calls and graphs (`profinfer report` of 240 000 calls peaks at 64 MB), not with
+//! operator or scheduler events. Node
 //! descriptions are interned; their number is bounded by the model's distinct nodes
 //! and shapes.
 
@@ -151,6 +156,26 @@ pub struct TraceModel {
     unpaired: Unpaired,
     counts: EventCounts,
     finished: bool,
+    retention: Retention,
+    /// Graphs closed since the last [`TraceModel::release_closed`] (only when the model
+    /// keeps aggregates).
+    closed: Vec<u32>,
+    /// Graphs below this index have had their operator detail released.
+    detail_from_graph: u32,
+}
+
+/// What the model keeps of a graph's operators once the graph has closed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Retention {
+    /// Every operator slice, node span and scheduler interval: what the timeline, the
+    /// DAG and the live view draw. Memory grows with the recording (see the module doc).
+    #[default]
+    All,
+    /// Only what does not grow with operator events: aggregates, tokens, graphs, phases
+    /// and per-thread state totals. Operator detail is handed to the caller of
+    /// [`TraceModel::release_closed`] graph by graph and then dropped, so a recording of
+    /// any length is read in memory bounded by its tokens and graphs (`docs/performance.md`).
+    Aggregates,
 }
 
 impl TraceModel {
@@ -167,6 +192,48 @@ impl TraceModel {
             op_types: vec![OpAggregate::default(); OP_TYPE_SLOTS],
             ..TraceModel::default()
         }
+    }
+
+    /// An empty model that keeps `retention` of each closed graph.
+    pub fn with_retention(header: &TraceHeader, retention: Retention) -> TraceModel {
+        TraceModel {
+            retention,
+            ..TraceModel::new(header)
+        }
+    }
+
+    /// What the model keeps of closed graphs.
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    /// With [`Retention::Aggregates`]: calls `each` with every graph closed since the last
+    /// call, while its node spans and slices can still be read, then drops the operator
+    /// detail of every closed graph once no graph is open (slices of an open graph are
+    /// kept until it closes). Does nothing with [`Retention::All`].
+    pub fn release_closed(&mut self, mut each: impl FnMut(&TraceModel, &GraphSpan)) {
+        if self.closed.is_empty() {
+            return;
+        }
+        let closed = std::mem::take(&mut self.closed);
+        for &g in &closed {
+            each(self, &self.graphs[g as usize]);
+        }
+        self.closed = closed;
+        self.closed.clear();
+        if self.open_graphs.is_empty() {
+            self.detail_from_graph = self.graphs.len() as u32;
+            self.slices.clear();
+            self.slice_pmc.clear();
+            self.node_spans.clear();
+            self.node_slice_ids.clear();
+        }
+    }
+
+    /// Whether graph `g`'s node spans and slices are still held (always with
+    /// [`Retention::All`]).
+    pub fn has_detail(&self, g: &GraphSpan) -> bool {
+        g.index >= self.detail_from_graph
     }
 
     /// Applies one event. Events must come in timestamp order (per thread at least;
@@ -285,7 +352,7 @@ impl TraceModel {
                 ret: 0,
                 seqs,
                 sampled_ns: None,
-                op_type_ns: vec![0; OP_TYPE_SLOTS],
+                op_ns: 0,
             });
             self.pairing[t].token = Some(index);
         } else if let Some(i) = self.pairing[t].token.take() {
@@ -715,7 +782,7 @@ impl TraceModel {
             }
             self.class_aggs[class].add(&span);
             if let Some(tok) = token.and_then(|t| self.tokens.get_mut(t as usize)) {
-                tok.op_type_ns[slot] += span.dur_ns();
+                tok.op_ns += span.dur_ns();
             }
             self.node_spans.push(span);
             i = j;
@@ -736,6 +803,9 @@ impl TraceModel {
         let graph = &mut self.graphs[g as usize];
         graph.end_ns = end_ns;
         graph.nodes = first_span..self.node_spans.len() as u32;
+        if self.retention == Retention::Aggregates {
+            self.closed.push(g);
+        }
     }
 
     /// Gives the routes of graph `g` recorded without a layer (llama.cpp keeps it in the
@@ -832,6 +902,7 @@ impl TraceModel {
                 let i = self.threads.len();
                 self.threads.push(ThreadInfo {
                     tid,
+                    states: StateTimeline::new(self.retention == Retention::All),
                     ..ThreadInfo::default()
                 });
                 self.pairing.push(Pairing::default());
@@ -930,8 +1001,12 @@ impl TraceModel {
             .map(|&i| &self.slices[i as usize])
     }
 
-    /// The node spans of one graph.
+    /// The node spans of one graph (none once its detail was released, see
+    /// [`TraceModel::release_closed`]).
     pub fn graph_node_spans(&self, graph: &GraphSpan) -> &[NodeSpan] {
+        if !self.has_detail(graph) {
+            return &[];
+        }
         &self.node_spans[graph.nodes.start as usize..graph.nodes.end as usize]
     }
 

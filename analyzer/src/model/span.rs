@@ -256,7 +256,7 @@ mod tests {
         op_types: Vec<OpAggregate>,
         classes: BTreeMap<String, OpAggregate>,
         /// Per token: time per op type.
-        tokens: Vec<Vec<u64>>,
+        tokens: Vec<u64>,
         /// Per thread: tid, slices, busy time.
         threads: Vec<(u32, u64, u64)>,
         /// Per graph: start, end, node spans.
@@ -307,7 +307,7 @@ mod tests {
             spans,
             op_types: m.op_type_aggregates().to_vec(),
             classes,
-            tokens: m.tokens().iter().map(|t| t.op_type_ns.clone()).collect(),
+            tokens: m.tokens().iter().map(|t| t.op_ns).collect(),
             threads,
             graphs: m
                 .graphs()

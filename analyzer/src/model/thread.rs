@@ -53,13 +53,33 @@ pub struct StateSlice {
 }
 
 /// The state timeline of one thread.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StateTimeline {
     slices: Vec<StateSlice>,
+    /// Time in each closed interval's state, ns: running, runnable, sleeping.
+    totals: [u64; 3],
+    /// Whether closed intervals are kept (else only their totals).
+    keep: bool,
     current: Option<(SchedState, u64, u32)>,
 }
 
+impl Default for StateTimeline {
+    fn default() -> Self {
+        StateTimeline::new(true)
+    }
+}
+
 impl StateTimeline {
+    /// An empty timeline that keeps its closed intervals (`keep`) or only their totals.
+    pub fn new(keep: bool) -> StateTimeline {
+        StateTimeline {
+            slices: Vec::new(),
+            totals: [0; 3],
+            keep,
+            current: None,
+        }
+    }
+
     /// Moves to `state` at `ts_ns` (closing the open interval).
     pub fn transition(&mut self, ts_ns: u64, state: SchedState, cpu: u32) {
         self.close(ts_ns);
@@ -78,30 +98,29 @@ impl StateTimeline {
         if let Some((s, since, c)) = self.current.take()
             && ts_ns > since
         {
-            self.slices.push(StateSlice {
-                start_ns: since,
-                end_ns: ts_ns,
-                state: s,
-                cpu: c,
-            });
+            let i = match s {
+                SchedState::Running => 0,
+                SchedState::Runnable => 1,
+                SchedState::Sleeping => 2,
+            };
+            self.totals[i] += ts_ns - since;
+            if self.keep {
+                self.slices.push(StateSlice {
+                    start_ns: since,
+                    end_ns: ts_ns,
+                    state: s,
+                    cpu: c,
+                });
+            }
         }
     }
 
     /// Time in each state over the closed intervals, ns: running, runnable, sleeping.
     pub fn time_by_state(&self) -> [u64; 3] {
-        let mut by_state = [0u64; 3];
-        for s in &self.slices {
-            let i = match s.state {
-                SchedState::Running => 0,
-                SchedState::Runnable => 1,
-                SchedState::Sleeping => 2,
-            };
-            by_state[i] += s.end_ns.saturating_sub(s.start_ns);
-        }
-        by_state
+        self.totals
     }
 
-    /// Closed intervals in time order.
+    /// Closed intervals in time order (none when only totals are kept).
     pub fn slices(&self) -> &[StateSlice] {
         &self.slices
     }

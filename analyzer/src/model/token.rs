@@ -66,8 +66,9 @@ pub struct TokenSpan {
     /// End of the `engine_phase_sample` that followed this call, if any: when its token
     /// was produced.
     pub sampled_ns: Option<u64>,
-    /// Time of each op type's nodes inside this call, ns, indexed by `OpType` value.
-    pub op_type_ns: Vec<u64>,
+    /// Time of its node spans (first thread's entry to last thread's exit, summed), ns:
+    /// 0 when no operator was recorded inside it.
+    pub op_ns: u64,
 }
 
 /// How many sequences one decode call's batch carries (llama.cpp batches the slots of

@@ -3,6 +3,7 @@
 
 #![allow(
     dead_code,
+    unused_macros,
     reason = "each test crate includes this module and uses a different subset"
 )]
 
@@ -354,4 +355,28 @@ pub fn smollm2() -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// Runs `cmd` (stdout discarded), asserts it succeeded, and gives its peak RSS in KiB,
+/// read with `wait4`.
+#[allow(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its resource usage"
+)]
+pub fn peak_rss_kib(cmd: &mut Command) -> u64 {
+    let child = cmd
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("the command runs");
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data that `wait4` fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child with valid status and rusage pointers.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(r, child.id() as i32, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed ({status:#x})"
+    );
+    u64::try_from(usage.ru_maxrss).unwrap_or(0)
 }
