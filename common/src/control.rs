@@ -13,6 +13,10 @@ pub const LEVEL_OP: u32 = 1 << 2;
 pub const LEVEL_PHASE: u32 = 1 << 3;
 /// [`TracerControl::levels`]: scheduler tracepoints for the target's threads.
 pub const LEVEL_SCHED: u32 = 1 << 4;
+/// [`TracerControl::levels`]: CPU-clock samples of the target's threads (`--sample`):
+/// the perf-event program sends them only while this is on. Not part of [`LEVEL_ALL`]:
+/// sampling is asked for with its frequency.
+pub const LEVEL_SAMPLE: u32 = 1 << 5;
 /// Every level.
 pub const LEVEL_ALL: u32 = LEVEL_TOKEN | LEVEL_GRAPH | LEVEL_OP | LEVEL_PHASE | LEVEL_SCHED;
 
@@ -50,8 +54,14 @@ pub const STAT_ABI_MISMATCH: u32 = 2;
 /// Per-CPU statistics slot: the last mismatching `abi_version` seen on that CPU (0 if
 /// none), for the collector's message.
 pub const STAT_ABI_SEEN: u32 = 3;
+/// Per-CPU statistics slot: CPU-clock samples the perf-event program tried to send
+/// (counted apart from the probes' records: the collector folds samples into histograms,
+/// so they are never written one by one).
+pub const STAT_SAMPLES: u32 = 4;
+/// Per-CPU statistics slot: samples that did not fit in the buffer.
+pub const STAT_SAMPLES_LOST: u32 = 5;
 /// Number of per-CPU statistics slots.
-pub const STAT_COUNT: u32 = 4;
+pub const STAT_COUNT: u32 = 6;
 
 /// Ring buffers the probes write (`EVENTS_0` ...): CPU `c` writes ring `c % RINGS`, so on
 /// machines with up to `RINGS` CPUs no two CPUs share a ring's lock and producer line.

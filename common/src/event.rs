@@ -14,9 +14,14 @@ use core::mem::{offset_of, size_of};
 use crate::engine_abi::{MAX_DIMS, MAX_OP_PARAMS, MAX_SRC, NODE_NAME_LEN};
 
 mod backend_span;
+mod cpu_sample;
 mod gpu_timestamps;
 mod op_span;
 pub use backend_span::{BACKEND_UNKNOWN, BackendSpanEvent, BackendSpanKind};
+pub use cpu_sample::{
+    CpuSampleEvent, SAMPLE_COUNT_ENTRIES, SAMPLE_FRAMES, SAMPLE_OP_OTHER, SAMPLE_OP_WAIT,
+    SAMPLE_PHASE_DECODE, SAMPLE_PHASE_IDLE, SAMPLE_PHASE_PREFILL, SampleCountsEvent,
+};
 pub use gpu_timestamps::{GPU_TIMESTAMPS_MAX, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent};
 pub use op_span::{
     NodeDescEvent, OP_SPAN_BACKEND_SHIFT, OP_SPAN_DUR_US, OP_SPAN_END_APPROX, OP_SPAN_FUSED,
@@ -91,6 +96,10 @@ pub enum EventKind {
     TaskNew = 43,
     /// A target thread exited (`sched:sched_process_exit`, [`TaskEvent`]).
     TaskExit = 44,
+    /// A CPU-clock sample of a target thread, its user stack (`--sample`,
+    /// [`CpuSampleEvent`]); the collector folds these into [`EventKind::SampleCounts`]
+    /// and never writes them.
+    CpuSample = 45,
     /// Collector: QoS controller switched probe levels ([`QosSwitchEvent`]).
     QosSwitch = 60,
     /// Collector: events lost on one CPU up to this point ([`LossEvent`]).
@@ -103,6 +112,9 @@ pub enum EventKind {
     /// Collector: a sampled window of operator recording began or ended
     /// ([`OpWindowEvent`]).
     OpWindow = 64,
+    /// Collector: CPU-clock samples of one thread in one phase and interval, per
+    /// operator ([`SampleCountsEvent`]).
+    SampleCounts = 65,
 }
 
 /// The pattern of every phase kind (`PHASE_*`, all carried by a [`PhaseEvent`]), for
@@ -123,7 +135,7 @@ macro_rules! phase_event_kinds {
 
 impl EventKind {
     /// Every kind, in number order.
-    pub const ALL: [EventKind; 29] = [
+    pub const ALL: [EventKind; 31] = [
         EventKind::Decode,
         EventKind::GraphCompute,
         EventKind::GraphThread,
@@ -148,11 +160,13 @@ impl EventKind {
         EventKind::SchedWakeupNew,
         EventKind::TaskNew,
         EventKind::TaskExit,
+        EventKind::CpuSample,
         EventKind::QosSwitch,
         EventKind::Loss,
         EventKind::PmcOpen,
         EventKind::LeafNode,
         EventKind::OpWindow,
+        EventKind::SampleCounts,
     ];
 
     /// The kind for a stored number.
@@ -182,11 +196,13 @@ impl EventKind {
             42 => EventKind::SchedWakeupNew,
             43 => EventKind::TaskNew,
             44 => EventKind::TaskExit,
+            45 => EventKind::CpuSample,
             60 => EventKind::QosSwitch,
             61 => EventKind::Loss,
             62 => EventKind::PmcOpen,
             63 => EventKind::LeafNode,
             64 => EventKind::OpWindow,
+            65 => EventKind::SampleCounts,
             _ => return None,
         })
     }
@@ -214,6 +230,8 @@ impl EventKind {
             EventKind::PmcOpen => size_of::<PmcOpenEvent>(),
             EventKind::LeafNode => size_of::<LeafNodeEvent>(),
             EventKind::OpWindow => size_of::<OpWindowEvent>(),
+            EventKind::CpuSample => size_of::<CpuSampleEvent>(),
+            EventKind::SampleCounts => size_of::<SampleCountsEvent>(),
         }
     }
 
@@ -249,6 +267,8 @@ impl EventKind {
             EventKind::PmcOpen => "pmc_open",
             EventKind::LeafNode => "leaf_node",
             EventKind::OpWindow => "op_window",
+            EventKind::CpuSample => "cpu_sample",
+            EventKind::SampleCounts => "sample_counts",
         }
     }
 }
@@ -918,12 +938,14 @@ mod tests {
                 | EventKind::SchedWakeup
                 | EventKind::SchedWakeupNew
                 | EventKind::TaskNew
-                | EventKind::TaskExit => (40..50).contains(&v),
+                | EventKind::TaskExit
+                | EventKind::CpuSample => (40..50).contains(&v),
                 EventKind::QosSwitch
                 | EventKind::Loss
                 | EventKind::PmcOpen
                 | EventKind::LeafNode
-                | EventKind::OpWindow => (60..80).contains(&v),
+                | EventKind::OpWindow
+                | EventKind::SampleCounts => (60..80).contains(&v),
             };
             assert!(level_ok, "{k:?}");
         }

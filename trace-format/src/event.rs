@@ -1,10 +1,11 @@
 //! Typed view of the packed event records.
 
 use common::event::{
-    BackendSpanEvent, DecodeEvent, EventHeader, EventKind, ExpertRouteEvent, GpuTimestampsEvent,
-    GraphEvent, GraphThreadEvent, LeafNodeEvent, LossEvent, NodeDescEvent, OP_EVENT_V1_PMC_OFFSET,
-    OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, OpSpanEvent, OpSpanPmcEvent, OpWindowEvent, PhaseEvent,
-    PmcOpenEvent, QosSwitchEvent, SchedSwitchEvent, SchedWakeupEvent, TaskEvent,
+    BackendSpanEvent, CpuSampleEvent, DecodeEvent, EventHeader, EventKind, ExpertRouteEvent,
+    GpuTimestampsEvent, GraphEvent, GraphThreadEvent, LeafNodeEvent, LossEvent, NodeDescEvent,
+    OP_EVENT_V1_PMC_OFFSET, OP_EVENT_V1_SIZE, OpEvent, OpExitEvent, OpSpanEvent, OpSpanPmcEvent,
+    OpWindowEvent, PhaseEvent, PmcOpenEvent, QosSwitchEvent, SampleCountsEvent, SchedSwitchEvent,
+    SchedWakeupEvent, TaskEvent,
 };
 
 /// One event of a trace.
@@ -51,6 +52,11 @@ pub enum Event {
     LeafNode(LeafNodeEvent),
     /// A sampled window of operator recording began or ended.
     OpWindow(OpWindowEvent),
+    /// One CPU-clock sample (the collector folds these into [`Event::SampleCounts`]; a
+    /// trace holds none).
+    CpuSample(CpuSampleEvent),
+    /// CPU-clock samples of one thread, phase and interval, per operator (`--sample`).
+    SampleCounts(SampleCountsEvent),
     /// A kind this reader does not know, skipped by the size in the header's table.
     Unknown {
         /// Its header.
@@ -85,6 +91,8 @@ impl Event {
             Event::PmcOpen(e) => e.header,
             Event::LeafNode(e) => e.header,
             Event::OpWindow(e) => e.header,
+            Event::CpuSample(e) => e.header,
+            Event::SampleCounts(e) => e.header,
             Event::Unknown { header, .. } => *header,
         }
     }
@@ -117,6 +125,8 @@ impl Event {
             Event::PmcOpen(x) => record_bytes(x).to_vec(),
             Event::LeafNode(x) => record_bytes(x).to_vec(),
             Event::OpWindow(x) => record_bytes(x).to_vec(),
+            Event::CpuSample(x) => record_bytes(x).to_vec(),
+            Event::SampleCounts(x) => record_bytes(x).to_vec(),
             Event::Unknown { bytes, .. } => bytes.clone(),
         }
     }
@@ -156,6 +166,8 @@ wire_records!(
     PmcOpenEvent,
     LeafNodeEvent,
     OpWindowEvent,
+    CpuSampleEvent,
+    SampleCountsEvent,
     OpSpanEvent,
     OpSpanPmcEvent,
     NodeDescEvent
@@ -218,6 +230,8 @@ pub fn decode_record(kind: EventKind, bytes: &[u8]) -> Option<Event> {
         EventKind::PmcOpen => Event::PmcOpen(read(bytes)?),
         EventKind::LeafNode => Event::LeafNode(read(bytes)?),
         EventKind::OpWindow => Event::OpWindow(read(bytes)?),
+        EventKind::CpuSample => Event::CpuSample(read(bytes)?),
+        EventKind::SampleCounts => Event::SampleCounts(read(bytes)?),
     })
 }
 

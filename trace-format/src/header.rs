@@ -142,4 +142,12 @@ pub struct TraceFooter {
     /// written before it was recorded.
     #[serde(default)]
     pub cost: crate::ProbeCost,
+    /// CPU-clock samples the sampler sent (`record --sample`; counted apart from
+    /// `events_produced`: they are folded into `SampleCounts` records, never written one
+    /// by one). A series has the recording's totals in its last file.
+    #[serde(default)]
+    pub samples_taken: u64,
+    /// Samples that did not fit in the buffer (not in any histogram).
+    #[serde(default)]
+    pub samples_lost: u64,
 }

@@ -18,7 +18,7 @@ use aya_ebpf::{
 use common::{
     control::{
         CONTROL_INDEX, OUTPUT_PERF_BUF, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED,
-        TracerControl,
+        STAT_SAMPLES, STAT_SAMPLES_LOST, TracerControl,
     },
     engine_abi::ENGINE_ABI_VERSION,
     event::{EventHeader, EventKind, PmcReading},
@@ -218,7 +218,14 @@ macro_rules! on_ring {
 /// lost when the buffer is full.
 #[inline(always)]
 pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
-    emit_with(ctx, ev, 0);
+    emit_with(ctx, ev, 0, STAT_PRODUCED, STAT_LOST);
+}
+
+/// Like [`emit`] for a CPU-clock sample: counted in `STAT_SAMPLES`/`STAT_SAMPLES_LOST`,
+/// apart from the probes' records (the collector folds samples into histograms).
+#[inline(always)]
+pub fn emit_sample<C: EbpfContext, T>(ctx: &C, ev: &T) {
+    emit_with(ctx, ev, 0, STAT_SAMPLES, STAT_SAMPLES_LOST);
 }
 
 /// Like [`emit`], and wakes the collector at once when the control map's `flags` has
@@ -228,13 +235,14 @@ pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
 /// ~20 µs inside the probe (measured with `BPF_ENABLE_STATS`, `docs/tracer.md`).
 #[inline(always)]
 pub fn emit_waking_if<C: EbpfContext, T>(ctx: &C, ev: &T, flag: u32) {
-    emit_with(ctx, ev, flag);
+    emit_with(ctx, ev, flag, STAT_PRODUCED, STAT_LOST);
 }
 
-/// Emits `ev`, forcing a wake-up when the control flags have one of `wake_flag`'s bits.
+/// Emits `ev`, forcing a wake-up when the control flags have one of `wake_flag`'s bits;
+/// counts it in the statistics slot `produced`, and in `lost` when it did not fit.
 #[inline(always)]
-fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake_flag: u32) {
-    bump(STAT_PRODUCED);
+fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake_flag: u32, produced: u32, lost: u32) {
+    bump(produced);
     let out = output();
     let ok = if out.perf {
         // SAFETY: `PERF_EVENTS` is a perf event array map (its address is the map
@@ -260,7 +268,7 @@ fn emit_with<C: EbpfContext, T>(ctx: &C, ev: &T, wake_flag: u32) {
         })
     };
     if !ok {
-        bump(STAT_LOST);
+        bump(lost);
     }
 }
 

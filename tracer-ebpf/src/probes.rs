@@ -1,5 +1,6 @@
 //! One module per probe level.
 
+mod cpu_sample;
 mod expert;
 mod ggml_backend;
 mod gpu_node;

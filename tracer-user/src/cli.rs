@@ -159,6 +159,12 @@ struct CaptureArgs {
     /// `profinfer report OUT` (or analyze, diff, export) reads the series as one.
     #[arg(long, value_name = "SIZE|TIME")]
     switch_output: Option<String>,
+    /// Always-on mode: sample the target's threads' CPU time HZ times a second (997 is
+    /// usual) and count the samples per operator, phase and thread, instead of probing
+    /// every operator; keeps the token probes only, unless --levels asks for more. The
+    /// trace holds a small histogram per thread and second.
+    #[arg(long, value_name = "HZ")]
+    sample: Option<u32>,
     #[command(flatten)]
     target: TargetArgs,
     /// The command to start, after `--`.
@@ -190,6 +196,7 @@ impl CaptureArgs {
             duration_secs: self.duration,
             max_size: self.max_size.clone(),
             switch_output: self.switch_output.clone(),
+            sample_hz: self.sample,
         }
     }
 }

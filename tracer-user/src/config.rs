@@ -6,7 +6,7 @@
 
 use std::{path::Path, time::Duration};
 
-use common::control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SCHED, LEVEL_TOKEN};
+use common::control::{LEVEL_GRAPH, LEVEL_OP, LEVEL_PHASE, LEVEL_SAMPLE, LEVEL_SCHED, LEVEL_TOKEN};
 use serde::Deserialize;
 
 /// Smallest ring buffer accepted (one page).
@@ -216,6 +216,8 @@ pub struct Overrides {
     pub max_size: Option<String>,
     /// `--switch-output SIZE|TIME`.
     pub switch_output: Option<String>,
+    /// `--sample HZ`.
+    pub sample_hz: Option<u32>,
 }
 
 /// Buffer kind.
@@ -268,7 +270,15 @@ pub struct TracerConfig {
     pub chunk_bytes: usize,
     /// The output's size cap and series switching.
     pub output: crate::output_limits::OutputLimits,
+    /// CPU-clock sampling of the target's threads at this frequency (`--sample HZ`,
+    /// `LEVEL_SAMPLE` in `levels`).
+    pub sample_hz: Option<u32>,
 }
+
+/// Highest `--sample` frequency: the kernel's default `perf_event_max_sample_rate` is
+/// higher, but above a few kHz the samples cost more than the operator probes they
+/// replace.
+pub const MAX_SAMPLE_HZ: u32 = 10_000;
 
 fn level_bit(name: &str) -> Option<u32> {
     Some(match name {
@@ -351,6 +361,23 @@ impl TracerConfig {
             .into_iter()
             .filter(|(on, _)| on.unwrap_or(true))
             .fold(0, |acc, (_, b)| acc | b)
+        };
+        let sample_hz = match cli.sample_hz {
+            Some(hz) if !(1..=MAX_SAMPLE_HZ).contains(&hz) => {
+                return Err(ConfigError::Invalid {
+                    key: "sample",
+                    value: hz.to_string(),
+                    reason: "expected a frequency between 1 and 10000 Hz (997 is usual)",
+                });
+            }
+            other => other,
+        };
+        // Sampling is the always-on mode: without levels asked for, it keeps only the
+        // token probes (two hits per decode call) beside the samples.
+        let levels = match sample_hz {
+            Some(_) if cli.levels.is_none() => LEVEL_TOKEN | LEVEL_SAMPLE,
+            Some(_) => levels | LEVEL_SAMPLE,
+            None => levels,
         };
         let kind = cli
             .buffer
@@ -476,6 +503,7 @@ impl TracerConfig {
             duration,
             chunk_bytes,
             output: output_limits(file, cli)?,
+            sample_hz,
         })
     }
 
@@ -498,6 +526,9 @@ impl TracerConfig {
         if let Some(max) = self.output.max_size {
             s.other.insert("max_size".into(), max.to_string());
         }
+        if let Some(hz) = self.sample_hz {
+            s.other.insert("sample_hz".into(), hz.to_string());
+        }
         if let Some(switch) = self.output.switch {
             s.other.insert("switch_output".into(), switch.to_string());
         }
@@ -509,6 +540,33 @@ impl TracerConfig {
 mod tests {
     use super::*;
     use common::control::LEVEL_ALL;
+
+    #[test]
+    fn sampling_keeps_tokens_only_unless_levels_are_asked_for() {
+        let sample = |levels: Option<Vec<String>>, hz| {
+            TracerConfig::build(
+                &FileConfig::default(),
+                &Overrides {
+                    levels,
+                    sample_hz: Some(hz),
+                    ..Overrides::default()
+                },
+            )
+        };
+        let c = sample(None, 997).expect("valid");
+        assert_eq!(c.levels, LEVEL_TOKEN | LEVEL_SAMPLE);
+        assert_eq!(c.sample_hz, Some(997));
+        assert_eq!(
+            c.settings().other.get("sample_hz").map(String::as_str),
+            Some("997")
+        );
+        let c = sample(Some(vec!["token".into(), "graph".into()]), 99).expect("valid");
+        assert_eq!(c.levels, LEVEL_TOKEN | LEVEL_GRAPH | LEVEL_SAMPLE);
+        assert!(sample(None, 0).is_err());
+        assert!(sample(None, MAX_SAMPLE_HZ + 1).is_err());
+        let plain = TracerConfig::build(&FileConfig::default(), &Overrides::default());
+        assert_eq!(plain.expect("valid").levels & LEVEL_SAMPLE, 0);
+    }
 
     #[test]
     fn defaults_enable_everything_with_a_ring_buffer() {

@@ -28,6 +28,7 @@ pub mod probe_points;
 pub mod qos;
 pub mod record;
 pub mod report;
+pub mod samples;
 pub mod target;
 pub mod targets;
 pub mod tui;

@@ -90,6 +90,20 @@ pub enum LoadError {
         #[source]
         source: Box<aya::maps::MapError>,
     },
+    /// The CPU-clock sampling program could not be attached to a CPU's timer.
+    #[error(
+        "attaching the CPU-clock sampler (--sample {hz}) to CPU {cpu} failed (the kernel's \
+         perf_event_max_sample_rate below {hz}? perf events not allowed?)"
+    )]
+    SampleAttach {
+        /// The CPU.
+        cpu: u32,
+        /// The frequency asked for.
+        hz: u32,
+        /// aya's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A tracepoint could not be attached (tracefs not mounted?).
     #[error("attaching tracepoint {category}:{name} failed")]
     TracepointAttach {
@@ -496,6 +510,45 @@ pub fn probe_info(
             "uretprobe".to_owned()
         },
     }
+}
+
+/// Attaches the CPU-clock sampler (`--sample HZ`): the `cpu_sample` program on a
+/// `cpu-clock` timer of every online CPU at `hz` (a frequency, as `perf record -F`), for
+/// every process; the program keeps the target's samples only.
+pub fn attach_cpu_samples(ebpf: &mut Ebpf, hz: u32) -> Result<Vec<ProbeInfo>, LoadError> {
+    use aya::programs::{
+        PerfEvent,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    };
+    const PROG: &str = "cpu_sample";
+    let load_err = |source| LoadError::ProgramLoad {
+        program: PROG,
+        source: Box::new(source),
+    };
+    let p: &mut PerfEvent = program(ebpf, PROG)?.try_into().map_err(load_err)?;
+    p.load().map_err(load_err)?;
+    for cpu in online_cpus() {
+        p.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(u64::from(hz)),
+            false,
+        )
+        .map_err(|source| LoadError::SampleAttach {
+            cpu,
+            hz,
+            source: Box::new(source),
+        })?;
+    }
+    Ok(vec![ProbeInfo {
+        id: EventKind::CpuSample as u32,
+        attach: "perf_event".into(),
+        point: format!("cpu-clock@{hz}Hz"),
+        level: "sample".into(),
+        offset: 0,
+        first_insn: String::new(),
+        cost_class: "n/a".into(),
+    }])
 }
 
 /// Attaches the scheduler tracepoints of `levels` and the thread-set ones (every target).

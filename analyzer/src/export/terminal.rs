@@ -53,6 +53,10 @@ pub fn write(r: &Report, mut w: impl Write) -> io::Result<()> {
         writeln!(w)?;
         write_windows(win, &mut w)?;
     }
+    if let Some(sampled) = &r.sampled {
+        writeln!(w)?;
+        write_sampled(sampled, &mut w)?;
+    }
     let s = &r.summary;
     if !s.warnings.is_empty() {
         writeln!(w)?;
@@ -235,6 +239,44 @@ fn write_threads(r: &Report, w: &mut impl Write) -> io::Result<()> {
         w,
         "  (* main thread; busy = inside operators; scheduler times need the sched level)"
     )?;
+    Ok(())
+}
+
+/// Shares of a sampled recording's CPU time per phase, with their sampling error.
+fn write_sampled(s: &crate::report::SampledReport, w: &mut impl Write) -> io::Result<()> {
+    let phase_total =
+        |shares: &[crate::model::SampledShare]| -> u64 { shares.iter().map(|x| x.samples).sum() };
+    writeln!(
+        w,
+        "sampled   CPU-clock samples of the target's threads at {} Hz: {} (decode {}, \
+         prefill {}, outside decode calls {}); share ± one standard error",
+        s.hz,
+        s.samples,
+        phase_total(&s.decode),
+        phase_total(&s.prefill),
+        s.outside
+    )?;
+    for (phase, shares) in [("decode", &s.decode), ("prefill", &s.prefill)] {
+        if shares.is_empty() {
+            continue;
+        }
+        writeln!(
+            w,
+            "  {phase:<22} {:>8} {:>8} {:>7} {:>10}",
+            "samples", "share", "± err", "CPU ms"
+        )?;
+        for x in shares.iter().take(12) {
+            writeln!(
+                w,
+                "  {:<22} {:>8} {:>7.1} % {:>5.1} % {:>10.1}",
+                fit(&x.op, 22),
+                x.samples,
+                100.0 * x.share,
+                100.0 * x.stderr,
+                x.cpu_ms
+            )?;
+        }
+    }
     Ok(())
 }
 

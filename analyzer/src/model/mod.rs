@@ -15,6 +15,7 @@
 //! and shapes.
 
 mod backend_call;
+pub mod cpu_samples;
 mod expert;
 mod gpu_time;
 mod graph;
@@ -37,6 +38,7 @@ use common::event::{
     GraphEvent, LeafNodeEvent, MAX_PMC, NodeDescEvent, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent,
     OpExitEvent, PhaseEvent, PmcReading, SchedSwitchEvent, TaskEvent,
 };
+pub use cpu_samples::{CpuSamples, SampledShare};
 pub use expert::LayerRoute;
 pub use graph::{GraphSpan, backend_name};
 pub use leaf::LeafInfo;
@@ -147,6 +149,7 @@ pub struct TraceModel {
     spare_slices: Vec<Vec<u32>>,
     qos: Vec<QosMark>,
     windows: Vec<WindowMark>,
+    samples: CpuSamples,
     losses: Vec<LossMark>,
     leaves: HashMap<u64, LeafInfo>,
     /// The latest description of each node address (format 4).
@@ -230,6 +233,11 @@ impl TraceModel {
         }
     }
 
+    /// The CPU-clock samples of a `--sample` recording (empty otherwise).
+    pub fn cpu_samples(&self) -> &CpuSamples {
+        &self.samples
+    }
+
     /// Whether graph `g`'s node spans and slices are still held (always with
     /// [`Retention::All`]).
     pub fn has_detail(&self, g: &GraphSpan) -> bool {
@@ -306,6 +314,12 @@ impl TraceModel {
                     lost: e.lost,
                 });
             }
+            Event::SampleCounts(e) => {
+                self.counts.collector += 1;
+                self.samples.add(e);
+            }
+            // Samples are folded by the collector; a trace holds none.
+            Event::CpuSample(_) => self.counts.unknown += 1,
             Event::PmcOpen(_) => self.counts.collector += 1,
             Event::LeafNode(e) => self.apply_leaf_node(e),
             Event::Unknown { .. } => self.counts.unknown += 1,

@@ -9,8 +9,23 @@ use common::engine_abi::EngineNode;
 use super::{n_rows, row, row_mut, rows_for, src};
 use crate::ops::ComputeParams;
 
+/// `ADD`: one function per op, so a sampled frame names its op (`engine::ops::binary::add`).
+pub(super) fn add(node: &EngineNode, p: &ComputeParams) {
+    compute(node, p, |a, b| a + b);
+}
+
+/// `MUL`.
+pub(super) fn mul(node: &EngineNode, p: &ComputeParams) {
+    compute(node, p, |a, b| a * b);
+}
+
+/// `DIV`.
+pub(super) fn div(node: &EngineNode, p: &ComputeParams) {
+    compute(node, p, |a, b| a / b);
+}
+
 /// `dst[i, r] = f(src0[i, r], src1[i mod ne1₀, r mod rows(src1)])`.
-pub(super) fn compute(node: &EngineNode, p: &ComputeParams, f: impl Fn(f32, f32) -> f32) {
+fn compute(node: &EngineNode, p: &ComputeParams, f: impl Fn(f32, f32) -> f32) {
     // SAFETY: sources of a node of the graph being computed.
     let (a, b) = unsafe { (src(node.src[0]), src(node.src[1])) };
     let len = node.ne[0] as usize;

@@ -65,14 +65,14 @@ pub(crate) fn compute(node: &EngineNode, p: &ComputeParams) {
     match node.op_type() {
         Some(OpType::GetRows) => get_rows::compute(node, p),
         Some(OpType::RmsNorm) => rms_norm::compute(node, p),
-        Some(OpType::Mul) => binary::compute(node, p, |a, b| a * b),
-        Some(OpType::Add) => binary::compute(node, p, |a, b| a + b),
+        Some(OpType::Mul) => binary::mul(node, p),
+        Some(OpType::Add) => binary::add(node, p),
         Some(OpType::MulMat) => mul_mat::compute(node, p),
         Some(OpType::Rope) => rope::compute(node, p),
         Some(OpType::Cpy) => cpy::compute(node, p),
         Some(OpType::SoftMax) => soft_max::compute(node, p),
         Some(OpType::SwiGlu) => swiglu::compute(node, p),
-        Some(OpType::Div) => binary::compute(node, p, |a, b| a / b),
+        Some(OpType::Div) => binary::div(node, p),
         Some(OpType::SumRows) => sum_rows::compute(node, p),
         Some(OpType::MulMatId) => mul_mat_id::compute(node, p),
         Some(op @ (OpType::Scale | OpType::Clamp | OpType::Silu | OpType::Tanh)) => {

@@ -26,6 +26,7 @@ use crate::{
     observe::{CollectorStatus, effective_levels},
     pmc::PmcSet,
     qos::{QosController, QosDecision},
+    samples::CpuSampler,
     target::{self, TargetEnd},
     targets::plan::{ProbePlan, RecordCheck, RecordsRejected},
     windows::OpWindows,
@@ -100,6 +101,8 @@ pub struct Collector<'c, 'o> {
     pub cost_meter: Option<crate::probe_cost::ProbeCostMeter>,
     /// The target's check of the first records, until they are confirmed.
     record_check: Option<Box<dyn RecordCheck>>,
+    /// CPU-clock samples counted into histograms (`--sample`).
+    pub sampler: Option<CpuSampler>,
 }
 
 impl<'c, 'o> Collector<'c, 'o> {
@@ -137,6 +140,9 @@ impl<'c, 'o> Collector<'c, 'o> {
             abi_reported: false,
             cost_meter: None,
             record_check: plan.record_check(),
+            sampler: cfg
+                .sample_hz
+                .map(|hz| CpuSampler::new(pid, hz, plan.sample_classifier())),
         }
     }
 
@@ -237,6 +243,7 @@ impl<'c, 'o> Collector<'c, 'o> {
         if let Some(rejected) = self.drain().rejected {
             return Err(rejected.into());
         }
+        self.write_samples(true)?;
         Ok(ending)
     }
 
@@ -244,16 +251,26 @@ impl<'c, 'o> Collector<'c, 'o> {
     fn drain(&mut self) -> Drained {
         let mut d = Drained::default();
         let drained_at = Instant::now();
-        let (sink, leaves, check, maps) = (
+        let (sink, leaves, check, maps, sampler) = (
             &mut self.sink,
             &mut self.leaves,
             &mut self.record_check,
             &self.maps,
+            &mut self.sampler,
         );
         self.source.drain(|bytes| {
             let Some((kind, record)) = split_record(bytes) else {
                 return;
             };
+            if let Some(s) = sampler.as_mut() {
+                if kind == EventKind::CpuSample as u32 {
+                    s.observe_sample(record);
+                    return;
+                }
+                if kind == EventKind::Decode as u32 {
+                    s.observe_decode(record);
+                }
+            }
             if let Some(c) = check.as_mut()
                 && d.rejected.is_none()
                 && let Err(rejected) = c.observe(kind, record)
@@ -280,7 +297,21 @@ impl<'c, 'o> Collector<'c, 'o> {
                 }
             }
         });
+        if let Some(s) = self.sampler.as_mut() {
+            s.settle();
+        }
         d
+    }
+
+    /// Writes the sample histograms that are due (all of them with `force`).
+    fn write_samples(&mut self, force: bool) -> Result<(), RecordError> {
+        let Some(s) = self.sampler.as_mut() else {
+            return Ok(());
+        };
+        for ev in s.take_due(force) {
+            self.sink.collector_record(&ev)?;
+        }
+        Ok(())
     }
 
     /// Counters on new threads, leaf nodes when due, the QoS controller.
@@ -299,6 +330,7 @@ impl<'c, 'o> Collector<'c, 'o> {
         self.read_leaves(d.boundary)?;
         self.run_qos(&d.decode_steps)?;
         self.run_windows(d.decode_steps.len())?;
+        self.write_samples(false)?;
         Ok(())
     }
 

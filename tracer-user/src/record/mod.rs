@@ -20,7 +20,10 @@ mod sink;
 use std::{path::PathBuf, time::Instant};
 
 use common::{
-    control::{LEVEL_OP, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED},
+    control::{
+        LEVEL_OP, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED, STAT_SAMPLES,
+        STAT_SAMPLES_LOST,
+    },
     event::{EventKind, PmcOpenEvent},
 };
 use trace_format::ProbeCost;
@@ -93,6 +96,8 @@ pub struct RecordSummary {
     pub lost: u64,
     /// Lost per CPU.
     pub lost_per_cpu: Vec<u64>,
+    /// CPU-clock samples sent and lost (`--sample`).
+    pub samples: Option<(u64, u64)>,
     /// QoS switches made.
     pub qos_switches: u32,
     /// Probe hits whose engine structure had another ABI version (fields not recorded).
@@ -124,6 +129,12 @@ impl std::fmt::Display for RecordSummary {
         )?;
         if self.lost > 0 {
             write!(f, " (per CPU: {:?})", self.lost_per_cpu)?;
+        }
+        if let Some((taken, lost)) = self.samples {
+            write!(
+                f,
+                "; {taken} CPU samples counted into histograms, {lost} lost"
+            )?;
         }
         if self.qos_switches > 0 {
             write!(f, "; {} QoS switches", self.qos_switches)?;
@@ -293,7 +304,10 @@ fn record_with(
         op_detail: control.op_detail,
         pid,
     };
-    let (probes, op_probes) = plan.attach(&mut maps.ebpf, request)?;
+    let (mut probes, op_probes) = plan.attach(&mut maps.ebpf, request)?;
+    if let Some(hz) = cfg.sample_hz {
+        probes.extend(crate::load::attach_cpu_samples(&mut maps.ebpf, hz)?);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -388,6 +402,9 @@ fn finish(
     }
     let produced: u64 = produced_per_cpu.iter().sum();
     let lost: u64 = lost_per_cpu.iter().sum();
+    let sum = |slot| maps.stat_per_cpu(slot).map(|v| v.iter().sum::<u64>());
+    let samples = (sum(STAT_SAMPLES)?, sum(STAT_SAMPLES_LOST)?);
+    sink.samples = samples;
     let cost = ProbeCost {
         target_cpu_ns: ending.target_cpu.map(|d| d.as_nanos() as u64),
         ..cost_meter.finish(&maps.ebpf)
@@ -410,6 +427,7 @@ fn finish(
         written,
         lost,
         lost_per_cpu,
+        samples: req.config.sample_hz.map(|_| samples),
         qos_switches,
         abi_mismatches,
         abi_seen,

@@ -211,6 +211,9 @@ impl SeriesFiles {
 
 /// The trace writer(s) and the observer, with the counts the footers need.
 pub struct TraceSink<'o> {
+    /// CPU-clock samples sent and lost in the whole recording (`--sample`), for the last
+    /// file's footer.
+    pub samples: (u64, u64),
     member: Option<Member>,
     base: PathBuf,
     header: TraceHeader,
@@ -276,6 +279,7 @@ impl<'o> TraceSink<'o> {
         }
         let levels = header.recording_settings().levels.unwrap_or(LEVEL_TOKEN);
         let mut sink = TraceSink {
+            samples: (0, 0),
             member: None,
             base: path.to_path_buf(),
             header: header.clone(),
@@ -514,6 +518,8 @@ impl<'o> TraceSink<'o> {
             end_reason,
             end_ts_ns,
             cost,
+            samples_taken: if last { self.samples.0 } else { 0 },
+            samples_lost: if last { self.samples.1 } else { 0 },
         })
     }
 

@@ -77,6 +77,10 @@ pub trait ProbePlan {
         let _ = seen;
         None
     }
+
+    /// How a CPU-clock sample's function names the operator the thread was in (`--sample`):
+    /// this target's operator functions and thread-pool waits.
+    fn sample_classifier(&self) -> crate::samples::SampleClassifier;
 }
 
 /// A check of a recording's first raw records against what the target's probes must

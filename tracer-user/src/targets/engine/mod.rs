@@ -4,4 +4,5 @@
 
 pub mod plan;
 pub mod points;
+pub mod sample_ops;
 pub mod uprobes;

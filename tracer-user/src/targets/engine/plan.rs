@@ -51,6 +51,10 @@ fn node_ends(probes: &[ProbeInfo]) -> Option<NodeEnds> {
 }
 
 impl ProbePlan for EnginePlan {
+    fn sample_classifier(&self) -> crate::samples::SampleClassifier {
+        super::sample_ops::classify
+    }
+
     fn binary(&self) -> &Path {
         &self.exe
     }

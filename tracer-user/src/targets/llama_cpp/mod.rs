@@ -13,3 +13,4 @@ pub mod layout;
 pub mod layout_check;
 pub mod libraries;
 pub mod plan;
+pub mod sample_ops;

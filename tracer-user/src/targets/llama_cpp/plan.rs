@@ -257,6 +257,10 @@ impl LlamaCppPlan {
 }
 
 impl ProbePlan for LlamaCppPlan {
+    fn sample_classifier(&self) -> crate::samples::SampleClassifier {
+        super::sample_ops::classify
+    }
+
     fn binary(&self) -> &Path {
         &self.exe
     }

@@ -1,0 +1,205 @@
+//! Function names of a target's instruction addresses: the mapping that holds the
+//! address (`/proc/PID/maps`), its ELF file's load segments (object) to turn the address
+//! into the file's own, and the file's DWARF (addr2line) for the function and every
+//! function inlined at that address, innermost first, or its symbol table where it has
+//! no debug information (llama.cpp's release builds).
+
+use std::{collections::HashMap, path::PathBuf};
+
+/// One executable mapping of the target.
+struct Mapping {
+    start: u64,
+    end: u64,
+    /// File offset of `start`.
+    offset: u64,
+    path: PathBuf,
+}
+
+/// A mapped ELF file, loaded for symbolization.
+struct Image {
+    loader: addr2line::Loader,
+    /// Load segments: (file offset, file size, virtual address).
+    segments: Vec<(u64, u64, u64)>,
+}
+
+/// One function at an address: its name (without the namespace where the DWARF has
+/// line tables only, as the engine's release build) and its source file (empty without
+/// DWARF).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    /// Function name.
+    pub function: String,
+    /// Source file of the function's code at the address.
+    pub file: String,
+}
+
+/// Function names by instruction address in one process, cached per file.
+pub struct FrameNames {
+    pid: u32,
+    mappings: Vec<Mapping>,
+    /// `None`: the file could not be read (deleted, no permission, not ELF).
+    images: HashMap<PathBuf, Option<Image>>,
+}
+
+impl FrameNames {
+    /// Names for the process `pid` (its mappings are read at the first lookup, and again
+    /// when an address falls outside them: a library loaded later).
+    pub fn new(pid: u32) -> FrameNames {
+        FrameNames {
+            pid,
+            mappings: Vec::new(),
+            images: HashMap::new(),
+        }
+    }
+
+    /// The functions at `ip`, innermost (inlined) first; empty when the address is in
+    /// no file-backed executable mapping or the file names nothing there.
+    pub fn functions(&mut self, ip: u64) -> Vec<Frame> {
+        if self.mapping(ip).is_none() {
+            self.mappings = read_maps(self.pid);
+        }
+        let Some(m) = self.mapping(ip) else {
+            return Vec::new();
+        };
+        let (file_off, path) = (ip - m.start + m.offset, m.path.clone());
+        let image = self
+            .images
+            .entry(path.clone())
+            .or_insert_with(|| Image::open(&path));
+        image
+            .as_ref()
+            .map_or_else(Vec::new, |img| img.functions(file_off))
+    }
+
+    fn mapping(&self, ip: u64) -> Option<&Mapping> {
+        self.mappings
+            .iter()
+            .find(|m| (m.start..m.end).contains(&ip))
+    }
+}
+
+impl Image {
+    fn open(path: &std::path::Path) -> Option<Image> {
+        let data = std::fs::read(path).ok()?;
+        let file = object::File::parse(&*data).ok()?;
+        use object::{Object, ObjectSegment};
+        let segments = file
+            .segments()
+            .map(|s| {
+                let (off, size) = s.file_range();
+                (off, size, s.address())
+            })
+            .collect();
+        let loader = addr2line::Loader::new(path).ok()?;
+        Some(Image { loader, segments })
+    }
+
+    fn functions(&self, file_off: u64) -> Vec<Frame> {
+        let Some(&(off, _, vaddr)) = self
+            .segments
+            .iter()
+            .find(|&&(off, size, _)| (off..off + size).contains(&file_off))
+        else {
+            return Vec::new();
+        };
+        let probe = file_off - off + vaddr;
+        let mut names = Vec::new();
+        if let Ok(mut frames) = self.loader.find_frames(probe) {
+            while let Ok(Some(f)) = frames.next() {
+                if let Some(name) = f.function.as_ref().and_then(|n| n.demangle().ok()) {
+                    names.push(Frame {
+                        function: without_hash(&name).to_owned(),
+                        file: f
+                            .location
+                            .and_then(|l| l.file)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    });
+                }
+            }
+        }
+        // The symbol table names the physical function with its whole path
+        // (`engine_kernels::matmul::x86::tile_block`), which line-tables-only DWARF
+        // does not: it goes last, as the outermost name.
+        if let Some(sym) = self.loader.find_symbol(probe) {
+            let name = addr2line::demangle_auto(sym.into(), None);
+            names.push(Frame {
+                function: without_hash(&name).to_owned(),
+                file: String::new(),
+            });
+        }
+        names
+    }
+}
+
+/// A Rust symbol without its `::h0123456789abcdef` hash.
+fn without_hash(name: &str) -> &str {
+    match name.rsplit_once("::h") {
+        Some((head, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            head
+        }
+        _ => name,
+    }
+}
+
+/// The file-backed executable mappings of `pid`.
+fn read_maps(pid: u32) -> Vec<Mapping> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    text.lines().filter_map(parse_map_line).collect()
+}
+
+/// `start-end perms offset dev inode path` of an executable, file-backed mapping.
+fn parse_map_line(line: &str) -> Option<Mapping> {
+    let mut f = line.split_whitespace();
+    let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
+    let path = f.nth(2)?;
+    if !perms.contains('x') || !path.starts_with('/') {
+        return None;
+    }
+    let (start, end) = range.split_once('-')?;
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        offset: u64::from_str_radix(offset, 16).ok()?,
+        path: PathBuf::from(path),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_lines_keep_executable_files_only() {
+        let m =
+            parse_map_line("7f12a000-7f12c000 r-xp 00003000 08:01 1234   /usr/lib/libggml-cpu.so")
+                .expect("executable file mapping");
+        assert_eq!((m.start, m.end, m.offset), (0x7f12a000, 0x7f12c000, 0x3000));
+        assert!(
+            parse_map_line("7f12a000-7f12c000 rw-p 00000000 08:01 1234 /usr/lib/x.so").is_none()
+        );
+        assert!(parse_map_line("7ffd000-7ffe000 r-xp 00000000 00:00 0 [vdso]").is_none());
+        assert_eq!(
+            without_hash("engine::ops::compute::h0123456789abcdef"),
+            "engine::ops::compute"
+        );
+        assert_eq!(without_hash("ggml_barrier"), "ggml_barrier");
+    }
+
+    #[test]
+    fn names_this_test_function() {
+        // This process's own code: a real mapping, a real ELF file with DWARF.
+        let ip = names_this_test_function as *const () as usize as u64;
+        let mut names = FrameNames::new(std::process::id());
+        let functions = names.functions(ip);
+        assert!(
+            functions
+                .iter()
+                .any(|f| f.function.ends_with("names_this_test_function")
+                    && f.file.ends_with("frames.rs")),
+            "{functions:?}"
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! End-to-end (root): `profinfer record --sample 997` of SmolLM2-135M-Instruct decoding
+//! on two threads. The trace holds per-second histograms only (no operator records, no
+//! single samples); the samples account for the target's CPU time; decode samples name
+//! the engine's operators, matrix products first; the histograms stay under 1 KB per
+//! second; `profinfer report` shows the shares.
+
+#[macro_use]
+mod support;
+
+use common::{
+    event::{SAMPLE_OP_OTHER, SAMPLE_OP_WAIT, SAMPLE_PHASE_DECODE, SampleCountsEvent},
+    op_catalog::op_id,
+};
+use support::{events, profinfer, smollm2};
+use trace_format::{Event, TraceReader};
+
+const HZ: u32 = 997;
+
+#[test]
+fn sampled_recording_counts_operators_in_small_histograms() {
+    require_root!();
+    let Some(model) = smollm2() else { return };
+    let (trace, _) = support::record_engine_with(
+        "cpu-sample",
+        &model,
+        &["--sample", &HZ.to_string()],
+        &[
+            "-p",
+            "Once upon a time",
+            "-n",
+            "500",
+            "-t",
+            "2",
+            "--ignore-eos",
+        ],
+    );
+    let reader = TraceReader::open(&trace).expect("trace reads");
+    let evs = events(&reader);
+    let counts: Vec<SampleCountsEvent> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::SampleCounts(c) => Some(*c),
+            _ => None,
+        })
+        .collect();
+    assert!(!counts.is_empty(), "no sample histograms");
+    assert!(
+        !evs.iter()
+            .any(|e| matches!(e, Event::CpuSample(_) | Event::OpSpan(_) | Event::Op(_))),
+        "a sampled trace holds histograms, not samples or operator records"
+    );
+    assert!(
+        counts
+            .iter()
+            .all(|c| c.hz == HZ && c.start_ns <= c.header.ts_ns)
+    );
+
+    // The samples stand for the target's CPU time (user + system, all threads).
+    let samples: u64 = counts
+        .iter()
+        .flat_map(|c| c.entries())
+        .map(|(_, n)| u64::from(n))
+        .sum();
+    let footer = reader.footer().expect("footer");
+    // Every sample the program sent is in a histogram, none twice.
+    assert_eq!(footer.samples_lost, 0);
+    assert_eq!(
+        samples, footer.samples_taken,
+        "histograms against samples sent"
+    );
+    let cpu_s = footer.cost.target_cpu_ns.expect("target CPU time") as f64 / 1e9;
+    let sampled_s = samples as f64 / f64::from(HZ);
+    eprintln!("{samples} samples = {sampled_s:.2} s against {cpu_s:.2} s of target CPU");
+    assert!(
+        (0.6..=1.15).contains(&(sampled_s / cpu_s)),
+        "{sampled_s:.2} s sampled for {cpu_s:.2} s of CPU"
+    );
+
+    // Decode samples are named: operators, matrix products the largest, and the pool's
+    // waits; little is left unnamed.
+    let mut per_op = std::collections::BTreeMap::<u16, u64>::new();
+    for c in counts.iter().filter(|c| c.phase == SAMPLE_PHASE_DECODE) {
+        for (op, n) in c.entries() {
+            *per_op.entry(op).or_insert(0) += u64::from(n);
+        }
+    }
+    let decode: u64 = per_op.values().sum();
+    let share = |op: u16| per_op.get(&op).copied().unwrap_or(0) as f64 / decode as f64;
+    let mul_mat = op_id("MUL_MAT").expect("known") as u16;
+    eprintln!("decode samples {decode}: {per_op:?}");
+    assert!(share(SAMPLE_OP_OTHER) < 0.25, "{per_op:?}");
+    let top_op = per_op
+        .iter()
+        .filter(|&(&op, _)| op != SAMPLE_OP_WAIT && op != SAMPLE_OP_OTHER)
+        .max_by_key(|&(_, &n)| n)
+        .map(|(&op, _)| op);
+    assert_eq!(top_op, Some(mul_mat), "{per_op:?}");
+    assert!(per_op.len() >= 5, "only {per_op:?}");
+
+    // Size: the histograms take under 1 KB per second of recording.
+    let first = evs.iter().map(|e| e.header().ts_ns).min().unwrap_or(0);
+    let secs = (footer.end_ts_ns.saturating_sub(first)) as f64 / 1e9;
+    let bytes = counts.len() * size_of::<SampleCountsEvent>();
+    eprintln!(
+        "{} histograms, {bytes} bytes over {secs:.1} s",
+        counts.len()
+    );
+    assert!(bytes as f64 / secs < 1024.0, "{bytes} bytes in {secs:.1} s");
+
+    let out = profinfer()
+        .arg("report")
+        .arg(&trace)
+        .output()
+        .expect("report runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!(
+            "CPU-clock samples of the target's threads at {HZ} Hz"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("MUL_MAT"), "{text}");
+    let _ = std::fs::remove_file(&trace);
+}
