@@ -133,6 +133,20 @@ pub fn recording_mode(settings: &RecordingSettings, model: &TraceModel) -> Recor
     if counters {
         text.push_str("; counters per operator");
     }
+    // `--sample HZ`: from the samples themselves, else the setting.
+    let samples = model.cpu_samples();
+    let sample_hz = (!samples.is_empty()).then(|| samples.hz()).or_else(|| {
+        settings
+            .other
+            .get("sample_hz")
+            .and_then(|v| v.parse::<u32>().ok())
+    });
+    if let Some(hz) = sample_hz {
+        text.push_str(&format!(
+            "; CPU-clock samples at {hz} Hz: operator shares estimated from {} samples",
+            samples.total()
+        ));
+    }
     let mut short = match spans {
         SpanBounds::None => "no operators",
         SpanBounds::Exact => "exact spans",
@@ -144,6 +158,9 @@ pub fn recording_mode(settings: &RecordingSettings, model: &TraceModel) -> Recor
     .to_owned();
     if let Some((traced, all)) = traced_steps {
         short.push_str(&format!(", windows: {traced}/{all} steps"));
+    }
+    if let Some(hz) = sample_hz {
+        short.push_str(&format!(", sampled at {hz} Hz"));
     }
     RecordingMode {
         spans,

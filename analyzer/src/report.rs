@@ -65,35 +65,7 @@ pub struct Report {
     pub windows: Option<crate::windows::WindowStats>,
     /// Operator shares from CPU-clock samples, when the recording was sampled
     /// (`--sample`).
-    pub sampled: Option<SampledReport>,
-}
-
-/// Operator shares of a sampled recording, per phase.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SampledReport {
-    /// Sampling frequency, Hz.
-    pub hz: u32,
-    /// Samples of the target's threads in all.
-    pub samples: u64,
-    /// Samples inside single-token decode calls, and their shares.
-    pub decode: Vec<crate::model::SampledShare>,
-    /// Samples inside prefill calls, and their shares.
-    pub prefill: Vec<crate::model::SampledShare>,
-    /// Samples outside decode calls (loading, tokenizer, sampler between calls).
-    pub outside: u64,
-}
-
-/// The sampled shares of `model`, if it has samples.
-pub fn sampled_report(model: &TraceModel) -> Option<SampledReport> {
-    use common::event::{SAMPLE_PHASE_DECODE, SAMPLE_PHASE_IDLE, SAMPLE_PHASE_PREFILL};
-    let s = model.cpu_samples();
-    (!s.is_empty()).then(|| SampledReport {
-        hz: s.hz(),
-        samples: s.total(),
-        decode: s.shares(Some(SAMPLE_PHASE_DECODE)),
-        prefill: s.shares(Some(SAMPLE_PHASE_PREFILL)),
-        outside: s.phase_total(Some(SAMPLE_PHASE_IDLE)),
-    })
+    pub sampled: Option<crate::model::SampledReport>,
 }
 
 /// Reads `trace` and builds its report with the `top` largest groups by `by`.
@@ -210,7 +182,7 @@ fn assemble(
     Report {
         backends: Some(backends).filter(|b| b.is_interesting()),
         windows: crate::windows::window_stats(model),
-        sampled: sampled_report(model),
+        sampled: model.cpu_samples().report(),
         trace,
         summary,
         by,

@@ -20,7 +20,8 @@ mod op_span;
 pub use backend_span::{BACKEND_UNKNOWN, BackendSpanEvent, BackendSpanKind};
 pub use cpu_sample::{
     CpuSampleEvent, SAMPLE_COUNT_ENTRIES, SAMPLE_FRAMES, SAMPLE_OP_OTHER, SAMPLE_OP_WAIT,
-    SAMPLE_PHASE_DECODE, SAMPLE_PHASE_IDLE, SAMPLE_PHASE_PREFILL, SampleCountsEvent,
+    SAMPLE_PHASE_DECODE, SAMPLE_PHASE_IDLE, SAMPLE_PHASE_PREFILL, SAMPLE_STACK_WORDS,
+    SampleCountsEvent,
 };
 pub use gpu_timestamps::{GPU_TIMESTAMPS_MAX, GPU_TIMESTAMPS_PER_EVENT, GpuTimestampsEvent};
 pub use op_span::{

@@ -221,13 +221,6 @@ pub fn emit<C: EbpfContext, T>(ctx: &C, ev: &T) {
     emit_with(ctx, ev, 0, STAT_PRODUCED, STAT_LOST);
 }
 
-/// Like [`emit`] for a CPU-clock sample: counted in `STAT_SAMPLES`/`STAT_SAMPLES_LOST`,
-/// apart from the probes' records (the collector folds samples into histograms).
-#[inline(always)]
-pub fn emit_sample<C: EbpfContext, T>(ctx: &C, ev: &T) {
-    emit_with(ctx, ev, 0, STAT_SAMPLES, STAT_SAMPLES_LOST);
-}
-
 /// Like [`emit`], and wakes the collector at once when the control map's `flags` has
 /// `flag` (a `CONTROL_FLAG_WAKE_*`): at decode exits for the QoS controller or the live
 /// view, at graph exits while leaf nodes wait to be read. At most one per decode call or
@@ -301,24 +294,54 @@ pub fn emit_large<C: EbpfContext, T: 'static, F: FnOnce(&mut T) -> bool>(ctx: &C
 /// record is counted lost.
 #[inline(always)]
 pub fn emit_large_to_ring<T: 'static, F: FnOnce(&mut T) -> bool>(fill: F) {
+    emit_large_to_ring_counted(STAT_PRODUCED, STAT_LOST, fill);
+}
+
+/// [`emit_large_to_ring`] for a CPU-clock sample: counted in `STAT_SAMPLES` and
+/// `STAT_SAMPLES_LOST`, apart from the probes' records (the collector folds samples into
+/// histograms). The ring buffer only: the perf-buffer path builds records in a
+/// per-thread scratch block, which a timer interrupt could find half-filled by the same
+/// thread's probe; with that output (kernels before 5.8) every sample counts as lost.
+#[inline(always)]
+pub fn emit_sample_to_ring<T: 'static, F: FnOnce(&mut T) -> bool>(fill: F) {
+    emit_large_to_ring_counted(STAT_SAMPLES, STAT_SAMPLES_LOST, fill);
+}
+
+#[inline(always)]
+fn emit_large_to_ring_counted<T: 'static, F: FnOnce(&mut T) -> bool>(
+    produced: u32,
+    lost: u32,
+    fill: F,
+) {
     const { assert!(size_of::<T>() <= LARGE_BLOCK_BYTES && align_of::<T>() <= 8) };
-    bump(STAT_PRODUCED);
+    bump(produced);
     let out = output();
     if out.perf {
-        bump(STAT_LOST);
+        bump(lost);
         return;
     }
-    emit_large_ring(out.wake_bytes, fill);
+    emit_large_ring_counted(out.wake_bytes, produced, lost, fill);
 }
 
 /// [`emit_large`] into this CPU's ring buffer: reserved in place, submitted or discarded.
 #[inline(always)]
 fn emit_large_ring<T: 'static, F: FnOnce(&mut T) -> bool>(wake_bytes: u32, fill: F) {
+    emit_large_ring_counted(wake_bytes, STAT_PRODUCED, STAT_LOST, fill);
+}
+
+/// [`emit_large_ring`] counting in the statistics slots `produced` and `lost`.
+#[inline(always)]
+fn emit_large_ring_counted<T: 'static, F: FnOnce(&mut T) -> bool>(
+    wake_bytes: u32,
+    produced: u32,
+    lost: u32,
+    fill: F,
+) {
     // (The submit flags are taken at the submit, from the same CPU's ring: computed here
     // in each of the eight arms, they multiplied the verifier's states past its budget in
     // the programs that emit in a loop.)
     let Some(mut entry) = on_ring!(|ring| ring.reserve::<T>(0)) else {
-        bump(STAT_LOST);
+        bump(lost);
         return;
     };
     let p = entry.as_mut_ptr();
@@ -332,7 +355,7 @@ fn emit_large_ring<T: 'static, F: FnOnce(&mut T) -> bool>(wake_bytes: u32, fill:
         entry.submit(on_ring!(|ring| ring_wakeup_flags(ring, wake_bytes)));
     } else {
         // Not produced after all.
-        unbump(STAT_PRODUCED);
+        unbump(produced);
         entry.discard(BPF_RB_NO_WAKEUP as u64);
     }
 }

@@ -120,6 +120,75 @@ fn sampled_recording_counts_operators_in_small_histograms() {
         )),
         "{text}"
     );
+    assert!(
+        text.contains(&format!("CPU-clock samples at {HZ} Hz")),
+        "recording line: {text}"
+    );
     assert!(text.contains("MUL_MAT"), "{text}");
+
+    // The page and summary.json of `analyze` show the same shares.
+    let dir = trace.with_extension("analysis");
+    support::analyze_into(&trace, &dir);
+    let page = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
+    assert!(
+        page.contains("CPU-clock samples of the target's threads at 997 Hz"),
+        "index.html"
+    );
+    assert!(page.contains("thread-pool wait"), "index.html");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json"))
+            .expect("JSON");
+    assert_eq!(summary["sampled"]["hz"], HZ);
+    assert_eq!(summary["sampled"]["samples"], samples);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Against a full recording of the same run (both bounds of every span probed): the
+    // operators that take most of the time have the same share. The small ones do not
+    // compare within the sampling error: a full recording's 1–2 µs span includes the
+    // probes' own time (docs/views.md).
+    let total_named: u64 = per_op
+        .iter()
+        .filter(|&(&o, _)| o != SAMPLE_OP_WAIT && o != SAMPLE_OP_OTHER)
+        .map(|(_, &n)| n)
+        .sum();
+    let sampled = per_op.get(&mul_mat).copied().unwrap_or(0) as f64 / total_named as f64;
+    let (full, _) = support::record_engine_with(
+        "cpu-sample-full",
+        &model,
+        &["--exact-spans"],
+        &[
+            "-p",
+            "Once upon a time",
+            "-n",
+            "500",
+            "-t",
+            "2",
+            "--ignore-eos",
+        ],
+    );
+    let out = profinfer()
+        .args(["report", "--json"])
+        .arg(&full)
+        .output()
+        .expect("report runs");
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let top = report["top"].as_array().expect("top");
+    let total: f64 = top
+        .iter()
+        .map(|g| g["total_ms"].as_f64().unwrap_or(0.0))
+        .sum();
+    let full_mm = top
+        .iter()
+        .find(|g| g["key"] == "MUL_MAT")
+        .and_then(|g| g["total_ms"].as_f64())
+        .expect("MUL_MAT in the full recording")
+        / total;
+    eprintln!("MUL_MAT share: sampled {sampled:.3}, full recording {full_mm:.3}");
+    assert!(
+        (sampled - full_mm).abs() < 0.12,
+        "sampled {sampled:.3} against {full_mm:.3}"
+    );
     let _ = std::fs::remove_file(&trace);
+    let _ = std::fs::remove_file(&full);
 }

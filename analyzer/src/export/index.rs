@@ -451,8 +451,53 @@ fn write_runs(s: &crate::export::summary::Summary, w: &mut impl Write) -> io::Re
     writeln!(w, "</table></details>")
 }
 
+/// Operator shares of a sampled recording (`record --sample`), per phase.
+fn write_sampled(s: &crate::model::SampledReport, w: &mut impl Write) -> io::Result<()> {
+    writeln!(
+        w,
+        "<p>Sampled: {} CPU-clock samples of the target's threads at {} Hz ({} outside \
+         decode calls). Each sample is 1/{} s of one thread's CPU time; a share is the \
+         operator's fraction of the phase's samples, ± one standard error \
+         (√(p(1−p)/n)). <em>thread-pool wait</em> is time waiting between operators, \
+         <em>no operator</em> everything else the threads ran.</p>",
+        s.samples, s.hz, s.outside, s.hz
+    )?;
+    for (phase, shares) in [("decode", &s.decode), ("prefill", &s.prefill)] {
+        if shares.is_empty() {
+            continue;
+        }
+        writeln!(
+            w,
+            "<table><tr><th>{phase}</th><th>share</th><th class=\"n\">± err</th>\
+             <th class=\"n\">samples</th><th class=\"n\">CPU time</th></tr>"
+        )?;
+        for x in shares {
+            writeln!(
+                w,
+                "<tr><td>{}</td><td class=\"s\"><span class=\"bar\" style=\"width:{:.0}px\">\
+                 </span>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td></tr>",
+                esc(&x.op),
+                (x.share * 120.0).max(1.0),
+                pct(x.share),
+                pct(x.stderr),
+                x.samples,
+                ms(Some(x.cpu_ms))
+            )?;
+        }
+        writeln!(w, "</table>")?;
+    }
+    Ok(())
+}
+
 fn write_operators(r: &Report, w: &mut impl Write) -> io::Result<()> {
     writeln!(w, "<h2 id=\"operators\">Top operators</h2>")?;
+    if let Some(s) = &r.sampled {
+        write_sampled(s, w)?;
+        if r.top.is_empty() {
+            return Ok(());
+        }
+    }
     if r.top.is_empty() {
         return writeln!(
             w,

@@ -405,6 +405,10 @@ pub fn matmul(s: &ProfStat, path: &Path) -> PlotResult {
 /// # Errors
 /// The plotting library's message.
 pub fn load_balance(s: &ProfStat, path: &Path) -> PlotResult {
+    if s.op_types.is_empty() {
+        // A recording without operators (token and graph levels, `--sample`).
+        return Err("no operator spans to draw".to_owned());
+    }
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let plot = root

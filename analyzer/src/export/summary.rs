@@ -165,6 +165,10 @@ pub struct Summary {
     /// has its own table).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub op_types: Vec<OpTypeRow>,
+    /// Operator shares from CPU-clock samples (`record --sample`; left out when the
+    /// recording was not sampled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<crate::model::SampledReport>,
     /// Things the reader should know (truncation, losses, unpaired records...).
     pub warnings: Vec<String>,
 }
@@ -242,6 +246,13 @@ pub fn summarize(
     if lost > 0 {
         warnings.push(format!("{lost} events were lost while recording"));
     }
+    if let Some(f) = footer.filter(|f| f.samples_lost > 0) {
+        warnings.push(format!(
+            "{} of {} CPU samples were lost (ring buffer full): sampled shares are of the \
+             samples kept",
+            f.samples_lost, f.samples_taken
+        ));
+    }
     let u = model.unpaired();
     if u.total() > 0 {
         warnings.push(format!(
@@ -316,6 +327,7 @@ pub fn summarize(
         ),
         qos_switches: model.qos_switches().len(),
         op_types,
+        sampled: model.cpu_samples().report(),
         warnings,
     }
 }

@@ -243,7 +243,7 @@ fn write_threads(r: &Report, w: &mut impl Write) -> io::Result<()> {
 }
 
 /// Shares of a sampled recording's CPU time per phase, with their sampling error.
-fn write_sampled(s: &crate::report::SampledReport, w: &mut impl Write) -> io::Result<()> {
+fn write_sampled(s: &crate::model::SampledReport, w: &mut impl Write) -> io::Result<()> {
     let phase_total =
         |shares: &[crate::model::SampledShare]| -> u64 { shares.iter().map(|x| x.samples).sum() };
     writeln!(

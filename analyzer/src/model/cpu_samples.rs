@@ -60,7 +60,34 @@ pub fn sampled_phase_name(phase: u16) -> &'static str {
     }
 }
 
+/// Operator shares of a sampled recording, per phase (`report`, `summary.json`,
+/// `index.html`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SampledReport {
+    /// Sampling frequency, Hz.
+    pub hz: u32,
+    /// Samples of the target's threads in all.
+    pub samples: u64,
+    /// Shares of the samples inside single-token decode calls.
+    pub decode: Vec<SampledShare>,
+    /// Shares of the samples inside prefill calls.
+    pub prefill: Vec<SampledShare>,
+    /// Samples outside decode calls (loading, tokenizer, sampler between calls).
+    pub outside: u64,
+}
+
 impl CpuSamples {
+    /// The shares per phase, if the recording was sampled.
+    pub fn report(&self) -> Option<SampledReport> {
+        (!self.is_empty()).then(|| SampledReport {
+            hz: self.hz,
+            samples: self.total,
+            decode: self.shares(Some(SAMPLE_PHASE_DECODE)),
+            prefill: self.shares(Some(SAMPLE_PHASE_PREFILL)),
+            outside: self.phase_total(Some(SAMPLE_PHASE_IDLE)),
+        })
+    }
+
     /// Adds one histogram record.
     pub fn add(&mut self, e: &SampleCountsEvent) {
         self.hz = e.hz;

@@ -38,7 +38,7 @@ use common::event::{
     GraphEvent, LeafNodeEvent, MAX_PMC, NodeDescEvent, OP_DETAIL_PMC, OP_DETAIL_STRUCTURE, OpEvent,
     OpExitEvent, PhaseEvent, PmcReading, SchedSwitchEvent, TaskEvent,
 };
-pub use cpu_samples::{CpuSamples, SampledShare};
+pub use cpu_samples::{CpuSamples, SampledReport, SampledShare};
 pub use expert::LayerRoute;
 pub use graph::{GraphSpan, backend_name};
 pub use leaf::LeafInfo;

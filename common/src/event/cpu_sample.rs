@@ -10,25 +10,48 @@ use super::EventHeader;
 
 /// User-stack frames a [`CpuSampleEvent`] carries (innermost first).
 pub const SAMPLE_FRAMES: usize = 8;
+/// Words of the raw user stack a [`CpuSampleEvent`] carries, from the stack pointer up.
+pub const SAMPLE_STACK_WORDS: usize = 44;
 
 /// One CPU-clock sample of a target thread: the thread's user stack when the timer
-/// fired (`ips[0]` the instruction it was at; the rest by frame pointers, as far as the
-/// code keeps them).
+/// fired: `ips[0]` the instruction it was at, the rest by frame pointers as far as the
+/// code keeps them, and the stack's first words, where the return addresses of code
+/// without frame pointers (llama.cpp's release builds) are found by scanning.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuSampleEvent {
     /// Common header ([`super::EventKind::CpuSample`]; tid = the sampled thread).
     pub header: EventHeader,
     /// Valid entries of `ips`.
     pub n_frames: u32,
-    /// Zero.
-    pub _pad: u32,
+    /// Valid entries of `stack` (0: the sample interrupted the kernel, or the stack could
+    /// not be read).
+    pub stack_words: u32,
     /// User-space instruction addresses, innermost first.
     pub ips: [u64; SAMPLE_FRAMES],
+    /// The user stack from the stack pointer up.
+    pub stack: [u64; SAMPLE_STACK_WORDS],
 }
-const _: () = assert!(size_of::<CpuSampleEvent>() == 32 + 8 + 8 * SAMPLE_FRAMES);
+const _: () =
+    assert!(size_of::<CpuSampleEvent>() == 32 + 8 + 8 * SAMPLE_FRAMES + 8 * SAMPLE_STACK_WORDS);
 const _: () = assert!(offset_of!(CpuSampleEvent, n_frames) == 32);
+const _: () = assert!(offset_of!(CpuSampleEvent, stack_words) == 36);
 const _: () = assert!(offset_of!(CpuSampleEvent, ips) == 40);
+const _: () = assert!(offset_of!(CpuSampleEvent, stack) == 104);
+// No larger than an operator record, the largest kind (`MAX_EVENT_SIZE`).
+const _: () = assert!(size_of::<CpuSampleEvent>() <= size_of::<super::OpEvent>());
+
+impl Default for CpuSampleEvent {
+    fn default() -> Self {
+        CpuSampleEvent {
+            header: EventHeader::ZERO,
+            n_frames: 0,
+            stack_words: 0,
+            ips: [0; SAMPLE_FRAMES],
+            stack: [0; SAMPLE_STACK_WORDS],
+        }
+    }
+}
 
 /// Operator entries in one [`SampleCountsEvent`] (a thread's phase with more operator
 /// kinds in one interval takes several records).

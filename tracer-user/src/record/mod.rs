@@ -43,6 +43,7 @@ use crate::{
     pmc::PmcSet,
     privileges,
     probe_cost::ProbeCostMeter,
+    samples::CpuSampler,
     target::{self, HeldChild},
     targets::{
         TargetChoice,
@@ -381,8 +382,12 @@ fn finish(
         mut leaves,
         qos_switches,
         abi_reported,
+        sampler,
         ..
     } = collector;
+    if let Some(note) = sampler.as_ref().and_then(CpuSampler::unnamed_note) {
+        eprintln!("profinfer: {note}");
+    }
     last_leaves(leaves.as_mut(), &ending, &mut sink, pid)?;
     let leaf_stats = leaves.as_ref().map(LeafResolver::stats).unwrap_or_default();
     let produced_per_cpu = maps.stat_per_cpu(STAT_PRODUCED)?;

@@ -10,10 +10,12 @@ mod frames;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use common::event::{
-    CpuSampleEvent, EVENT_FLAG_EXIT, EventHeader, EventKind, SAMPLE_COUNT_ENTRIES, SAMPLE_FRAMES,
-    SAMPLE_OP_OTHER, SAMPLE_PHASE_DECODE, SAMPLE_PHASE_IDLE, SAMPLE_PHASE_PREFILL,
-    SampleCountsEvent,
+    EVENT_FLAG_EXIT, EventHeader, EventKind, SAMPLE_COUNT_ENTRIES, SAMPLE_FRAMES, SAMPLE_OP_OTHER,
+    SAMPLE_OP_WAIT, SAMPLE_PHASE_DECODE, SAMPLE_PHASE_IDLE, SAMPLE_PHASE_PREFILL,
+    SAMPLE_STACK_WORDS, SampleCountsEvent,
 };
+
+use trace_format::{Event, decode_record};
 
 pub use frames::{Frame, FrameNames};
 
@@ -23,10 +25,21 @@ pub const INTERVAL_NS: u64 = 1_000_000_000;
 /// Decode calls remembered for placing late samples.
 const CALLS_KEPT: usize = 256;
 
-/// Names an operator (an `OP_NAMES` id or `SAMPLE_OP_WAIT`) from the functions at one
-/// address (innermost, inlined, first), or `None` when they are none of the target's
-/// operators or waits.
-pub type SampleClassifier = fn(&[Frame]) -> Option<u16>;
+/// What a target's room makes of the functions at one code address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// An operator's own code (an `OP_NAMES` id): it decides the sample.
+    Op(u16),
+    /// The thread pool waiting for work or for the other threads: it decides the sample.
+    Wait,
+    /// A kernel that only some operators call (the id of the one that usually does):
+    /// the sample's operator when no address further out names an operator or a wait.
+    Kernel(u16),
+}
+
+/// Names the functions at one address (innermost, inlined, first), or `None` when they
+/// are none of the target's operators, kernels or waits.
+pub type SampleClassifier = fn(&[Frame]) -> Option<Named>;
 
 /// One decode call as the token probes saw it.
 #[derive(Clone, Copy)]
@@ -42,8 +55,8 @@ pub struct CpuSampler {
     pid: u32,
     names: FrameNames,
     classify: SampleClassifier,
-    /// Operator of each address seen (`None`: none at that frame).
-    by_ip: HashMap<u64, Option<u16>>,
+    /// What each code address seen names (`None`: nothing).
+    by_ip: HashMap<u64, Option<Named>>,
     /// Samples of the current drain: (time, thread, operator).
     pending: Vec<(u64, u32, u16)>,
     calls: VecDeque<Call>,
@@ -52,7 +65,15 @@ pub struct CpuSampler {
     interval: Option<(u64, u64)>,
     /// Samples counted in all.
     pub counted: u64,
+    /// Samples that named no operator, by the function they were sampled in (`?`: in no
+    /// function the target's files name), to say what a classifier is missing.
+    unnamed: HashMap<String, u64>,
+    /// The function name of each sampled instruction that named no operator.
+    unnamed_at: HashMap<u64, String>,
 }
+
+/// Most functions [`CpuSampler::unnamed_note`] lists.
+const UNNAMED_LISTED: usize = 4;
 
 impl CpuSampler {
     /// A sampler for the target `pid` sampled at `hz`, naming operators with `classify`.
@@ -68,35 +89,46 @@ impl CpuSampler {
             counts: BTreeMap::new(),
             interval: None,
             counted: 0,
+            unnamed: HashMap::new(),
+            unnamed_at: HashMap::new(),
         }
     }
 
     /// A [`CpuSampleEvent`]'s bytes: named now, placed in its phase at [`Self::settle`].
     pub fn observe_sample(&mut self, record: &[u8]) {
-        let Some(ev) = read::<CpuSampleEvent>(record) else {
+        let Some(Event::CpuSample(ev)) = decode_record(EventKind::CpuSample, record) else {
             return;
         };
         let n = (ev.n_frames as usize).min(SAMPLE_FRAMES);
-        let op = ev.ips[..n]
-            .iter()
-            .find_map(|&ip| self.op_at(ip))
-            .unwrap_or(SAMPLE_OP_OTHER);
+        let words = (ev.stack_words as usize).min(SAMPLE_STACK_WORDS);
+        // The sampled instruction, then the stack's words from the stack pointer up
+        // (return addresses of callers without frame pointers), then the frame-pointer
+        // walk's frames: the first operator or wait decides; else the first kernel.
+        let (pc, walked) = ev.ips[..n].split_at(n.min(1));
+        let addrs = pc.iter().chain(&ev.stack[..words]).chain(walked);
+        let op = decide(addrs.enumerate().map(|(i, &a)| self.named_at(a, i == 0)));
+        let op = op.unwrap_or_else(|| {
+            let at = ev.ips[..n.min(1)]
+                .iter()
+                .find_map(|&ip| self.function_at(ip));
+            *self
+                .unnamed
+                .entry(at.unwrap_or_else(|| "?".into()))
+                .or_insert(0) += 1;
+            SAMPLE_OP_OTHER
+        });
         self.pending.push((ev.header.ts_ns, ev.header.tid, op));
     }
 
     /// A decode entry or exit (`DecodeEvent` bytes): the phases samples fall in.
     pub fn observe_decode(&mut self, record: &[u8]) {
-        let Some(h) = read::<EventHeader>(record) else {
+        let Some(Event::Decode(d)) = decode_record(EventKind::Decode, record) else {
             return;
         };
-        let word = |o: usize| {
-            record
-                .get(o..o + 4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        };
+        let h = d.header;
         if h.flags & EVENT_FLAG_EXIT == 0 {
-            let phase = match word(32) {
-                Some(1) => SAMPLE_PHASE_DECODE,
+            let phase = match d.n_tokens {
+                1 => SAMPLE_PHASE_DECODE,
                 _ => SAMPLE_PHASE_PREFILL,
             };
             if self.calls.len() == CALLS_KEPT {
@@ -169,31 +201,84 @@ impl CpuSampler {
         out
     }
 
-    fn op_at(&mut self, ip: u64) -> Option<u16> {
-        if let Some(&op) = self.by_ip.get(&ip) {
-            return op;
+    /// One line on the samples that named no operator, when they are more than 2 % of
+    /// all: their share and the functions most of them were in.
+    pub fn unnamed_note(&self) -> Option<String> {
+        let unnamed: u64 = self.unnamed.values().sum();
+        if self.counted == 0 || unnamed * 50 <= self.counted {
+            return None;
         }
-        let classify = self.classify;
-        let op = classify(&self.names.functions(ip));
-        self.by_ip.insert(ip, op);
-        op
+        let mut top: Vec<(&String, &u64)> = self.unnamed.iter().collect();
+        top.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        let listed: Vec<String> = top
+            .iter()
+            .take(UNNAMED_LISTED)
+            .map(|&(f, &n)| format!("{f} {:.1} %", 100.0 * n as f64 / self.counted as f64))
+            .collect();
+        Some(format!(
+            "{:.1} % of the CPU samples named no operator (shown as `(no operator)`); most \
+             were in {}",
+            100.0 * unnamed as f64 / self.counted as f64,
+            listed.join(", ")
+        ))
+    }
+
+    /// The name of the function at `ip`: its symbol (the outermost name), or DWARF's;
+    /// `FILE (no symbol)` where its file names none.
+    fn function_at(&mut self, ip: u64) -> Option<String> {
+        if let Some(name) = self.unnamed_at.get(&ip) {
+            return Some(name.clone());
+        }
+        let name = self.names.functions(ip, true).pop().map(|f| {
+            if f.function.is_empty() {
+                format!("{} (no symbol)", f.object)
+            } else {
+                f.function
+            }
+        })?;
+        self.unnamed_at.insert(ip, name.clone());
+        Some(name)
+    }
+
+    /// What the code at `addr` names; `None` for an address in no code (most stack
+    /// words: data, heap pointers), which is not remembered. `is_pc`: the sampled
+    /// instruction itself.
+    fn named_at(&mut self, addr: u64, is_pc: bool) -> Option<Named> {
+        if !self.names.in_code(addr, is_pc) {
+            return None;
+        }
+        if let Some(&named) = self.by_ip.get(&addr) {
+            return named;
+        }
+        let frames = self.names.functions(addr, is_pc);
+        if frames.is_empty() {
+            return None;
+        }
+        let named = (self.classify)(&frames);
+        self.by_ip.insert(addr, named);
+        named
     }
 }
 
-/// A record of type `T` from the front of `bytes`.
-fn read<T: Copy>(bytes: &[u8]) -> Option<T> {
-    if bytes.len() < size_of::<T>() {
-        return None;
+/// The operator of a sample from what its addresses name, in the order they are tried:
+/// the first operator or wait decides; without one, the first kernel; else none.
+fn decide(named: impl IntoIterator<Item = Option<Named>>) -> Option<u16> {
+    let mut kernel = None;
+    for n in named {
+        match n {
+            Some(Named::Op(id)) => return Some(id),
+            Some(Named::Wait) => return Some(SAMPLE_OP_WAIT),
+            Some(Named::Kernel(id)) => kernel = kernel.or(Some(id)),
+            None => {}
+        }
     }
-    // SAFETY: `T` is one of `common::event`'s `#[repr(C)]` records of plain integers (any
-    // bit pattern is valid); the length was checked and the read is unaligned.
-    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+    kernel
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::event::{DecodeEvent, SAMPLE_OP_WAIT};
+    use common::event::{CpuSampleEvent, DecodeEvent};
 
     fn bytes<T>(v: &T) -> Vec<u8> {
         // SAFETY: a `#[repr(C)]` record of plain integers, read as its bytes.
@@ -231,7 +316,7 @@ mod tests {
     fn samples_fall_in_the_decode_call_around_them_and_leave_once_a_second() {
         // Address 0 has no function: its samples are nobody's, whatever the classifier says.
         let mut s = CpuSampler::new(std::process::id(), 997, |f| {
-            (!f.is_empty()).then_some(SAMPLE_OP_WAIT)
+            (!f.is_empty()).then_some(Named::Wait)
         });
         s.observe_decode(&decode(100, 7, false));
         s.observe_decode(&decode(1_000, 7, true));
@@ -266,6 +351,39 @@ mod tests {
         );
         assert_eq!(s.counted, 5);
         assert!(s.take_due(true).is_empty(), "counts start again");
+    }
+
+    #[test]
+    fn an_operator_further_out_decides_over_the_kernel_it_called() {
+        use Named::{Kernel, Op, Wait};
+        assert_eq!(
+            decide([Some(Kernel(5)), None, Some(Op(42)), Some(Op(7))]),
+            Some(42)
+        );
+        assert_eq!(decide([Some(Kernel(5)), None, Some(Kernel(9))]), Some(5));
+        assert_eq!(
+            decide([None, Some(Wait), Some(Op(7))]),
+            Some(SAMPLE_OP_WAIT)
+        );
+        assert_eq!(decide([None, None]), None);
+    }
+
+    #[test]
+    fn unnamed_samples_are_listed_by_function_above_two_percent() {
+        let mut s = CpuSampler::new(std::process::id(), 99, |_| None);
+        s.counted = 1000;
+        s.unnamed.insert("memcpy".into(), 15);
+        assert_eq!(s.unnamed_note(), None, "1.5 % is not worth a line");
+        s.unnamed.insert("?".into(), 30);
+        let note = s.unnamed_note().expect("4.5 %");
+        assert!(
+            note.starts_with("4.5 % of the CPU samples named no operator"),
+            "{note}"
+        );
+        assert!(
+            note.ends_with("most were in ? 3.0 %, memcpy 1.5 %"),
+            "{note}"
+        );
     }
 
     #[test]

@@ -7,9 +7,9 @@
 //! (a barrier within a matrix product) counts as the operator's, as its span does in a
 //! full recording.
 
-use common::{event::SAMPLE_OP_WAIT, op_catalog::op_id};
+use common::op_catalog::op_id;
 
-use crate::samples::Frame;
+use crate::samples::{Frame, Named};
 
 /// Kernel-crate folders and files whose code only matrix products run.
 const MATMUL_KERNELS: [&str; 6] = [
@@ -30,9 +30,10 @@ const MATMUL_MODULES: [&str; 6] = [
     "quant::",
 ];
 
-/// The operator (or `SAMPLE_OP_WAIT`) of the functions at one address, innermost first;
-/// `None` for code of no operator (the dispatcher, the sampler, the tokenizer).
-pub fn classify(frames: &[Frame]) -> Option<u16> {
+/// What the functions at one address, innermost first, are: an operator's code, the
+/// pool's waiting, or a kernel (the matrix kernels and the vector kernels each operator
+/// calls); `None` for code of no operator (the dispatcher, the sampler, the tokenizer).
+pub fn classify(frames: &[Frame]) -> Option<Named> {
     let id = |name: &str| op_id(&name.to_ascii_uppercase()).map(|id| id as u16);
     let after = |f: &Frame, dir: &str| f.file.split_once(dir).map(|(_, rest)| rest.to_owned());
     let op = frames.iter().find_map(|f| {
@@ -51,8 +52,8 @@ pub fn classify(frames: &[Frame]) -> Option<u16> {
             module => id(module),
         }
     });
-    if op.is_some() {
-        return op;
+    if let Some(op) = op {
+        return Some(Named::Op(op));
     }
     let waits = frames.iter().any(|f| {
         f.file.contains("engine/src/sync/")
@@ -61,7 +62,7 @@ pub fn classify(frames: &[Frame]) -> Option<u16> {
             || f.function.starts_with("engine::backend::pool::")
     });
     if waits {
-        return Some(SAMPLE_OP_WAIT);
+        return Some(Named::Wait);
     }
     let matmul = frames.iter().any(|f| {
         after(f, "engine/crates/kernels/src/")
@@ -71,7 +72,7 @@ pub fn classify(frames: &[Frame]) -> Option<u16> {
                 .is_some_and(|k| MATMUL_MODULES.iter().any(|m| k.starts_with(m)))
     });
     if matmul {
-        return id("MUL_MAT");
+        return id("MUL_MAT").map(Named::Kernel);
     }
     // The vector kernels each operator calls by name (`engine_kernels::vec::swiglu_span`).
     frames.iter().find_map(|f| {
@@ -82,6 +83,7 @@ pub fn classify(frames: &[Frame]) -> Option<u16> {
             .iter()
             .find(|(prefix, _)| in_vec && name.starts_with(prefix))
             .and_then(|&(_, op)| id(op))
+            .map(Named::Kernel)
     })
 }
 
@@ -99,20 +101,28 @@ mod tests {
     use super::*;
     use common::op_catalog::op_name;
 
+    /// A kernel's operator, marked as a kernel's guess.
+    fn kernel_name(id: u16) -> &'static str {
+        match op_name(u32::from(id)) {
+            Some("MUL_MAT") => "kernel:MUL_MAT",
+            Some("SWIGLU") => "kernel:SWIGLU",
+            _ => "kernel:?",
+        }
+    }
+
     fn named(chain: &[(&str, &str)]) -> Option<&'static str> {
         let frames: Vec<Frame> = chain
             .iter()
             .map(|&(function, file)| Frame {
                 function: function.into(),
                 file: format!("/src/profinfer/{file}"),
+                object: "engine".into(),
             })
             .collect();
-        classify(&frames).map(|id| {
-            if id == SAMPLE_OP_WAIT {
-                "wait"
-            } else {
-                op_name(u32::from(id)).unwrap_or("?")
-            }
+        classify(&frames).map(|n| match n {
+            Named::Wait => "wait",
+            Named::Op(id) => op_name(u32::from(id)).unwrap_or("?"),
+            Named::Kernel(id) => kernel_name(id),
         })
     }
 

@@ -5,9 +5,9 @@
 //! loop. Release builds keep the symbol table but no frame pointers: the sampled
 //! instruction's own function is what names most samples.
 
-use common::{event::SAMPLE_OP_WAIT, op_catalog::op_id};
+use common::op_catalog::op_id;
 
-use crate::samples::Frame;
+use crate::samples::{Frame, Named};
 
 /// Functions where ggml's threads wait for work or for each other.
 const WAITS: [&str; 8] = [
@@ -32,26 +32,34 @@ const MATMUL_KERNELS: [&str; 6] = [
 ];
 
 /// The operator (or `SAMPLE_OP_WAIT`) of the functions at one address (a symbol, or
-/// DWARF's inline chain in a debug build), innermost first.
-pub fn classify(frames: &[Frame]) -> Option<u16> {
+/// DWARF's inline chain in a debug build), innermost first. Code of the OpenMP runtime
+/// (ggml's thread pool when built with OpenMP, the default) is the pool's waiting: its
+/// barrier and spin functions are hidden symbols.
+pub fn classify(frames: &[Frame]) -> Option<Named> {
+    if frames.iter().any(|f| f.object.starts_with("libgomp")) {
+        return Some(Named::Wait);
+    }
     frames.iter().find_map(|f| classify_function(&f.function))
 }
 
-/// The operator (or `SAMPLE_OP_WAIT`) `function` belongs to; `None` for code of no
-/// operator (or of several: `ggml_vec_add_f32`).
-fn classify_function(function: &str) -> Option<u16> {
+/// What `function` is: an operator's code, a wait, or a kernel some operators call
+/// (`ggml_vec_dot_f16` serves matrix products and flash attention alike: a kernel, so
+/// the operator that called it decides when its return address is on the stack);
+/// `None` for code of no operator (or of several: `ggml_vec_add_f32`).
+fn classify_function(function: &str) -> Option<Named> {
+    let id = |name: &str| op_id(name).map(|id| id as u16);
     if let Some(op) = function.strip_prefix("ggml_compute_forward_") {
-        return longest_op_prefix(op);
+        return longest_op_prefix(op).map(Named::Op);
     }
     if WAITS.iter().any(|w| function.starts_with(w)) || function.contains("futex") {
-        return Some(SAMPLE_OP_WAIT);
+        return Some(Named::Wait);
     }
     if MATMUL_KERNELS.iter().any(|k| function.contains(k)) {
-        return op_id("MUL_MAT").map(|id| id as u16);
+        return id("MUL_MAT").map(Named::Kernel);
     }
     match function {
-        f if f.starts_with("ggml_vec_soft_max") => op_id("SOFT_MAX").map(|id| id as u16),
-        f if f.starts_with("ggml_vec_swiglu") => op_id("GLU").map(|id| id as u16),
+        f if f.starts_with("ggml_vec_soft_max") => id("SOFT_MAX").map(Named::Kernel),
+        f if f.starts_with("ggml_vec_swiglu") => id("GLU").map(Named::Kernel),
         _ => None,
     }
 }
@@ -75,12 +83,11 @@ mod tests {
     use common::op_catalog::op_name;
 
     fn named(f: &str) -> Option<&'static str> {
-        classify_function(f).map(|id| {
-            if id == SAMPLE_OP_WAIT {
-                "wait"
-            } else {
-                op_name(u32::from(id)).unwrap_or("?")
-            }
+        classify_function(f).map(|n| match n {
+            Named::Wait => "wait",
+            Named::Op(id) => op_name(u32::from(id)).unwrap_or("?"),
+            Named::Kernel(id) if op_name(u32::from(id)) == Some("MUL_MAT") => "kernel:MUL_MAT",
+            Named::Kernel(_) => "kernel:?",
         })
     }
 
@@ -98,10 +105,15 @@ mod tests {
             Some("GET_ROWS")
         );
         assert_eq!(named("ggml_compute_forward_glu"), Some("GLU"));
-        assert_eq!(named("ggml_vec_dot_q4_0_q8_0"), Some("MUL_MAT"));
-        assert_eq!(named("ggml_gemv_q4_0_8x8_q8_0"), Some("MUL_MAT"));
+        assert_eq!(named("ggml_vec_dot_q4_0_q8_0"), Some("kernel:MUL_MAT"));
+        assert_eq!(named("ggml_gemv_q4_0_8x8_q8_0"), Some("kernel:MUL_MAT"));
         assert_eq!(named("ggml_barrier"), Some("wait"));
         assert_eq!(named("ggml_vec_add_f32"), None);
         assert_eq!(named("llama_sampler_sample"), None);
+        let omp = Frame {
+            object: "libgomp.so.1".into(),
+            ..Frame::default()
+        };
+        assert_eq!(classify(&[omp]), Some(Named::Wait));
     }
 }

@@ -149,6 +149,14 @@ pub const RECORDINGS: &[Recording] = &[
         engine_only: false,
     },
     Recording {
+        name: "sample",
+        flags: &["--sample", "997"],
+        what: "`--sample 997`: the always-on mode: token probes and CPU-clock samples of \
+               the target's threads at 997 Hz on every CPU, counted per operator by the \
+               collector (no operator probes)",
+        engine_only: false,
+    },
+    Recording {
         name: "op counters",
         flags: &["--pmc"],
         what: "`--pmc`: counters read at both bounds of every operator span (implies exact \
@@ -220,6 +228,7 @@ fn goal(recording: &str, target: Target, model: &BenchModel) -> Option<f64> {
         ("default", BenchModel::SmolLm2, Target::LlamaCpp) => Some(5.0),
         ("default", BenchModel::Preset { .. }, _) => Some(1.7),
         ("token+graph+counters", _, _) => Some(0.5),
+        ("sample", BenchModel::SmolLm2, _) => Some(0.5),
         _ => None,
     }
 }
