@@ -119,7 +119,13 @@ pub fn recording_mode(settings: &RecordingSettings, model: &TraceModel) -> Recor
                               bounds)"
             .to_owned(),
     };
-    if let (Some(w), Some((traced, all))) = (&windows, traced_steps) {
+    let sampled_only = spans == SpanBounds::None && !model.cpu_samples().is_empty();
+    if let (Some(w), true) = (&windows, sampled_only) {
+        // The windows switched the sampler's timers (`--sample` with `--op-windows`).
+        text.push_str(&format!(
+            "; sampled windows {w} switch the CPU-clock sampler"
+        ));
+    } else if let (Some(w), Some((traced, all))) = (&windows, traced_steps) {
         // `on`: the switches were seen, the ON/PERIOD setting was not (no header at hand).
         let w = if w == "on" {
             String::new()
@@ -156,7 +162,7 @@ pub fn recording_mode(settings: &RecordingSettings, model: &TraceModel) -> Recor
         SpanBounds::Mixed => "mixed spans",
     }
     .to_owned();
-    if let Some((traced, all)) = traced_steps {
+    if let Some((traced, all)) = traced_steps.filter(|_| !sampled_only) {
         short.push_str(&format!(", windows: {traced}/{all} steps"));
     }
     if let Some(hz) = sample_hz {

@@ -1,7 +1,9 @@
 //! Sampled windows (`profinfer record --op-windows ON/PERIOD`): which decode steps had
 //! their operators recorded, and what recording them cost, measured inside the run: the
 //! traced steps' time per token against the untraced steps' of the same process, the
-//! same cache and KV state and the same minutes of the machine.
+//! same cache and KV state and the same minutes of the machine. In a sampled recording
+//! without operators (`--sample` with `--op-windows`) the windows switch the CPU-clock
+//! sampler instead, and the same comparison measures what sampling costs.
 
 use serde::Serialize;
 
@@ -21,8 +23,12 @@ pub struct WindowStats {
     pub traced_p50_ms: f64,
     /// Median time per decode step of the untraced steps, ms.
     pub untraced_p50_ms: f64,
-    /// `traced_p50 / untraced_p50 - 1`: what recording operators cost the decode steps.
+    /// `traced_p50 / untraced_p50 - 1`: what recording operators (or sampling) cost the
+    /// decode steps.
     pub slowdown: f64,
+    /// What the windows switched: `operators`, or `sampler` (a `--sample` recording
+    /// without the operator level).
+    pub switched: &'static str,
 }
 
 /// The windows of `model`, if the recording had any (a window switch and steps of both
@@ -36,6 +42,19 @@ pub fn window_stats(model: &TraceModel) -> Option<WindowStats> {
     if switches.is_empty() {
         return None;
     }
+    // Operators recorded are seen in each step; the sampler's state only in the switches
+    // (windows start on: the first steps are traced).
+    let c = model.counts();
+    let spans = c.op_entries + c.spans_exact + c.spans_start_at_release + c.spans_end_approx;
+    let sampler = !model.cpu_samples().is_empty() && spans == 0;
+    let on_at = |ts: u64| {
+        model
+            .op_windows()
+            .iter()
+            .rev()
+            .find(|w| w.ts_ns.max(w.settled_ns) <= ts)
+            .is_none_or(|w| w.traced)
+    };
     let (mut traced, mut untraced) = (Vec::new(), Vec::new());
     let mut switch_steps = 0;
     for t in model.tokens() {
@@ -48,7 +67,12 @@ pub fn window_stats(model: &TraceModel) -> Option<WindowStats> {
             continue;
         }
         let ms = (end - t.start_ns) as f64 / 1e6;
-        if t.op_ns > 0 {
+        let on = if sampler {
+            on_at(t.start_ns)
+        } else {
+            t.op_ns > 0
+        };
+        if on {
             traced.push(ms);
         } else {
             untraced.push(ms);
@@ -65,6 +89,7 @@ pub fn window_stats(model: &TraceModel) -> Option<WindowStats> {
         traced_p50_ms,
         untraced_p50_ms,
         slowdown: traced_p50_ms / untraced_p50_ms.max(f64::MIN_POSITIVE) - 1.0,
+        switched: if sampler { "sampler" } else { "operators" },
     })
 }
 
@@ -199,6 +224,51 @@ mod tests {
             (w.traced_steps, w.untraced_steps, w.switch_steps),
             (2, 2, 1)
         );
+        assert!((w.untraced_p50_ms - 9.0).abs() < 1e-9, "{w:?}");
+    }
+
+    /// A sampled recording without operators (`--sample` with `--op-windows`): the
+    /// switches alone say which steps had the sampler on.
+    #[test]
+    fn sampler_windows_are_told_by_their_switches() {
+        use common::event::{EventHeader, EventKind, SAMPLE_PHASE_DECODE, SampleCountsEvent};
+        let steps = [
+            (false, 10.5), // on: windows start on
+            (false, 10.0),
+            (false, 30.0), // the sampler is switched off during it
+            (false, 9.0),
+            (false, 9.5),
+        ];
+        let mut events = trace(&steps, |i, start, _| {
+            if i == 2 {
+                vec![op_window(start + MS, false, start + 2 * MS)]
+            } else {
+                Vec::new()
+            }
+        });
+        let mut counts = SampleCountsEvent {
+            header: EventHeader {
+                kind: EventKind::SampleCounts as u32,
+                ts_ns: 4 * MS,
+                tid: SYNTH_MAIN_TID,
+                ..EventHeader::ZERO
+            },
+            hz: 997,
+            phase: SAMPLE_PHASE_DECODE,
+            n: 1,
+            ..SampleCountsEvent::default()
+        };
+        counts.ops[0] = 5;
+        counts.counts[0] = 20;
+        events.push(Event::SampleCounts(counts));
+        events.sort_by_key(|e| e.header().ts_ns);
+        let w = window_stats(&build(&events)).expect("windows");
+        assert_eq!(w.switched, "sampler");
+        assert_eq!(
+            (w.traced_steps, w.untraced_steps, w.switch_steps),
+            (2, 2, 1)
+        );
+        assert!((w.traced_p50_ms - 10.0).abs() < 1e-9, "{w:?}");
         assert!((w.untraced_p50_ms - 9.0).abs() < 1e-9, "{w:?}");
     }
 

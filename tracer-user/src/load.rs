@@ -512,43 +512,93 @@ pub fn probe_info(
     }
 }
 
-/// Attaches the CPU-clock sampler (`--sample HZ`): the `cpu_sample` program on a
+/// The CPU-clock sampler's perf events (`--sample HZ`): the `cpu_sample` program on a
 /// `cpu-clock` timer of every online CPU at `hz` (a frequency, as `perf record -F`), for
-/// every process; the program keeps the target's samples only.
-pub fn attach_cpu_samples(ebpf: &mut Ebpf, hz: u32) -> Result<Vec<ProbeInfo>, LoadError> {
-    use aya::programs::{
-        PerfEvent,
-        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
-    };
-    const PROG: &str = "cpu_sample";
-    let load_err = |source| LoadError::ProgramLoad {
-        program: PROG,
-        source: Box::new(source),
-    };
-    let p: &mut PerfEvent = program(ebpf, PROG)?.try_into().map_err(load_err)?;
-    p.load().map_err(load_err)?;
-    for cpu in online_cpus() {
-        p.attach(
-            PerfEventConfig::Software(SoftwareEvent::CpuClock),
-            PerfEventScope::AllProcessesOneCpu { cpu },
-            SamplePolicy::Frequency(u64::from(hz)),
-            false,
-        )
-        .map_err(|source| LoadError::SampleAttach {
-            cpu,
-            hz,
+/// every process; the program keeps the target's samples only. Detached, no timer fires
+/// (sampled windows switch them, `--op-windows` with `--sample`).
+pub struct SampleProbes {
+    hz: u32,
+    links: Vec<aya::programs::perf_event::PerfEventLinkId>,
+}
+
+/// The `cpu_sample` program's name in the eBPF object.
+const SAMPLE_PROG: &str = "cpu_sample";
+
+impl SampleProbes {
+    /// Loads the program and attaches it on every online CPU at `hz`.
+    ///
+    /// # Errors
+    /// [`LoadError::ProgramLoad`] or [`LoadError::SampleAttach`].
+    pub fn attach(ebpf: &mut Ebpf, hz: u32) -> Result<(Vec<ProbeInfo>, SampleProbes), LoadError> {
+        let load_err = |source| LoadError::ProgramLoad {
+            program: SAMPLE_PROG,
             source: Box::new(source),
-        })?;
+        };
+        let p: &mut aya::programs::PerfEvent =
+            program(ebpf, SAMPLE_PROG)?.try_into().map_err(load_err)?;
+        p.load().map_err(load_err)?;
+        let mut probes = SampleProbes {
+            hz,
+            links: Vec::new(),
+        };
+        probes.set_attached(ebpf, true)?;
+        let info = ProbeInfo {
+            id: EventKind::CpuSample as u32,
+            attach: "perf_event".into(),
+            point: format!("cpu-clock@{hz}Hz"),
+            level: "sample".into(),
+            offset: 0,
+            first_insn: String::new(),
+            cost_class: "n/a".into(),
+        };
+        Ok((vec![info], probes))
     }
-    Ok(vec![ProbeInfo {
-        id: EventKind::CpuSample as u32,
-        attach: "perf_event".into(),
-        point: format!("cpu-clock@{hz}Hz"),
-        level: "sample".into(),
-        offset: 0,
-        first_insn: String::new(),
-        cost_class: "n/a".into(),
-    }])
+
+    /// Whether the timers are attached now.
+    pub fn attached(&self) -> bool {
+        !self.links.is_empty()
+    }
+
+    /// Attaches (one timer per online CPU) or detaches every timer.
+    ///
+    /// # Errors
+    /// [`LoadError::SampleAttach`] when a CPU's timer cannot be attached.
+    pub fn set_attached(&mut self, ebpf: &mut Ebpf, on: bool) -> Result<(), LoadError> {
+        use aya::programs::{
+            PerfEvent,
+            perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        };
+        if on == self.attached() {
+            return Ok(());
+        }
+        let load_err = |source| LoadError::ProgramLoad {
+            program: SAMPLE_PROG,
+            source: Box::new(source),
+        };
+        let p: &mut PerfEvent = program(ebpf, SAMPLE_PROG)?.try_into().map_err(load_err)?;
+        if !on {
+            for link in self.links.drain(..) {
+                p.detach(link).map_err(load_err)?;
+            }
+            return Ok(());
+        }
+        for cpu in online_cpus() {
+            let link = p
+                .attach(
+                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                    PerfEventScope::AllProcessesOneCpu { cpu },
+                    SamplePolicy::Frequency(u64::from(self.hz)),
+                    false,
+                )
+                .map_err(|source| LoadError::SampleAttach {
+                    cpu,
+                    hz: self.hz,
+                    source: Box::new(source),
+                })?;
+            self.links.push(link);
+        }
+        Ok(())
+    }
 }
 
 /// Attaches the scheduler tracepoints of `levels` and the thread-set ones (every target).

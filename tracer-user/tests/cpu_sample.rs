@@ -142,10 +142,11 @@ fn sampled_recording_counts_operators_in_small_histograms() {
     assert_eq!(summary["sampled"]["samples"], samples);
     let _ = std::fs::remove_dir_all(&dir);
 
-    // Against a full recording of the same run (both bounds of every span probed): the
-    // operators that take most of the time have the same share. The small ones do not
-    // compare within the sampling error: a full recording's 1–2 µs span includes the
-    // probes' own time (docs/views.md).
+    // Against a full recording of the same run (both bounds of every span probed):
+    // MUL_MAT leads both. A span is wall time and holds the probes' own time and any
+    // preemption, which weigh most on the 1–2 µs operators, so the full recording's
+    // MUL_MAT share is the lower one: 0.881 against 0.936 sampled on an idle machine,
+    // 0.748 against 0.944 with a build running beside it (docs/views.md).
     let total_named: u64 = per_op
         .iter()
         .filter(|&(&o, _)| o != SAMPLE_OP_WAIT && o != SAMPLE_OP_OTHER)
@@ -186,9 +187,15 @@ fn sampled_recording_counts_operators_in_small_histograms() {
         / total;
     eprintln!("MUL_MAT share: sampled {sampled:.3}, full recording {full_mm:.3}");
     assert!(
-        (sampled - full_mm).abs() < 0.12,
+        (-0.03..=0.25).contains(&(sampled - full_mm)),
         "sampled {sampled:.3} against {full_mm:.3}"
     );
+    let ms = |g: &serde_json::Value| g["total_ms"].as_f64().unwrap_or(0.0);
+    let full_top = top
+        .iter()
+        .max_by(|a, b| ms(a).total_cmp(&ms(b)))
+        .map(|g| g["key"].clone());
+    assert_eq!(full_top, Some(serde_json::json!("MUL_MAT")));
     let _ = std::fs::remove_file(&trace);
     let _ = std::fs::remove_file(&full);
 }

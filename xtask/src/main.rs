@@ -135,6 +135,10 @@ enum BenchTask {
         /// Generated tokens of a windows run.
         #[arg(long, default_value_t = 480)]
         window_tokens: u32,
+        /// Also the in-process comparison of the always-on mode: `--sample 997` with its
+        /// CPU-clock sampler switched on and off in windows ON/PERIOD; `off` to skip.
+        #[arg(long, default_value = "48/96")]
+        sample_windows: String,
         /// Run everything measured in a cgroup limited to this many CPUs (the constrained
         /// condition: the program and the collector share the quota; root).
         #[arg(long, value_name = "CPUS")]
@@ -196,6 +200,7 @@ fn main() -> ExitCode {
                     recordings,
                     windows,
                     window_tokens,
+                    sample_windows,
                     cpu_quota,
                 },
         } => run("bench overhead", |s| {
@@ -211,6 +216,7 @@ fn main() -> ExitCode {
                 recordings,
                 windows: (windows != "off").then_some(windows),
                 window_tokens,
+                sample_windows: (sample_windows != "off").then_some(sample_windows),
                 cpu_quota,
             };
             bench::overhead::run(s, &config)

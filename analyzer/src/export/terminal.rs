@@ -280,12 +280,16 @@ fn write_sampled(s: &crate::model::SampledReport, w: &mut impl Write) -> io::Res
     Ok(())
 }
 
-/// The sampled op-level windows line: how much recording operators cost per step.
+/// The sampled windows line: how much recording operators (or sampling) cost per step.
 fn write_windows(win: &crate::windows::WindowStats, w: &mut impl Write) -> io::Result<()> {
+    let (on, what) = match win.switched {
+        "sampler" => ("CPU-clock sampler on", "sampling"),
+        _ => ("operators recorded", "recording operators"),
+    };
     writeln!(
         w,
-        "windows   operators recorded in {} of {} decode steps ({} at a switch left out); \
-         time per step {} ms traced, {} ms untraced: recording operators cost {:+.1} %",
+        "windows   {on} in {} of {} decode steps ({} at a switch left out); \
+         time per step {} ms traced, {} ms untraced: {what} costs {:+.1} %",
         win.traced_steps,
         win.traced_steps + win.untraced_steps + win.switch_steps,
         win.switch_steps,
@@ -843,6 +847,7 @@ mod tests {
             traced_p50_ms: 21.0,
             untraced_p50_ms: 20.0,
             slowdown: 0.05,
+            switched: "operators",
         });
         let mut out = Vec::new();
         write(&r, &mut out).expect("writes");
@@ -851,7 +856,7 @@ mod tests {
             text.contains(
                 "\n\nwindows   operators recorded in 12 of 44 decode steps (2 at a switch left \
                  out); time per step 21.00 ms traced, 20.00 ms untraced: recording operators \
-                 cost +5.0 %\n"
+                 costs +5.0 %\n"
             ),
             "{text}"
         );

@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use common::{
     control::{
-        CONTROL_FLAG_WAKE_ON_GRAPH, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST, STAT_PRODUCED,
-        TracerControl,
+        CONTROL_FLAG_WAKE_ON_GRAPH, LEVEL_OP, STAT_ABI_MISMATCH, STAT_ABI_SEEN, STAT_LOST,
+        STAT_PRODUCED, TracerControl,
     },
     event::{EVENT_FLAG_EXIT, EventHeader, EventKind, OpWindowEvent, QosSwitchEvent},
 };
 use tokio::io::unix::AsyncFd;
 
-use super::clock::collector_header;
+use super::clock::{clocks, collector_header};
 use super::error::RecordError;
 use super::probe_maps::ProbeMaps;
 use super::sink::{TraceSink, split_record};
@@ -103,6 +103,9 @@ pub struct Collector<'c, 'o> {
     record_check: Option<Box<dyn RecordCheck>>,
     /// CPU-clock samples counted into histograms (`--sample`).
     pub sampler: Option<CpuSampler>,
+    /// The sampler's timers, which sampled windows switch when operators are not
+    /// recorded (`--sample` with `--op-windows`).
+    pub sample_probes: Option<crate::load::SampleProbes>,
 }
 
 impl<'c, 'o> Collector<'c, 'o> {
@@ -143,6 +146,7 @@ impl<'c, 'o> Collector<'c, 'o> {
             sampler: cfg
                 .sample_hz
                 .map(|hz| CpuSampler::new(pid, hz, plan.sample_classifier())),
+            sample_probes: None,
         }
     }
 
@@ -373,7 +377,16 @@ impl<'c, 'o> Collector<'c, 'o> {
             return Ok(());
         }
         let steps = w.steps() as u32;
-        let (switched_at, settled_at) = self.apply_op_state()?;
+        let (switched_at, settled_at) = match self.sample_probes.as_mut() {
+            // A sampled recording without operators: the windows switch the sampler's
+            // timers, for the in-process measure of what sampling costs.
+            Some(p) if self.cfg.levels & LEVEL_OP == 0 => {
+                let switched = clocks().0;
+                p.set_attached(&mut self.maps.ebpf, on)?;
+                (switched, clocks().0)
+            }
+            _ => self.apply_op_state()?,
+        };
         let ev = OpWindowEvent {
             header: EventHeader {
                 ts_ns: switched_at,

@@ -306,9 +306,14 @@ fn record_with(
         pid,
     };
     let (mut probes, op_probes) = plan.attach(&mut maps.ebpf, request)?;
-    if let Some(hz) = cfg.sample_hz {
-        probes.extend(crate::load::attach_cpu_samples(&mut maps.ebpf, hz)?);
-    }
+    let sample_probes = match cfg.sample_hz {
+        Some(hz) => {
+            let (info, sampler) = crate::load::SampleProbes::attach(&mut maps.ebpf, hz)?;
+            probes.extend(info);
+            Some(sampler)
+        }
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -335,6 +340,7 @@ fn record_with(
     }
     cost_meter.target_running();
     collector.cost_meter = Some(cost_meter);
+    collector.sample_probes = sample_probes;
     let ending = rt.block_on(collector.run(pidfd, is_child))?;
     finish(req, plan, pid, collector, ending)
 }

@@ -113,6 +113,7 @@ impl EvalConfig {
         c.cpu_quota = Some(1.0);
         // The windows are an unconstrained measure (they run outside the quota).
         c.windows = None;
+        c.sample_windows = None;
         c
     }
 
@@ -131,6 +132,7 @@ impl EvalConfig {
                 // where 48/96 left 1 untraced step per run.
                 windows: Some(WINDOWS.into()),
                 window_tokens: 512,
+                sample_windows: None,
                 cpu_quota: None,
             }
         } else {
@@ -151,6 +153,7 @@ impl EvalConfig {
                 // steps, 4 untraced windows each.
                 windows: Some(WINDOWS.into()),
                 window_tokens: 1024,
+                sample_windows: Some(WINDOWS.into()),
                 cpu_quota: None,
             }
         }

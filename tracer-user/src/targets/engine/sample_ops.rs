@@ -163,7 +163,7 @@ mod tests {
                 "tile_block<Q4_1>",
                 "engine/crates/kernels/src/matmul/x86.rs"
             )]),
-            Some("MUL_MAT")
+            Some("kernel:MUL_MAT")
         );
         assert_eq!(
             named(&[("expf_vector", "engine/crates/kernels/src/vec.rs")]),
@@ -171,12 +171,12 @@ mod tests {
         );
         assert_eq!(
             named(&[("swiglu_span_body", "engine/crates/kernels/src/vec.rs")]),
-            Some("SWIGLU")
+            Some("kernel:SWIGLU")
         );
         let symbol = |f| (f, "");
         assert_eq!(
             named(&[symbol("engine_kernels::matmul::x86::tile_block_table")]),
-            Some("MUL_MAT")
+            Some("kernel:MUL_MAT")
         );
         assert_eq!(
             named(&[symbol("engine::ops::soft_max::compute")]),

@@ -150,7 +150,7 @@ pub const RECORDINGS: &[Recording] = &[
     },
     Recording {
         name: "sample",
-        flags: &["--sample", "997"],
+        flags: &SAMPLE_FLAGS,
         what: "`--sample 997`: the always-on mode: token probes and CPU-clock samples of \
                the target's threads at 997 Hz on every CPU, counted per operator by the \
                collector (no operator probes)",
@@ -164,6 +164,11 @@ pub const RECORDINGS: &[Recording] = &[
         engine_only: false,
     },
 ];
+
+/// The always-on recording's flags (the `sample` row and its windows).
+const SAMPLE_FLAGS: [&str; 2] = ["--sample", "997"];
+/// [`SAMPLE_FLAGS`] as the windows table names them.
+const SAMPLE_FLAGS_LABEL: &str = "--sample 997";
 
 /// The recordings run by default on the real model (all) and on generated ones.
 const DEFAULT_RECORDINGS_GENERATED: &[&str] = &["default"];
@@ -252,6 +257,8 @@ pub struct OverheadConfig {
     pub windows: Option<String>,
     /// Generated tokens of a windows run.
     pub window_tokens: u32,
+    /// Windows `ON/PERIOD` of the sampler in a `--sample` recording (`None`: not run).
+    pub sample_windows: Option<String>,
     /// Run every measured command in a cgroup limited to this many CPUs.
     pub cpu_quota: Option<f64>,
 }
@@ -528,14 +535,14 @@ fn bench_target(
     path: &Path,
     recordings: &[Recording],
 ) -> Result<Measured> {
-    let windows = cfg.windows.is_some();
+    let windows = u64::from(cfg.windows.is_some()) + u64::from(cfg.sample_windows.is_some());
     let recordings: Vec<&Recording> = recordings
         .iter()
         .filter(|r| !r.engine_only || target == Target::Engine)
         .collect();
     // Per recording: `pairs` × 4 runs and the two statistics runs; the windows runs.
     let total = recordings.len() as u64 * (u64::from(cfg.pairs) * 4 + 2)
-        + if windows { u64::from(cfg.pairs) } else { 0 }
+        + windows * u64::from(cfg.pairs)
         + 1;
     let bar = ProgressBar::new(total);
     bar.set_style(
@@ -626,14 +633,20 @@ fn bench_target(
         ));
         say(&bar, rows[rows.len() - 1].one_line());
     }
-    let (window_rows, window_runs) = match &cfg.windows {
-        Some(w) => window_rows(programs, cfg, target, model, path, w, &bar)?,
-        None => (Vec::new(), Vec::new()),
-    };
+    let (mut windowed, mut window_runs) = (Vec::new(), Vec::new());
+    let kinds = [(&cfg.windows, false), (&cfg.sample_windows, true)];
+    for (w, sampled) in kinds
+        .into_iter()
+        .filter_map(|(w, s)| Some((w.as_ref()?, s)))
+    {
+        let (rows, runs) = window_rows(programs, cfg, target, model, path, w, sampled, &bar)?;
+        windowed.extend(rows);
+        window_runs.extend(runs);
+    }
     bar.finish_and_clear();
     Ok(Measured {
         rows,
-        window_rows,
+        window_rows: windowed,
         pairs: pair_records,
         window_runs,
     })
@@ -641,7 +654,9 @@ fn bench_target(
 
 /// The in-process comparison of sampled windows `w` on one target and model: `pairs`
 /// runs, their table row (none when no run had traced and untraced decode steps) and
-/// their records.
+/// their records. `sampled`: the windows switch the CPU-clock sampler of a `--sample`
+/// recording, not the operator probes.
+#[allow(clippy::too_many_arguments, reason = "one comparison's inputs")]
 fn window_rows(
     programs: &Programs,
     cfg: &OverheadConfig,
@@ -649,19 +664,25 @@ fn window_rows(
     model: &BenchModel,
     path: &Path,
     w: &str,
+    sampled: bool,
     bar: &ProgressBar,
 ) -> Result<(Vec<WindowRow>, Vec<WindowRecord>)> {
+    let label = if sampled {
+        format!("{SAMPLE_FLAGS_LABEL}, {w}")
+    } else {
+        w.to_owned()
+    };
     let mut window_runs = Vec::new();
     let mut last = None;
     for i in 0..cfg.pairs {
-        bar.set_message(format!("windows {w}: run {}/{}", i + 1, cfg.pairs));
-        let r = windows_run(programs, cfg, target, path, w)?;
+        bar.set_message(format!("windows {label}: run {}/{}", i + 1, cfg.pairs));
+        let r = windows_run(programs, cfg, target, path, w, sampled)?;
         bar.inc(1);
         if let Some(r) = r {
             window_runs.push(WindowRecord {
                 target: target.label(),
                 model: model.label(),
-                windows: w.to_owned(),
+                windows: label.clone(),
                 run: i,
                 traced_steps: r.traced_steps,
                 untraced_steps: r.untraced_steps,
@@ -675,14 +696,14 @@ fn window_rows(
     let (Some(spread), Some(last)) = (Spread::of(slowdowns), last) else {
         say(
             bar,
-            format!("    windows {w}: no run had traced and untraced decode steps to compare"),
+            format!("    windows {label}: no run had traced and untraced decode steps to compare"),
         );
         return Ok((Vec::new(), window_runs));
     };
     let row = WindowRow {
         target: target.label(),
         model: model.label(),
-        windows: w.to_owned(),
+        windows: label,
         slowdown: spread,
         traced_steps: last.traced_steps,
         untraced_steps: last.untraced_steps,
@@ -723,13 +744,18 @@ fn windows_run(
     target: Target,
     model: &Path,
     windows: &str,
+    sampled: bool,
 ) -> Result<Option<WindowStats>> {
     let (program, args) = programs.command(target, model, cfg.threads, cfg.window_tokens)?;
     let trace = measure::scratch_trace("overhead-windows.pftrace")?;
+    let mut flags = vec!["--op-windows", windows];
+    if sampled {
+        flags.extend(SAMPLE_FLAGS);
+    }
     measure::run_traced(
         &programs.profinfer,
         &trace,
-        &["--op-windows", windows],
+        &flags,
         &program,
         &args,
         // An in-process comparison: both sides share whatever the machine gives.

@@ -248,7 +248,10 @@ pub fn markdown(cfg: &OverheadConfig, rows: &[Row], windows: &[WindowRow]) -> St
              in between; `profinfer report`'s `windows` line compares the median decode step \
              of the traced steps with that of the untraced steps of the same run (same \
              process, cache, KV state and minutes of the machine; steps during a switch \
-             left out). Median and range over {} runs of {} tokens.\n",
+             left out). Rows `--sample 997, ON/PERIOD` are the always-on mode: its \
+             CPU-clock timers attached in the windows and detached in between, so the \
+             comparison is what sampling costs. Median and range over {} runs of {} \
+             tokens.\n",
             cfg.pairs, cfg.window_tokens
         );
         let _ = writeln!(
