@@ -2,7 +2,8 @@
 //! on two threads. The trace holds per-second histograms only (no operator records, no
 //! single samples); the samples account for the target's CPU time; decode samples name
 //! the engine's operators, matrix products first; the histograms stay under 1 KB per
-//! second; `profinfer report` shows the shares.
+//! second; `profinfer report` shows the shares. With `--op-windows`, the windows switch
+//! the sampler.
 
 #[macro_use]
 mod support;
@@ -198,4 +199,52 @@ fn sampled_recording_counts_operators_in_small_histograms() {
     assert_eq!(full_top, Some(serde_json::json!("MUL_MAT")));
     let _ = std::fs::remove_file(&trace);
     let _ = std::fs::remove_file(&full);
+}
+
+/// `--sample` with `--op-windows`: the windows switch the sampler's timers. The report's
+/// windows line compares steps with and without sampling, and the samples cover about
+/// the windows' share of the target's CPU time.
+#[test]
+fn sampler_windows_switch_the_timers() {
+    require_root!();
+    let Some(model) = smollm2() else { return };
+    let (trace, _) = support::record_engine_with(
+        "cpu-sample-windows",
+        &model,
+        &["--sample", &HZ.to_string(), "--op-windows", "24/48"],
+        &[
+            "-p",
+            "Once upon a time",
+            "-n",
+            "300",
+            "-t",
+            "2",
+            "--ignore-eos",
+        ],
+    );
+    let out = profinfer()
+        .args(["report", "--json"])
+        .arg(&trace)
+        .output()
+        .expect("report runs");
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let w = &report["windows"];
+    assert_eq!(w["switched"], "sampler", "{w}");
+    let (on, off) = (
+        w["traced_steps"].as_u64().unwrap_or(0),
+        w["untraced_steps"].as_u64().unwrap_or(0),
+    );
+    assert!(on >= 100 && off >= 100, "{w}");
+    let reader = TraceReader::open(&trace).expect("trace reads");
+    let footer = reader.footer().expect("footer");
+    let cpu_s = footer.cost.target_cpu_ns.expect("target CPU time") as f64 / 1e9;
+    let sampled_s = footer.samples_taken as f64 / f64::from(HZ);
+    eprintln!("{sampled_s:.2} s sampled of {cpu_s:.2} s of CPU, windows {w}");
+    // Half of the decode steps, plus loading and prefill (the first window is on).
+    assert!(
+        (0.3..=0.8).contains(&(sampled_s / cpu_s)),
+        "{sampled_s:.2} s sampled of {cpu_s:.2} s"
+    );
+    let _ = std::fs::remove_file(&trace);
 }
