@@ -17,6 +17,22 @@ use trace_format::{Event, TraceReader};
 
 const HZ: u32 = 997;
 
+/// The run decoded in every recording here: `n` tokens on two threads.
+fn run_args(n: &str) -> [&str; 7] {
+    ["-p", "Once upon a time", "-n", n, "-t", "2", "--ignore-eos"]
+}
+
+/// `profinfer report --json TRACE`.
+fn report_json(trace: &std::path::Path) -> serde_json::Value {
+    let out = profinfer()
+        .args(["report", "--json"])
+        .arg(trace)
+        .output()
+        .expect("report runs");
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
 #[test]
 fn sampled_recording_counts_operators_in_small_histograms() {
     require_root!();
@@ -25,15 +41,7 @@ fn sampled_recording_counts_operators_in_small_histograms() {
         "cpu-sample",
         &model,
         &["--sample", &HZ.to_string()],
-        &[
-            "-p",
-            "Once upon a time",
-            "-n",
-            "500",
-            "-t",
-            "2",
-            "--ignore-eos",
-        ],
+        &run_args("500"),
     );
     let reader = TraceReader::open(&trace).expect("trace reads");
     let evs = events(&reader);
@@ -158,23 +166,9 @@ fn sampled_recording_counts_operators_in_small_histograms() {
         "cpu-sample-full",
         &model,
         &["--exact-spans"],
-        &[
-            "-p",
-            "Once upon a time",
-            "-n",
-            "500",
-            "-t",
-            "2",
-            "--ignore-eos",
-        ],
+        &run_args("500"),
     );
-    let out = profinfer()
-        .args(["report", "--json"])
-        .arg(&full)
-        .output()
-        .expect("report runs");
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let report = report_json(&full);
     let top = report["top"].as_array().expect("top");
     let total: f64 = top
         .iter()
@@ -212,23 +206,9 @@ fn sampler_windows_switch_the_timers() {
         "cpu-sample-windows",
         &model,
         &["--sample", &HZ.to_string(), "--op-windows", "24/48"],
-        &[
-            "-p",
-            "Once upon a time",
-            "-n",
-            "300",
-            "-t",
-            "2",
-            "--ignore-eos",
-        ],
+        &run_args("300"),
     );
-    let out = profinfer()
-        .args(["report", "--json"])
-        .arg(&trace)
-        .output()
-        .expect("report runs");
-    assert!(out.status.success());
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let report = report_json(&trace);
     let w = &report["windows"];
     assert_eq!(w["switched"], "sampler", "{w}");
     let (on, off) = (
