@@ -25,6 +25,7 @@ pub mod pmc;
 pub mod privileges;
 pub mod probe_cost;
 pub mod probe_points;
+pub mod proc_maps;
 pub mod qos;
 pub mod record;
 pub mod report;

@@ -50,16 +50,6 @@ pub fn sampled_op_name(op: u16) -> String {
     }
 }
 
-/// The name of a `SAMPLE_PHASE_*` value.
-pub fn sampled_phase_name(phase: u16) -> &'static str {
-    match phase {
-        SAMPLE_PHASE_PREFILL => "prefill",
-        SAMPLE_PHASE_DECODE => "decode",
-        SAMPLE_PHASE_IDLE => "outside decode calls",
-        _ => "?",
-    }
-}
-
 /// Operator shares of a sampled recording, per phase (`report`, `summary.json`,
 /// `index.html`).
 #[derive(Clone, Debug, PartialEq, Serialize)]

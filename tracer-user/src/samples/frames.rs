@@ -10,18 +10,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::proc_maps::{self, Mapping};
+
 /// Least time between two readings of the mappings: a sampled instruction in no mapping
 /// (the vDSO, code generated at run time) must not cost a reading each time.
 const MAPS_REREAD: Duration = Duration::from_secs(1);
-
-/// One executable mapping of the target.
-struct Mapping {
-    start: u64,
-    end: u64,
-    /// File offset of `start`.
-    offset: u64,
-    path: PathBuf,
-}
 
 /// A mapped ELF file, loaded for symbolization.
 struct Image {
@@ -109,7 +102,10 @@ impl FrameNames {
             return false;
         }
         if self.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REREAD) {
-            self.mappings = read_maps(self.pid);
+            self.mappings = proc_maps::read(self.pid)
+                .into_iter()
+                .filter(|m| m.executable)
+                .collect();
             self.mappings.sort_by_key(|m| m.start);
             self.maps_read = Some(Instant::now());
         }
@@ -189,45 +185,12 @@ fn without_hash(name: &str) -> &str {
     }
 }
 
-/// The file-backed executable mappings of `pid`.
-fn read_maps(pid: u32) -> Vec<Mapping> {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-        return Vec::new();
-    };
-    text.lines().filter_map(parse_map_line).collect()
-}
-
-/// `start-end perms offset dev inode path` of an executable, file-backed mapping.
-fn parse_map_line(line: &str) -> Option<Mapping> {
-    let mut f = line.split_whitespace();
-    let (range, perms, offset) = (f.next()?, f.next()?, f.next()?);
-    let path = f.nth(2)?;
-    if !perms.contains('x') || !path.starts_with('/') {
-        return None;
-    }
-    let (start, end) = range.split_once('-')?;
-    Some(Mapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        offset: u64::from_str_radix(offset, 16).ok()?,
-        path: PathBuf::from(path),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn map_lines_keep_executable_files_only() {
-        let m =
-            parse_map_line("7f12a000-7f12c000 r-xp 00003000 08:01 1234   /usr/lib/libggml-cpu.so")
-                .expect("executable file mapping");
-        assert_eq!((m.start, m.end, m.offset), (0x7f12a000, 0x7f12c000, 0x3000));
-        assert!(
-            parse_map_line("7f12a000-7f12c000 rw-p 00000000 08:01 1234 /usr/lib/x.so").is_none()
-        );
-        assert!(parse_map_line("7ffd000-7ffe000 r-xp 00000000 00:00 0 [vdso]").is_none());
+    fn rust_symbols_lose_their_hash() {
         assert_eq!(
             without_hash("engine::ops::compute::h0123456789abcdef"),
             "engine::ops::compute"

@@ -162,7 +162,7 @@ impl CpuSampler {
     }
 
     /// The histograms of the interval, when it spans a second (or always, with `force`,
-    /// at the end of a recording or of a series file); the counts start again.
+    /// at the end of the recording); the counts start again.
     pub fn take_due(&mut self, force: bool) -> Vec<SampleCountsEvent> {
         let Some((start, end)) = self.interval else {
             return Vec::new();

@@ -113,12 +113,8 @@ fn dynamic_entries(data: &[u8]) -> Option<(Vec<String>, Vec<String>, Vec<String>
 /// (the files the loader actually opened: a probe on another copy would never fire).
 pub fn files_of_process(pid: u32, exe: &Path) -> Vec<PathBuf> {
     let mut files = vec![exe.to_path_buf()];
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    for line in maps.lines() {
-        let Some(path) = line.split_whitespace().nth(5) else {
-            continue;
-        };
-        let path = PathBuf::from(path);
+    for m in crate::proc_maps::read(pid) {
+        let path = m.path;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
